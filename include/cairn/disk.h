@@ -1,0 +1,67 @@
+// Disk is cairn's platform interface for one storage device (a sparse image file or a
+// block device): positioned reads and writes, sync and discard. Implementations are
+// safe for concurrent use by several threads without external locking.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "cairn/status.h"
+
+namespace cairn {
+
+class Disk {
+ public:
+  virtual ~Disk() = default;
+
+  // Reads exactly dst.size() bytes at `offset`. A read past the end of the device is
+  // Corruption ("short read"), since extents never extend past the device.
+  virtual Status ReadAt(uint64_t offset, std::span<uint8_t> dst) = 0;
+  // Writes all of src at `offset`. Data is durable only after Sync() returns OK.
+  virtual Status WriteAt(uint64_t offset, std::span<const uint8_t> src) = 0;
+  // Makes every completed WriteAt durable.
+  virtual Status Sync() = 0;
+  // Tells the device that [offset, offset+length) holds no data any more (hole punch / TRIM).
+  virtual Status Discard(uint64_t offset, uint64_t length) = 0;
+
+  virtual uint64_t Size() const = 0;
+  // Writes of one aligned sector are atomic; larger writes may tear at sector boundaries.
+  virtual uint32_t SectorSize() const = 0;
+  // Where the device lives, for messages ("disks/disk-003.img").
+  virtual const std::string& Name() const = 0;
+};
+
+// Opens an existing image file or block device for reading and writing.
+Result<std::unique_ptr<Disk>> OpenImageDisk(const std::string& path);
+// Creates a sparse image file of `size` bytes; fails if `path` exists.
+Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t size);
+
+// Forwards every call to another Disk, so decorators (fault injection, power accounting)
+// override only what they change.
+class DiskWrapper : public Disk {
+ public:
+  explicit DiskWrapper(std::unique_ptr<Disk> target) : target_(std::move(target)) {}
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override {
+    return target_->ReadAt(offset, dst);
+  }
+  Status WriteAt(uint64_t offset, std::span<const uint8_t> src) override {
+    return target_->WriteAt(offset, src);
+  }
+  Status Sync() override { return target_->Sync(); }
+  Status Discard(uint64_t offset, uint64_t length) override {
+    return target_->Discard(offset, length);
+  }
+  uint64_t Size() const override { return target_->Size(); }
+  uint32_t SectorSize() const override { return target_->SectorSize(); }
+  const std::string& Name() const override { return target_->Name(); }
+
+ protected:
+  Disk* target() { return target_.get(); }
+
+ private:
+  std::unique_ptr<Disk> target_;
+};
+
+}  // namespace cairn

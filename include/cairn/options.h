@@ -1,0 +1,38 @@
+// ArchiveOptions: the settings of one archive, read from ARCHIVE/cairn.conf and
+// adjustable per mount with -o. Defaults are inline; every field says what it changes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+struct ArchiveOptions {
+  // --- Parameters that affect behaviour
+
+  // Files are cut into segments of this many bytes; each segment is one extent on a disk.
+  // Fixed for a file when it is first persisted. Default: 4 MiB.
+  uint64_t segment_size = 4ull << 20;
+  // Segments of at most this many bytes are packed with others into a shared extent
+  // instead of taking an extent each. Default: 256 KiB.
+  uint64_t pack_threshold = 256ull << 10;
+  // A file open for writing but untouched for this many seconds is persisted while still
+  // open. Closed files are persisted at once. Default: 5.
+  uint32_t persist_idle_seconds = 5;
+
+  // --- Parameters that affect performance
+
+  // Once persisted data in the staging cache passes this many bytes, whole files are
+  // evicted, least recently used first, down to 90 % of it. Default: 1 GiB.
+  uint64_t cache_size = 1ull << 30;
+  // Decoded segments kept in memory to serve reads of evicted files. Default: 16.
+  uint32_t read_buffer_segments = 16;
+
+  // --- Identity and layout (written by mkfs)
+
+  std::string archive_id;          // 32 hex digits
+  std::vector<std::string> disks;  // disk.N = path (relative to the archive or absolute)
+};
+
+}  // namespace cairn

@@ -1,0 +1,291 @@
+#include "archive/archive.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "archive/config.h"
+#include "backend/extent_io.h"
+#include "util/coding.h"
+
+namespace cairn {
+namespace {
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+bool IsEmptyDir(const std::string& path) {
+  DIR* dir = ::opendir(path.c_str());
+  if (!dir) return false;
+  int entries = 0;
+  while (struct dirent* e = ::readdir(dir)) {
+    if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") entries++;
+  }
+  ::closedir(dir);
+  return entries == 0;
+}
+
+Status MakeDir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::FromErrno(fmt::format("cannot create directory {}", path), errno);
+  }
+  return Status::OK();
+}
+
+Status WriteFileDurably(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno(fmt::format("cannot create {}", tmp), errno);
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  int err = errno;
+  ::close(fd);
+  if (!ok) return Status::FromErrno(fmt::format("cannot write {}", tmp), err);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(fmt::format("cannot rename {}", tmp), errno);
+  return Status::OK();
+}
+
+std::string ResolveDiskPath(const std::string& archive_dir, const std::string& path) {
+  return path.starts_with('/') ? path : archive_dir + "/" + path;
+}
+
+}  // namespace
+
+Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
+  if (mkfs.disk_count == 0) return Status::InvalidArgument("an archive needs at least one disk (--disks N)");
+  if (mkfs.disk_size < 16 * kBlockSize) {
+    return Status::InvalidArgument(fmt::format("disk size {} is too small (minimum 64 KiB)", mkfs.disk_size));
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return Status::Exists(fmt::format("{} exists and is not a directory", dir));
+    if (!IsEmptyDir(dir)) return Status::Exists(fmt::format("{} is not empty; refusing to create an archive there", dir));
+  } else if (::mkdir(dir.c_str(), 0755) != 0) {
+    return Status::FromErrno(fmt::format("cannot create archive directory {}", dir), errno);
+  }
+  CAIRN_RETURN_IF_ERROR(MakeDir(dir + "/cache"));
+  CAIRN_RETURN_IF_ERROR(MakeDir(dir + "/disks"));
+
+  ArchiveOptions options = mkfs.options;
+  ArchiveId id = NewArchiveId();
+  options.archive_id = ArchiveIdToString(id);
+  options.disks.clear();
+  for (uint32_t i = 0; i < mkfs.disk_count; i++) {
+    std::string relative = fmt::format("disks/disk-{:03}.img", i);
+    auto disk = CreateImageDisk(dir + "/" + relative, mkfs.disk_size);
+    if (!disk.ok()) return disk.status();
+    Superblock sb;
+    sb.disk_index = i;
+    sb.archive_id = id;
+    sb.disk_size = mkfs.disk_size;
+    auto block = EncodeSuperblock(sb);
+    CAIRN_RETURN_IF_ERROR((*disk)->WriteAt(0, block));
+    CAIRN_RETURN_IF_ERROR((*disk)->Sync());
+    options.disks.push_back(relative);
+  }
+  auto catalog = Catalog::Create(dir + "/catalog.db", ::getuid(), ::getgid(), NowNs());
+  if (!catalog.ok()) return catalog.status();
+  return WriteFileDurably(dir + "/cairn.conf", FormatConfig(options));
+}
+
+Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const OpenOptions& open) {
+  std::unique_ptr<Archive> archive(new Archive());
+  char* real = ::realpath(dir.c_str(), nullptr);
+  if (!real) return Status::FromErrno(fmt::format("archive {}", dir), errno);
+  archive->dir_ = real;
+  free(real);
+  const std::string& root = archive->dir_;
+
+  auto options = LoadConfig(root + "/cairn.conf");
+  if (!options.ok()) return options.status();
+  archive->options_ = *options;
+  for (const auto& [key, value] : open.overrides) {
+    Status st = ApplyOption(archive->options_, key, value);
+    if (!st.ok()) return Status::InvalidArgument(fmt::format("mount option: {}", st.message()));
+  }
+  auto id = ArchiveIdFromString(archive->options_.archive_id);
+  if (!id.ok()) return id.status();
+  archive->id_ = *id;
+
+  if (open.lock) {
+    std::string lock_path = root + "/lock";
+    archive->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (archive->lock_fd_ < 0) return Status::FromErrno(fmt::format("cannot open {}", lock_path), errno);
+    if (::flock(archive->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      return Status::Busy(fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first",
+                                      root, LockHolder(root)));
+    }
+    std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(archive->lock_fd_, 0) != 0 || ::pwrite(archive->lock_fd_, pid.data(), pid.size(), 0) < 0) {
+      return Status::FromErrno(fmt::format("cannot write {}", lock_path), errno);
+    }
+  }
+
+  std::string catalog_path = root + "/catalog.db";
+  if (::access(catalog_path.c_str(), F_OK) != 0) {
+    return Status::NotFound(fmt::format("{} is missing: the archive has no catalog", catalog_path));
+  }
+  auto catalog = Catalog::Open(catalog_path, open.read_only);
+  if (!catalog.ok()) return catalog.status();
+  archive->catalog_ = std::move(*catalog);
+  archive->cache_ = StagingCache(root + "/cache");
+  CAIRN_RETURN_IF_ERROR(archive->LoadDisks());
+  if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildAllocators());
+  archive->next_extent_id_ = archive->catalog_->MaxExtentIdEverUsed() + 1;
+  return archive;
+}
+
+Archive::~Archive() {
+  catalog_.reset();
+  if (lock_fd_ >= 0) {
+    if (::ftruncate(lock_fd_, 0) != 0) {
+      // The stale pid is harmless: the flock, not the file's content, is the lock.
+    }
+    ::close(lock_fd_);
+  }
+}
+
+int Archive::LockHolder(const std::string& dir) {
+  std::string lock_path = dir + "/lock";
+  int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int holder = 0;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    char buf[32] = {};
+    if (::pread(fd, buf, sizeof buf - 1, 0) > 0) holder = std::atoi(buf);
+    if (holder == 0) holder = -1;  // locked, pid not yet written
+  }
+  ::close(fd);
+  return holder;
+}
+
+Status Archive::LoadDisks() {
+  for (size_t i = 0; i < options_.disks.size(); i++) {
+    std::string path = ResolveDiskPath(dir_, options_.disks[i]);
+    auto disk = OpenImageDisk(path);
+    if (!disk.ok()) return Status::IOError(fmt::format("disk {}: {}", i, disk.status().message()));
+    std::vector<uint8_t> block(kBlockSize);
+    Status st = (*disk)->ReadAt(0, block);
+    if (!st.ok()) return Status::IOError(fmt::format("disk {}: cannot read superblock: {}", i, st.message()));
+    auto sb = DecodeSuperblock(block, path);
+    if (!sb.ok()) return sb.status();
+    if (sb->archive_id != id_) {
+      return Status::InvalidArgument(fmt::format("disk {} ({}) belongs to archive {}, not to this archive {}", i, path,
+                                                 ArchiveIdToString(sb->archive_id), options_.archive_id));
+    }
+    if (sb->disk_index != i) {
+      return Status::InvalidArgument(
+          fmt::format("{} is disk {} of this archive but the config lists it as disk {}", path, sb->disk_index, i));
+    }
+    if (sb->disk_size > (*disk)->Size()) {
+      return Status::Corruption(fmt::format("{} is {} bytes but was created with {} bytes (truncated?)", path,
+                                            (*disk)->Size(), sb->disk_size));
+    }
+    allocators_.emplace_back(sb->data_start, sb->disk_size / kBlockSize * kBlockSize);
+    disks_.push_back(std::move(*disk));
+  }
+  return Status::OK();
+}
+
+Status Archive::RebuildAllocators() {
+  for (const ExtentRecord& e : catalog_->AllExtents()) {
+    if (e.disk >= disks_.size()) {
+      return Status::Corruption(fmt::format("catalog: extent {} is on disk {}, but the archive has {} disks", e.id,
+                                            e.disk, disks_.size()));
+    }
+    Status st = allocators_[e.disk].MarkUsed(e.offset, e.alloc_length);
+    if (!st.ok()) {
+      return Status::Corruption(fmt::format("catalog: extent {} on disk {}: {} (run cairn fsck)", e.id, e.disk,
+                                            st.message()));
+    }
+  }
+  return Status::OK();
+}
+
+Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
+                                                std::span<const uint8_t> payload) {
+  ExtentRecord record;
+  record.id = NewExtentId();
+  record.kind = static_cast<int>(kind);
+  record.payload_length = payload.size();
+  record.alloc_length = ExtentAllocation(payload.size());
+  record.payload_crc = Crc32c(payload);
+  {
+    std::lock_guard lock(catalog_mutex_);
+    size_t best = disks_.size();
+    for (size_t i = 0; i < disks_.size(); i++) {
+      if (allocators_[i].free_bytes() < record.alloc_length) continue;
+      if (best == disks_.size() || allocators_[i].free_bytes() > allocators_[best].free_bytes()) best = i;
+    }
+    std::optional<uint64_t> offset;
+    if (best < disks_.size()) offset = allocators_[best].Allocate(record.alloc_length);
+    if (!offset) {
+      return Status::NoSpace(fmt::format("no disk has {} contiguous free bytes for a new extent", record.alloc_length));
+    }
+    record.disk = static_cast<uint32_t>(best);
+    record.offset = *offset;
+  }
+  ExtentHeader header;
+  header.kind = kind;
+  header.archive_id = id_;
+  header.extent_id = record.id;
+  header.inode = ino;
+  header.file_offset = file_offset;
+  header.payload_length = payload.size();
+  header.payload_crc = record.payload_crc;
+  Status st = WriteExtent(*disks_[record.disk], record.offset, header, payload);
+  if (!st.ok()) {
+    std::lock_guard lock(catalog_mutex_);
+    ReleaseUncommitted(record);
+    return st;
+  }
+  return record;
+}
+
+void Archive::ReleaseUncommitted(const ExtentRecord& extent) {
+  // A refusal (double free) keeps the space out of use rather than risk handing it out
+  // twice; it is free again after the next mount's rebuild.
+  allocators_[extent.disk].Release(extent.offset, extent.alloc_length);
+}
+
+Status Archive::ReleaseFreedSpace() {
+  if (freed_.empty()) return Status::OK();
+  CAIRN_RETURN_IF_ERROR(catalog_->SyncDurable());
+  for (const ExtentRecord& extent : freed_) {
+    if (allocators_[extent.disk].Release(extent.offset, extent.alloc_length).ok()) {
+      disks_[extent.disk]->Discard(extent.offset, extent.alloc_length);
+    }
+  }
+  freed_.clear();
+  return Status::OK();
+}
+
+Status Archive::UnrefExtent(uint64_t extent_id) {
+  if (extent_id == kHoleExtent) return Status::OK();
+  auto extent = catalog_->GetExtent(extent_id);
+  if (!extent.ok()) return extent.status();
+  if (extent->refs > 1) return catalog_->SetExtentRefs(extent_id, extent->refs - 1);
+  CAIRN_RETURN_IF_ERROR(catalog_->DeleteExtent(extent_id));
+  FreeAfterDurableCommit(*extent);
+  return Status::OK();
+}
+
+Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& extent) {
+  if (extent.disk >= disks_.size()) {
+    return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, extent.disk));
+  }
+  return ReadExtent(*disks_[extent.disk], extent.offset,
+                    ExtentExpectation{id_, extent.id, extent.payload_length, extent.payload_crc});
+}
+
+}  // namespace cairn

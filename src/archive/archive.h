@@ -1,0 +1,100 @@
+// Archive is one opened cairn instance: its options, catalog, staging cache, disks and
+// their free-space allocators, plus the archive lock that keeps a second daemon out.
+// Thread-safe where noted; the catalog and allocators require catalog_mutex().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "archive/allocator.h"
+#include "backend/extent_format.h"
+#include "cache/staging_cache.h"
+#include "cairn/disk.h"
+#include "cairn/options.h"
+#include "catalog/catalog.h"
+
+namespace cairn {
+
+struct MkfsOptions {
+  uint32_t disk_count = 4;
+  uint64_t disk_size = 4ull << 30;
+  ArchiveOptions options;  // tunables written into cairn.conf
+};
+
+// Creates a new archive in `dir` (absent or empty): config, catalog, cache/, disks/.
+Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs);
+
+class Archive {
+ public:
+  struct OpenOptions {
+    bool lock = true;        // take the archive lock (a daemon or fsck)
+    bool read_only = false;  // open the catalog read-only (status)
+    bool check_only = false; // fsck: do not refuse an inconsistent extent map, report it
+    std::vector<std::pair<std::string, std::string>> overrides;  // -o key=value
+  };
+  static Result<std::unique_ptr<Archive>> Open(const std::string& dir, const OpenOptions& open);
+  ~Archive();
+
+  const std::string& dir() const { return dir_; }
+  const ArchiveOptions& options() const { return options_; }
+  const ArchiveId& id() const { return id_; }
+  StagingCache& cache() { return cache_; }
+  size_t disk_count() const { return disks_.size(); }
+  Disk& disk(size_t index) { return *disks_[index]; }
+
+  std::mutex& catalog_mutex() { return catalog_mutex_; }
+  Catalog& catalog() { return *catalog_; }                              // REQUIRES: catalog_mutex held
+  SpaceAllocator& allocator(size_t disk) { return allocators_[disk]; }  // REQUIRES: catalog_mutex held
+
+  // A fresh extent id (never reused within this archive's catalog). Thread-safe.
+  uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
+
+  // Chooses a disk (most free space first), reserves room for `payload` and writes the
+  // extent there, without syncing. On success the caller owns the reservation: commit the
+  // returned record to the catalog, or hand it back with ReleaseSpace. Thread-safe.
+  Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
+                                         std::span<const uint8_t> payload);
+  // Returns the space of an extent that was never committed. REQUIRES: catalog_mutex held.
+  void ReleaseUncommitted(const ExtentRecord& extent);
+  // Queues the space of an extent whose deletion is in the current transaction; it is
+  // reused only after ReleaseFreedSpace() made that deletion durable, so a power loss can
+  // never roll the catalog back to an extent whose blocks were overwritten.
+  // REQUIRES: catalog_mutex held.
+  void FreeAfterDurableCommit(const ExtentRecord& extent) { freed_.push_back(extent); }
+  // Syncs the catalog to stable storage, then releases and discards the queued space.
+  // REQUIRES: catalog_mutex held, no open transaction.
+  Status ReleaseFreedSpace();
+  bool has_freed_space() const { return !freed_.empty(); }  // REQUIRES: catalog_mutex held
+  // Drops one segment's reference to an extent, deleting the extent (and queueing its
+  // space with FreeAfterDurableCommit) when none is left.
+  // REQUIRES: catalog_mutex held, inside a catalog transaction.
+  Status UnrefExtent(uint64_t extent_id);
+  // Reads and verifies an extent's payload. Thread-safe.
+  Result<std::vector<uint8_t>> ReadExtentPayload(const ExtentRecord& extent);
+
+  // The pid recorded in the lock file of `dir`, or 0 when no daemon holds the archive.
+  static int LockHolder(const std::string& dir);
+
+ private:
+  Archive() = default;
+  Status LoadDisks();
+  Status RebuildAllocators();
+
+  std::string dir_;
+  ArchiveOptions options_;
+  ArchiveId id_{};
+  int lock_fd_ = -1;
+  std::mutex catalog_mutex_;
+  std::unique_ptr<Catalog> catalog_;
+  StagingCache cache_{""};
+  std::vector<std::unique_ptr<Disk>> disks_;
+  std::vector<SpaceAllocator> allocators_;
+  std::atomic<uint64_t> next_extent_id_{1};
+  std::vector<ExtentRecord> freed_;  // guarded by catalog_mutex_
+};
+
+}  // namespace cairn

@@ -1,0 +1,123 @@
+#include "archive/config.h"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "util/size.h"
+
+namespace cairn {
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r");
+  size_t e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+Result<uint64_t> ParseCount(const std::string& key, const std::string& value) {
+  uint64_t n = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || ptr != value.data() + value.size()) {
+    return Status::InvalidArgument(fmt::format("{} = '{}' is not a whole number", key, value));
+  }
+  return n;
+}
+
+Status SetSize(uint64_t& field, const std::string& key, const std::string& value, uint64_t minimum) {
+  auto size = ParseSize(value);
+  if (!size.ok()) return Status::InvalidArgument(fmt::format("{}: {}", key, size.status().message()));
+  if (*size < minimum) {
+    return Status::InvalidArgument(fmt::format("{} = {} is below the minimum of {}", key, value, minimum));
+  }
+  field = *size;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string& value) {
+  if (key == "segment_size") {
+    CAIRN_RETURN_IF_ERROR(SetSize(o.segment_size, key, value, 4096));
+    if (o.segment_size > (1ull << 30)) return Status::InvalidArgument("segment_size must be at most 1G");
+    return Status::OK();
+  }
+  if (key == "pack_threshold") return SetSize(o.pack_threshold, key, value, 0);
+  if (key == "cache_size") return SetSize(o.cache_size, key, value, 1 << 20);
+  if (key == "persist_idle") {
+    auto n = ParseCount(key, value);
+    if (!n.ok()) return n.status();
+    o.persist_idle_seconds = static_cast<uint32_t>(*n);
+    return Status::OK();
+  }
+  if (key == "read_buffer_segments") {
+    auto n = ParseCount(key, value);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return Status::InvalidArgument("read_buffer_segments must be at least 1");
+    o.read_buffer_segments = static_cast<uint32_t>(*n);
+    return Status::OK();
+  }
+  return Status::InvalidArgument(fmt::format(
+      "unknown option '{}' (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments)",
+      key));
+}
+
+Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& where) {
+  ArchiveOptions o;
+  std::istringstream in(text);
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    line_no++;
+    std::string content = Trim(line.substr(0, line.find('#')));
+    if (content.empty()) continue;
+    size_t eq = content.find('=');
+    if (eq == std::string::npos) {
+      return Status::InvalidArgument(fmt::format("{}:{}: expected 'key = value', got '{}'", where, line_no, content));
+    }
+    std::string key = Trim(content.substr(0, eq));
+    std::string value = Trim(content.substr(eq + 1));
+    Status st;
+    if (key == "archive_id") {
+      o.archive_id = value;
+    } else if (key.starts_with("disk.")) {
+      auto index = ParseCount(key, key.substr(5));
+      if (!index.ok() || *index != o.disks.size()) {
+        return Status::InvalidArgument(
+            fmt::format("{}:{}: expected disk.{} next (disks are numbered from 0 without gaps), got '{}'", where,
+                        line_no, o.disks.size(), key));
+      }
+      o.disks.push_back(value);
+    } else {
+      st = ApplyOption(o, key, value);
+    }
+    if (!st.ok()) return Status::InvalidArgument(fmt::format("{}:{}: {}", where, line_no, st.message()));
+  }
+  if (o.archive_id.size() != 32) return Status::InvalidArgument(fmt::format("{}: archive_id missing or malformed", where));
+  if (o.disks.empty()) return Status::InvalidArgument(fmt::format("{}: no disk.0 line: an archive needs disks", where));
+  return o;
+}
+
+Result<ArchiveOptions> LoadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound(fmt::format("cannot read {} (is this a cairn archive?)", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+std::string FormatConfig(const ArchiveOptions& o) {
+  std::string out = "# cairn archive configuration; see cairn(8). Unknown keys are an error.\n";
+  out += fmt::format("archive_id = {}\n", o.archive_id);
+  out += fmt::format("segment_size = {}\n", o.segment_size);
+  out += fmt::format("pack_threshold = {}\n", o.pack_threshold);
+  out += fmt::format("cache_size = {}\n", o.cache_size);
+  out += fmt::format("persist_idle = {}\n", o.persist_idle_seconds);
+  out += fmt::format("read_buffer_segments = {}\n", o.read_buffer_segments);
+  for (size_t i = 0; i < o.disks.size(); i++) out += fmt::format("disk.{} = {}\n", i, o.disks[i]);
+  return out;
+}
+
+}  // namespace cairn

@@ -1,0 +1,60 @@
+// FileState is the in-memory side of the namespace: kernel lookup counts, open handles,
+// which segments of which files are dirty in the staging cache, and the LRU of cached
+// files that eviction walks. Everything here is guarded by Archive::catalog_mutex(),
+// except data_lock(), which serializes data movement of one file (write, fetch,
+// persist snapshot, truncate, evict) and is taken BEFORE catalog_mutex.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+namespace cairn {
+
+struct LiveInode {
+  uint64_t nlookup = 0;  // kernel references (lookup replies minus forgets)
+  uint32_t nopen = 0;    // open file handles
+  uint32_t nwriters = 0; // open handles that may write
+};
+
+struct DirtyFile {
+  std::set<uint64_t> segments;  // segment indexes whose cache copy is newer than the disks
+  bool all_cached = false;      // after a crash: every cache-resident segment is suspect
+  int64_t last_write_ns = 0;
+};
+
+struct FileState {
+  std::unordered_map<uint64_t, LiveInode> live;
+  std::map<uint64_t, DirtyFile> dirty;
+  // Files whose dirty data should be persisted at or after the given time.
+  std::map<uint64_t, int64_t> persist_queue;
+
+  // Clean files resident in the staging cache: LRU order and bytes.
+  uint64_t lru_clock = 0;
+  std::map<uint64_t, uint64_t> lru_by_tick;  // tick -> ino
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> cached;  // ino -> (tick, bytes)
+  uint64_t cached_bytes = 0;
+
+  void TouchCached(uint64_t ino, uint64_t bytes) {
+    DropCached(ino);
+    uint64_t tick = ++lru_clock;
+    lru_by_tick[tick] = ino;
+    cached[ino] = {tick, bytes};
+    cached_bytes += bytes;
+  }
+  void DropCached(uint64_t ino) {
+    auto it = cached.find(ino);
+    if (it == cached.end()) return;
+    lru_by_tick.erase(it->second.first);
+    cached_bytes -= it->second.second;
+    cached.erase(it);
+  }
+
+  std::mutex& data_lock(uint64_t ino) { return data_locks[ino % data_locks.size()]; }
+  std::array<std::mutex, 64> data_locks;
+};
+
+}  // namespace cairn

@@ -1,0 +1,790 @@
+#include "archive/filesystem.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "archive/posix_acl.h"
+#include "util/log.h"
+
+namespace cairn {
+namespace {
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+bool IsDir(const InodeRecord& r) { return S_ISDIR(r.mode); }
+
+// Runs `body` inside a catalog transaction: commits when it returns OK, rolls back otherwise.
+template <typename Body>
+Status InTransaction(Catalog& catalog, Body body) {
+  CAIRN_RETURN_IF_ERROR(catalog.Begin());
+  Status st = body();
+  if (st.ok()) st = catalog.Commit();
+  if (!st.ok()) catalog.Rollback();
+  return st;
+}
+
+Result<InodeRecord> GetDir(Catalog& catalog, uint64_t ino) {
+  auto dir = catalog.GetInode(ino);
+  if (!dir.ok()) return Status::Posix(ENOENT, fmt::format("directory inode {} does not exist", ino));
+  if (!IsDir(*dir)) return Status::Posix(ENOTDIR, fmt::format("inode {} is not a directory", ino));
+  return dir;
+}
+
+Result<uint64_t> LookupOrENOENT(Catalog& catalog, uint64_t parent, const std::string& name) {
+  auto ino = catalog.Lookup(parent, name);
+  if (!ino.ok() && ino.status().IsNotFound()) return Status::Posix(ENOENT, name);
+  return ino;
+}
+
+}  // namespace
+
+Filesystem::Filesystem(Archive& archive)
+    : archive_(archive),
+      store_(archive, archive.options().read_buffer_segments),
+      persister_(archive, state_, store_) {
+  persister_.SetAfterBatch([this] { EvictOverBudget(); });
+}
+
+Filesystem::~Filesystem() = default;
+
+uint64_t Filesystem::SegmentSizeOf(const InodeRecord& inode) const {
+  return inode.segment_size ? inode.segment_size : archive_.options().segment_size;
+}
+
+Status Filesystem::CheckName(const std::string& name) const {
+  if (name.empty() || name.size() > 255) return Status::Posix(ENAMETOOLONG, "name length must be 1..255 bytes");
+  if (name.find('/') != std::string::npos) return Status::Posix(EINVAL, "name contains '/'");
+  return Status::OK();
+}
+
+Status Filesystem::Recover() {
+  std::vector<std::pair<int64_t, std::pair<uint64_t, uint64_t>>> cached;  // mtime -> (ino, bytes)
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    Catalog& catalog = archive_.catalog();
+    // Files unlinked while open when the daemon stopped: nothing can reach them now.
+    for (uint64_t ino : catalog.InodesWhere("nlink = 0 AND ino != 1")) {
+      CAIRN_RETURN_IF_ERROR(MaybeDelete(ino));
+    }
+    for (uint64_t ino : catalog.InodesWhere("dirty = 1")) {
+      state_.dirty[ino].all_cached = true;
+      state_.persist_queue[ino] = 0;
+    }
+    archive_.cache().ForEach([&](uint64_t ino, uint64_t bytes, int64_t mtime) {
+      if (!catalog.GetInode(ino).ok()) {
+        archive_.cache().Remove(ino);
+      } else if (!state_.dirty.contains(ino)) {
+        cached.push_back({mtime, {ino, bytes}});
+      }
+    });
+    std::sort(cached.begin(), cached.end());
+    for (const auto& [mtime, entry] : cached) state_.TouchCached(entry.first, entry.second);
+    CAIRN_RETURN_IF_ERROR(archive_.ReleaseFreedSpace());
+    if (!state_.dirty.empty()) LogInfo("{} file(s) left dirty by the last run will be persisted", state_.dirty.size());
+  }
+  return Status::OK();
+}
+
+Status Filesystem::Stop() {
+  Status st = persister_.Stop();
+  std::lock_guard lock(archive_.catalog_mutex());
+  Status release = archive_.ReleaseFreedSpace();
+  return st.ok() ? release : st;
+}
+
+Result<InodeRecord> Filesystem::Lookup(uint64_t parent, const std::string& name) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  auto dir = GetDir(catalog, parent);
+  if (!dir.ok()) return dir.status();
+  uint64_t ino;
+  if (name == ".") {
+    ino = parent;
+  } else if (name == "..") {
+    auto up = catalog.ParentOf(parent);
+    if (!up.ok()) return up.status();
+    ino = *up;
+  } else {
+    auto found = LookupOrENOENT(catalog, parent, name);
+    if (!found.ok()) return found.status();
+    ino = *found;
+  }
+  auto inode = catalog.GetInode(ino);
+  if (!inode.ok()) return inode.status();
+  AddLookup(ino);
+  return inode;
+}
+
+void Filesystem::Forget(uint64_t ino, uint64_t count) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto it = state_.live.find(ino);
+  if (it == state_.live.end()) return;
+  it->second.nlookup -= std::min(count, it->second.nlookup);
+  if (it->second.nlookup == 0 && it->second.nopen == 0) {
+    state_.live.erase(it);
+    Status st = MaybeDelete(ino);
+    if (!st.ok()) LogError("inode {}: cannot free: {}", ino, st.message());
+  }
+}
+
+Result<InodeRecord> Filesystem::GetAttr(uint64_t ino) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto inode = archive_.catalog().GetInode(ino);
+  if (!inode.ok() && inode.status().IsNotFound()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  return inode;
+}
+
+Status Filesystem::MaybeDelete(uint64_t ino) {
+  Catalog& catalog = archive_.catalog();
+  auto inode = catalog.GetInode(ino);
+  if (!inode.ok() || inode->nlink > 0 || ino == kRootInode) return Status::OK();
+  auto live = state_.live.find(ino);
+  if (live != state_.live.end() && (live->second.nlookup > 0 || live->second.nopen > 0)) return Status::OK();
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {
+    CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(ino, 0));
+    return catalog.DeleteInode(ino);
+  }));
+  state_.dirty.erase(ino);
+  state_.persist_queue.erase(ino);
+  state_.DropCached(ino);
+  return archive_.cache().Remove(ino);
+}
+
+Status Filesystem::DropSegmentsFrom(uint64_t ino, uint64_t first) {
+  Catalog& catalog = archive_.catalog();
+  for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
+    if (segment.index < first) continue;
+    CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.extent_id));
+    CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(ino, segment.index));
+  }
+  return Status::OK();
+}
+
+Status Filesystem::DropLink(InodeRecord& inode, int64_t now) {
+  inode.nlink = IsDir(inode) ? 0 : inode.nlink - std::min<uint64_t>(1, inode.nlink);
+  inode.ctime_ns = now;
+  return archive_.catalog().UpdateInode(inode);
+}
+
+Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
+                                         const Caller& caller, const std::string& target) {
+  CAIRN_RETURN_IF_ERROR(CheckName(name));
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  InodeRecord node;
+  Status st = InTransaction(catalog, [&]() -> Status {
+    auto dir = GetDir(catalog, parent);
+    if (!dir.ok()) return dir.status();
+    if (catalog.Lookup(parent, name).ok()) return Status::Posix(EEXIST, name);
+    int64_t now = NowNs();
+    node.mode = mode;
+    node.uid = caller.uid;
+    node.gid = caller.gid;
+    node.rdev = rdev;
+    node.nlink = S_ISDIR(mode) ? 2 : 1;
+    node.atime_ns = node.mtime_ns = node.ctime_ns = now;
+    node.symlink = target;
+    if (S_ISLNK(mode)) {
+      node.mode = S_IFLNK | 0777;
+      node.size = target.size();
+    }
+    if (dir->mode & S_ISGID) {  // BSD group semantics for setgid directories
+      node.gid = dir->gid;
+      if (S_ISDIR(mode)) node.mode |= S_ISGID;
+    }
+    std::vector<uint8_t> access_acl;
+    auto default_acl = catalog.GetXattr(parent, kAclDefaultXattr);
+    if (!S_ISLNK(mode)) {
+      uint32_t perms = node.mode & 07777;
+      if (default_acl.ok() && (access_acl = *default_acl, AclApplyCreateMode(access_acl, &perms))) {
+        node.mode = (node.mode & S_IFMT) | perms;
+      } else {
+        access_acl.clear();
+        node.mode &= ~(caller.umask & 0777);
+      }
+    }
+    auto ino = catalog.InsertInode(node);
+    if (!ino.ok()) return ino.status();
+    node.ino = *ino;
+    CAIRN_RETURN_IF_ERROR(catalog.InsertEntry(parent, name, node.ino));
+    if (!access_acl.empty()) {
+      CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclAccessXattr, access_acl));
+      if (S_ISDIR(mode)) CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclDefaultXattr, *default_acl));
+    }
+    if (S_ISDIR(mode)) dir->nlink++;
+    dir->mtime_ns = dir->ctime_ns = now;
+    return catalog.UpdateInode(*dir);
+  });
+  if (!st.ok()) return st;
+  AddLookup(node.ino);
+  return node;
+}
+
+Result<InodeRecord> Filesystem::Link(uint64_t ino, uint64_t new_parent, const std::string& new_name) {
+  CAIRN_RETURN_IF_ERROR(CheckName(new_name));
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  InodeRecord inode;
+  Status st = InTransaction(catalog, [&]() -> Status {
+    auto record = catalog.GetInode(ino);
+    if (!record.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    inode = *record;
+    if (IsDir(inode)) return Status::Posix(EPERM, "hard links to directories are not allowed");
+    auto dir = GetDir(catalog, new_parent);
+    if (!dir.ok()) return dir.status();
+    if (catalog.Lookup(new_parent, new_name).ok()) return Status::Posix(EEXIST, new_name);
+    int64_t now = NowNs();
+    CAIRN_RETURN_IF_ERROR(catalog.InsertEntry(new_parent, new_name, ino));
+    inode.nlink++;
+    inode.ctime_ns = now;
+    CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(inode));
+    dir->mtime_ns = dir->ctime_ns = now;
+    return catalog.UpdateInode(*dir);
+  });
+  if (!st.ok()) return st;
+  AddLookup(ino);
+  return inode;
+}
+
+Status Filesystem::Unlink(uint64_t parent, const std::string& name) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  uint64_t victim = 0;
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+    auto dir = GetDir(catalog, parent);
+    if (!dir.ok()) return dir.status();
+    auto ino = LookupOrENOENT(catalog, parent, name);
+    if (!ino.ok()) return ino.status();
+    auto inode = catalog.GetInode(*ino);
+    if (!inode.ok()) return inode.status();
+    if (IsDir(*inode)) return Status::Posix(EISDIR, name);
+    int64_t now = NowNs();
+    CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
+    CAIRN_RETURN_IF_ERROR(DropLink(*inode, now));
+    dir->mtime_ns = dir->ctime_ns = now;
+    victim = *ino;
+    return catalog.UpdateInode(*dir);
+  }));
+  return MaybeDelete(victim);
+}
+
+Status Filesystem::Rmdir(uint64_t parent, const std::string& name) {
+  if (name == ".") return Status::Posix(EINVAL, "cannot remove '.'");
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  uint64_t victim = 0;
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+    auto dir = GetDir(catalog, parent);
+    if (!dir.ok()) return dir.status();
+    auto ino = LookupOrENOENT(catalog, parent, name);
+    if (!ino.ok()) return ino.status();
+    auto inode = catalog.GetInode(*ino);
+    if (!inode.ok()) return inode.status();
+    if (!IsDir(*inode)) return Status::Posix(ENOTDIR, name);
+    if (catalog.HasEntries(*ino)) return Status::Posix(ENOTEMPTY, name);
+    int64_t now = NowNs();
+    CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
+    CAIRN_RETURN_IF_ERROR(DropLink(*inode, now));
+    dir->nlink--;
+    dir->mtime_ns = dir->ctime_ns = now;
+    victim = *ino;
+    return catalog.UpdateInode(*dir);
+  }));
+  return MaybeDelete(victim);
+}
+
+Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
+                          const std::string& new_name, unsigned flags) {
+  CAIRN_RETURN_IF_ERROR(CheckName(new_name));
+  if ((flags & RENAME_EXCHANGE) && (flags & RENAME_NOREPLACE)) return Status::Posix(EINVAL, "conflicting flags");
+  if (flags & ~(RENAME_EXCHANGE | RENAME_NOREPLACE)) return Status::Posix(EINVAL, "unsupported rename flags");
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  uint64_t victim = 0;
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+    auto from_dir = GetDir(catalog, parent);
+    if (!from_dir.ok()) return from_dir.status();
+    auto to_dir = GetDir(catalog, new_parent);
+    if (!to_dir.ok()) return to_dir.status();
+    auto src_ino = LookupOrENOENT(catalog, parent, name);
+    if (!src_ino.ok()) return src_ino.status();
+    auto src = catalog.GetInode(*src_ino);
+    if (!src.ok()) return src.status();
+    auto dst_ino = catalog.Lookup(new_parent, new_name);
+    std::optional<InodeRecord> dst;
+    if (dst_ino.ok()) {
+      auto record = catalog.GetInode(*dst_ino);
+      if (!record.ok()) return record.status();
+      dst = *record;
+    }
+    if ((flags & RENAME_NOREPLACE) && dst) return Status::Posix(EEXIST, new_name);
+    if ((flags & RENAME_EXCHANGE) && !dst) return Status::Posix(ENOENT, new_name);
+    if (dst && dst->ino == src->ino) return Status::OK();  // two names of one inode: nothing to do
+    // A directory must not move below itself.
+    auto moves_into_itself = [&](const InodeRecord& moved, uint64_t target_dir) -> Result<bool> {
+      if (!IsDir(moved)) return false;
+      for (uint64_t at = target_dir; at != kRootInode;) {
+        if (at == moved.ino) return true;
+        auto up = catalog.ParentOf(at);
+        if (!up.ok()) return up.status();
+        at = *up;
+      }
+      return false;
+    };
+    auto loop = moves_into_itself(*src, new_parent);
+    if (!loop.ok()) return loop.status();
+    if (*loop) return Status::Posix(EINVAL, "cannot move a directory into itself");
+    int64_t now = NowNs();
+    bool same_dir = parent == new_parent;
+    if (flags & RENAME_EXCHANGE) {
+      auto loop_back = moves_into_itself(*dst, parent);
+      if (!loop_back.ok()) return loop_back.status();
+      if (*loop_back) return Status::Posix(EINVAL, "cannot move a directory into itself");
+      CAIRN_RETURN_IF_ERROR(catalog.RepointEntry(parent, name, dst->ino));
+      CAIRN_RETURN_IF_ERROR(catalog.RepointEntry(new_parent, new_name, src->ino));
+      if (!same_dir && IsDir(*src) != IsDir(*dst)) {
+        int delta = IsDir(*src) ? 1 : -1;
+        to_dir->nlink += delta;
+        from_dir->nlink -= delta;
+      }
+      dst->ctime_ns = now;
+      CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*dst));
+    } else {
+      if (dst) {
+        if (IsDir(*src) && !IsDir(*dst)) return Status::Posix(ENOTDIR, new_name);
+        if (!IsDir(*src) && IsDir(*dst)) return Status::Posix(EISDIR, new_name);
+        if (IsDir(*dst) && catalog.HasEntries(dst->ino)) return Status::Posix(ENOTEMPTY, new_name);
+        CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(new_parent, new_name));
+        CAIRN_RETURN_IF_ERROR(DropLink(*dst, now));
+        if (IsDir(*dst)) to_dir->nlink--;
+        victim = dst->ino;
+      }
+      CAIRN_RETURN_IF_ERROR(catalog.MoveEntry(parent, name, new_parent, new_name));
+      if (IsDir(*src) && !same_dir) {
+        from_dir->nlink--;
+        to_dir->nlink++;
+      }
+    }
+    src->ctime_ns = now;
+    CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*src));
+    from_dir->mtime_ns = from_dir->ctime_ns = now;
+    if (same_dir) {  // one directory, two copies of its record: to_dir holds the changes
+      to_dir->mtime_ns = to_dir->ctime_ns = now;
+      return catalog.UpdateInode(*to_dir);
+    }
+    CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*from_dir));
+    to_dir->mtime_ns = to_dir->ctime_ns = now;
+    return catalog.UpdateInode(*to_dir);
+  }));
+  return victim ? MaybeDelete(victim) : Status::OK();
+}
+
+Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& request) {
+  std::unique_lock<std::mutex> data_lock;
+  if (request.size) data_lock = std::unique_lock(state_.data_lock(ino));
+  int fetch_fd = -1;
+  if (request.size) {
+    // Shrinking into a persisted segment that is not cached: bring it back first, so the
+    // bytes before the new end survive the copy-on-write re-persist.
+    uint64_t boundary = 0;
+    bool need_fetch = false;
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      auto inode = archive_.catalog().GetInode(ino);
+      if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+      if (IsDir(*inode)) return Status::Posix(EISDIR, "cannot truncate a directory");
+      if (!S_ISREG(inode->mode)) return Status::Posix(EINVAL, "cannot truncate a special file");
+      uint64_t segment_size = SegmentSizeOf(*inode);
+      boundary = *request.size / segment_size;
+      auto segment = archive_.catalog().GetSegment(ino, boundary);
+      need_fetch = *request.size < inode->size && *request.size % segment_size != 0 && segment && !segment->cached;
+    }
+    if (need_fetch) {
+      auto fd = archive_.cache().Open(ino);
+      if (!fd.ok()) return fd.status();
+      fetch_fd = *fd;
+      Status st = FetchSegments(ino, fetch_fd, boundary, boundary);
+      ::close(fetch_fd);
+      if (!st.ok()) return st;
+    }
+  }
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  InodeRecord inode;
+  bool queue = false;
+  Status st = InTransaction(catalog, [&]() -> Status {
+    auto record = catalog.GetInode(ino);
+    if (!record.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    inode = *record;
+    int64_t now = NowNs();
+    if (request.mode) {
+      inode.mode = (inode.mode & S_IFMT) | (*request.mode & 07777);
+      auto acl = catalog.GetXattr(ino, kAclAccessXattr);
+      if (acl.ok() && AclApplyChmod(*acl, inode.mode)) CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, kAclAccessXattr, *acl));
+    }
+    if (request.uid) inode.uid = *request.uid;
+    if (request.gid) inode.gid = *request.gid;
+    if (request.size && *request.size != inode.size) {
+      uint64_t old_size = inode.size;
+      uint64_t new_size = *request.size;
+      uint64_t segment_size = SegmentSizeOf(inode);
+      uint64_t old_count = (old_size + segment_size - 1) / segment_size;
+      uint64_t new_count = (new_size + segment_size - 1) / segment_size;
+      DirtyFile& dirty = state_.dirty[ino];
+      if (new_size < old_size) {
+        CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(ino, new_count));
+        for (auto it = dirty.segments.lower_bound(new_count); it != dirty.segments.end();) it = dirty.segments.erase(it);
+        if (new_size % segment_size != 0) dirty.segments.insert(new_size / segment_size);
+      } else {
+        for (uint64_t i = old_count; i < new_count; i++) dirty.segments.insert(i);
+      }
+      CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, new_size));
+      if (dirty.segments.empty() && !dirty.all_cached) {
+        state_.dirty.erase(ino);
+      } else {
+        inode.dirty = true;
+        dirty.last_write_ns = now;
+        state_.DropCached(ino);
+      }
+      inode.size = new_size;
+      inode.mtime_ns = now;
+      queue = true;
+    }
+    if (request.atime_ns) inode.atime_ns = *request.atime_ns == SetAttrRequest::kTimeNow ? now : *request.atime_ns;
+    if (request.mtime_ns) inode.mtime_ns = *request.mtime_ns == SetAttrRequest::kTimeNow ? now : *request.mtime_ns;
+    inode.ctime_ns = request.ctime_ns ? *request.ctime_ns : now;
+    return catalog.UpdateInode(inode);
+  });
+  if (!st.ok()) return st;
+  if (queue) {
+    auto live = state_.live.find(ino);
+    bool writing = live != state_.live.end() && live->second.nwriters > 0;
+    if (!writing && state_.dirty.contains(ino)) {
+      state_.persist_queue[ino] = NowNs();
+      persister_.Notify();
+    }
+  }
+  return inode;
+}
+
+Result<std::string> Filesystem::ReadLink(uint64_t ino) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto inode = archive_.catalog().GetInode(ino);
+  if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  if (!S_ISLNK(inode->mode)) return Status::Posix(EINVAL, "not a symlink");
+  return inode->symlink;
+}
+
+Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags) {
+  bool writable = (flags & O_ACCMODE) != O_RDONLY;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto inode = archive_.catalog().GetInode(ino);
+    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    if (IsDir(*inode) && writable) return Status::Posix(EISDIR, "directory opened for writing");
+    LiveInode& live = state_.live[ino];
+    live.nopen++;
+    if (writable) live.nwriters++;
+    if (auto it = state_.cached.find(ino); it != state_.cached.end()) state_.TouchCached(ino, it->second.second);
+  }
+  auto handle = std::make_unique<FileHandle>();
+  handle->ino = ino;
+  handle->writable = writable;
+  if (writable) {
+    auto fd = archive_.cache().Open(ino);
+    if (!fd.ok()) {
+      Release(handle.release());
+      return fd.status();
+    }
+    handle->cache_fd = *fd;
+  } else {
+    handle->cache_fd = ::open(fmt::format("{}/{}", archive_.cache().dir(), ino).c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  return handle.release();
+}
+
+Result<FileHandle*> Filesystem::Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
+                                       const Caller& caller, InodeRecord* attr) {
+  auto node = MakeNode(parent, name, S_IFREG | (mode & 07777), 0, caller);
+  if (!node.ok()) return node.status();
+  *attr = *node;
+  auto handle = Open(node->ino, flags);
+  if (!handle.ok()) Forget(node->ino, 1);
+  return handle;
+}
+
+Status Filesystem::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t last) {
+  std::vector<uint64_t> fetched;
+  std::vector<uint8_t> buffer;
+  for (uint64_t index = first; index <= last; index++) {
+    std::optional<SegmentRecord> segment;
+    uint64_t segment_size;
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      segment = archive_.catalog().GetSegment(ino, index);
+      auto inode = archive_.catalog().GetInode(ino);
+      if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+      segment_size = SegmentSizeOf(*inode);
+    }
+    if (!segment || segment->cached) continue;
+    buffer.resize(segment->length);
+    CAIRN_RETURN_IF_ERROR(store_.Read(*segment, 0, buffer));
+    CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt(fd, index * segment_size, buffer));
+    fetched.push_back(index);
+  }
+  if (fetched.empty()) return Status::OK();
+  if (::fdatasync(fd) != 0) return Status::FromErrno("staging cache: fdatasync", errno);
+  std::lock_guard lock(archive_.catalog_mutex());
+  for (uint64_t index : fetched) CAIRN_RETURN_IF_ERROR(archive_.catalog().SetSegmentCached(ino, index, true));
+  return Status::OK();
+}
+
+Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t> dst) {
+  uint64_t segment_size;
+  uint64_t length;
+  std::vector<std::optional<SegmentRecord>> segments;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto inode = archive_.catalog().GetInode(fh->ino);
+    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    if (offset >= inode->size) return size_t{0};
+    length = std::min<uint64_t>(dst.size(), inode->size - offset);
+    segment_size = SegmentSizeOf(*inode);
+    for (uint64_t i = offset / segment_size; i <= (offset + length - 1) / segment_size; i++) {
+      segments.push_back(archive_.catalog().GetSegment(fh->ino, i));
+    }
+  }
+  uint64_t done = 0;
+  for (const auto& segment : segments) {
+    uint64_t position = offset + done;
+    uint64_t in_segment = position % segment_size;
+    uint64_t n = std::min(length - done, segment_size - in_segment);
+    std::span<uint8_t> out = dst.subspan(done, n);
+    if (segment && !segment->cached) {
+      CAIRN_RETURN_IF_ERROR(store_.Read(*segment, in_segment, out));
+    } else if (fh->cache_fd >= 0) {
+      CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fh->cache_fd, position, out));
+    } else {
+      std::fill(out.begin(), out.end(), 0);  // never written: a hole
+    }
+    done += n;
+  }
+  return static_cast<size_t>(length);
+}
+
+Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src) {
+  if (!fh->writable || fh->cache_fd < 0) return Status::Posix(EBADF, "file not open for writing");
+  if (src.empty()) return size_t{0};
+  std::lock_guard data(state_.data_lock(fh->ino));
+  uint64_t segment_size;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto inode = archive_.catalog().GetInode(fh->ino);
+    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    segment_size = SegmentSizeOf(*inode);
+  }
+  uint64_t first = offset / segment_size;
+  uint64_t last = (offset + src.size() - 1) / segment_size;
+  CAIRN_RETURN_IF_ERROR(FetchSegments(fh->ino, fh->cache_fd, first, last));
+  CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt(fh->cache_fd, offset, src));
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto inode = archive_.catalog().GetInode(fh->ino);
+  if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+  int64_t now = NowNs();
+  inode->size = std::max<uint64_t>(inode->size, offset + src.size());
+  inode->mtime_ns = inode->ctime_ns = now;
+  inode->dirty = true;
+  CAIRN_RETURN_IF_ERROR(archive_.catalog().UpdateInode(*inode));
+  DirtyFile& dirty = state_.dirty[fh->ino];
+  for (uint64_t i = first; i <= last; i++) dirty.segments.insert(i);
+  dirty.last_write_ns = now;
+  state_.DropCached(fh->ino);
+  return src.size();
+}
+
+Status Filesystem::Fsync(FileHandle* fh) {
+  if (fh->cache_fd >= 0 && ::fdatasync(fh->cache_fd) != 0) {
+    return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
+  }
+  std::lock_guard lock(archive_.catalog_mutex());
+  CAIRN_RETURN_IF_ERROR(archive_.catalog().SyncDurable());
+  if (state_.dirty.contains(fh->ino)) {
+    state_.persist_queue[fh->ino] = NowNs();
+    persister_.Notify();
+  }
+  return Status::OK();
+}
+
+Status Filesystem::SyncMetadata() {
+  std::lock_guard lock(archive_.catalog_mutex());
+  return archive_.catalog().SyncDurable();
+}
+
+void Filesystem::Release(FileHandle* fh) {
+  std::unique_ptr<FileHandle> handle(fh);
+  if (handle->cache_fd >= 0) ::close(handle->cache_fd);
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto it = state_.live.find(handle->ino);
+  if (it == state_.live.end()) return;
+  LiveInode& live = it->second;
+  live.nopen -= std::min<uint32_t>(1, live.nopen);
+  if (handle->writable) live.nwriters -= std::min<uint32_t>(1, live.nwriters);
+  if (live.nwriters == 0 && state_.dirty.contains(handle->ino)) {
+    state_.persist_queue[handle->ino] = NowNs();
+    persister_.Notify();
+  } else if (live.nwriters == 0 && handle->writable && !state_.cached.contains(handle->ino)) {
+    // Persisted while open (idle rule): it is clean now, so it may be evicted.
+    state_.TouchCached(handle->ino, archive_.cache().Usage(handle->ino));
+  }
+  if (live.nopen == 0 && live.nlookup == 0) {
+    state_.live.erase(it);
+    Status st = MaybeDelete(handle->ino);
+    if (!st.ok()) LogError("inode {}: cannot free: {}", handle->ino, st.message());
+  }
+}
+
+Result<std::vector<DirEntry>> Filesystem::ReadDir(uint64_t dir, uint64_t cookie, size_t limit) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  auto record = GetDir(catalog, dir);
+  if (!record.ok()) return record.status();
+  std::vector<DirEntry> out;
+  for (auto& entry : catalog.ListEntries(dir, cookie, limit)) {
+    auto inode = catalog.GetInode(entry.ino);
+    if (!inode.ok()) {
+      LogError("directory {}: entry '{}' points to missing inode {}", dir, entry.name, entry.ino);
+      continue;
+    }
+    out.push_back({entry.cookie, std::move(entry.name), *inode});
+  }
+  return out;
+}
+
+Result<std::vector<uint8_t>> Filesystem::GetXattr(uint64_t ino, const std::string& name) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto value = archive_.catalog().GetXattr(ino, name);
+  if (!value.ok() && value.status().IsNotFound()) return Status::Posix(ENODATA, name);
+  return value;
+}
+
+Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  return InTransaction(catalog, [&]() -> Status {
+    auto inode = catalog.GetInode(ino);
+    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    bool exists = catalog.GetXattr(ino, name).ok();
+    if ((flags & XATTR_CREATE) && exists) return Status::Posix(EEXIST, name);
+    if ((flags & XATTR_REPLACE) && !exists) return Status::Posix(ENODATA, name);
+    std::vector<uint8_t> bytes(value.begin(), value.end());
+    if (name == kAclAccessXattr) {
+      int perms = AclPermissionBits(bytes);
+      if (perms < 0) return Status::Posix(EINVAL, "malformed POSIX ACL");
+      inode->mode = (inode->mode & ~0777u) | static_cast<uint32_t>(perms);
+    } else if (name == kAclDefaultXattr) {
+      if (!IsDir(*inode)) return Status::Posix(EACCES, "only directories have default ACLs");
+      if (AclPermissionBits(bytes) < 0) return Status::Posix(EINVAL, "malformed POSIX ACL");
+    }
+    CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, name, bytes));
+    inode->ctime_ns = NowNs();
+    return catalog.UpdateInode(*inode);
+  });
+}
+
+Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  if (!archive_.catalog().GetInode(ino).ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  return archive_.catalog().ListXattrs(ino);
+}
+
+Status Filesystem::RemoveXattr(uint64_t ino, const std::string& name) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  return InTransaction(catalog, [&]() -> Status {
+    auto inode = catalog.GetInode(ino);
+    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    Status st = catalog.RemoveXattr(ino, name);
+    if (st.IsNotFound()) return Status::Posix(ENODATA, name);
+    CAIRN_RETURN_IF_ERROR(st);
+    inode->ctime_ns = NowNs();
+    return catalog.UpdateInode(*inode);
+  });
+}
+
+FsStats Filesystem::StatFs() {
+  std::lock_guard lock(archive_.catalog_mutex());
+  FsStats stats;
+  for (size_t i = 0; i < archive_.disk_count(); i++) {
+    stats.total_bytes += archive_.allocator(i).capacity();
+    stats.free_bytes += archive_.allocator(i).free_bytes();
+  }
+  stats.inodes = archive_.catalog().ComputeTotals().inodes;
+  return stats;
+}
+
+Status Filesystem::EvictFile(uint64_t ino) {
+  std::lock_guard data(state_.data_lock(ino));
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    Catalog& catalog = archive_.catalog();
+    auto live = state_.live.find(ino);
+    bool open = live != state_.live.end() && live->second.nopen > 0;
+    auto inode = catalog.GetInode(ino);
+    if (open || state_.dirty.contains(ino) || !inode.ok()) {
+      if (!inode.ok()) state_.DropCached(ino);
+      return Status::OK();
+    }
+    uint64_t segment_size = SegmentSizeOf(*inode);
+    uint64_t count = (inode->size + segment_size - 1) / segment_size;
+    if (catalog.GetSegments(ino).size() != count) return Status::OK();  // not fully persisted yet
+    CAIRN_RETURN_IF_ERROR(catalog.SetSegmentsCached(ino, false));
+    state_.DropCached(ino);
+  }
+  return archive_.cache().Remove(ino);
+}
+
+void Filesystem::EvictOverBudget() {
+  std::vector<uint64_t> victims;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    uint64_t budget = archive_.options().cache_size;
+    if (state_.cached_bytes <= budget) return;
+    uint64_t to_free = state_.cached_bytes - budget * 9 / 10;
+    for (const auto& [tick, ino] : state_.lru_by_tick) {
+      if (to_free == 0) break;
+      uint64_t bytes = state_.cached[ino].second;
+      victims.push_back(ino);
+      to_free -= std::min(to_free, bytes);
+    }
+  }
+  for (uint64_t ino : victims) {
+    Status st = EvictFile(ino);
+    if (!st.ok()) LogError("inode {}: eviction failed: {}", ino, st.message());
+  }
+}
+
+Status Filesystem::EvictAll() {
+  CAIRN_RETURN_IF_ERROR(PersistAll());
+  std::vector<uint64_t> inos;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    for (const auto& [ino, entry] : state_.cached) inos.push_back(ino);
+  }
+  for (uint64_t ino : inos) CAIRN_RETURN_IF_ERROR(EvictFile(ino));
+  return Status::OK();
+}
+
+}  // namespace cairn

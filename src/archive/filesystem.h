@@ -1,0 +1,143 @@
+// Filesystem implements POSIX semantics over the catalog, the staging cache and the
+// disks: names, attributes, links, xattrs, and the data path (cache-first reads, fetch
+// of evicted segments, copy-on-write re-persisting). It never sees FUSE types, so unit
+// tests drive it directly. Thread-safe; see file_state.h for the lock order.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "archive/archive.h"
+#include "archive/file_state.h"
+#include "archive/persister.h"
+#include "archive/segment_store.h"
+
+namespace cairn {
+
+// Who asks: the FUSE request's credentials.
+struct Caller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t umask = 022;
+};
+
+struct SetAttrRequest {
+  std::optional<uint32_t> mode;
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::optional<uint64_t> size;
+  std::optional<int64_t> atime_ns;  // kTimeNow for "now"
+  std::optional<int64_t> mtime_ns;
+  std::optional<int64_t> ctime_ns;
+  static constexpr int64_t kTimeNow = INT64_MIN;
+};
+
+// One open file. Owned by the Filesystem between Open/Create and Release.
+struct FileHandle {
+  uint64_t ino = 0;
+  int cache_fd = -1;
+  bool writable = false;
+};
+
+struct DirEntry {
+  uint64_t cookie = 0;
+  std::string name;
+  InodeRecord attr;
+};
+
+struct FsStats {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+  uint64_t inodes = 0;
+};
+
+class Filesystem {
+ public:
+  explicit Filesystem(Archive& archive);
+  ~Filesystem();
+
+  // Purges orphans left by a crash and queues files left dirty. Starts no thread, so it
+  // runs before the daemon forks and its errors reach the user.
+  Status Recover();
+  // Starts the persister thread.
+  void StartBackground() { persister_.Start(); }
+  // Persists everything still dirty and stops the persister.
+  Status Stop();
+
+  // Entry-returning calls add one kernel lookup reference to the inode they return.
+  Result<InodeRecord> Lookup(uint64_t parent, const std::string& name);
+  void Forget(uint64_t ino, uint64_t count);
+  Result<InodeRecord> GetAttr(uint64_t ino);
+  Result<InodeRecord> SetAttr(uint64_t ino, const SetAttrRequest& request);
+  Result<std::string> ReadLink(uint64_t ino);
+  // mknod/mkdir/symlink: `mode` carries the file type; `target` is the symlink's.
+  Result<InodeRecord> MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
+                               const Caller& caller, const std::string& target = {});
+  Result<InodeRecord> Link(uint64_t ino, uint64_t new_parent, const std::string& new_name);
+  Status Unlink(uint64_t parent, const std::string& name);
+  Status Rmdir(uint64_t parent, const std::string& name);
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name,
+                unsigned flags);
+
+  Result<FileHandle*> Open(uint64_t ino, int flags);
+  Result<FileHandle*> Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
+                             const Caller& caller, InodeRecord* attr);
+  Result<size_t> Read(FileHandle* fh, uint64_t offset, std::span<uint8_t> dst);
+  Result<size_t> Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src);
+  // Makes the file's data and attributes durable (cache file + catalog) and queues it.
+  Status Fsync(FileHandle* fh);
+  // Makes every metadata change so far durable (fsync of a directory).
+  Status SyncMetadata();
+  void Release(FileHandle* fh);
+
+  // Entries of `dir` after `cookie`, at most `limit`.
+  Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit);
+
+  Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name);
+  // flags: 0, XATTR_CREATE or XATTR_REPLACE.
+  Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags);
+  Result<std::vector<std::string>> ListXattrs(uint64_t ino);
+  Status RemoveXattr(uint64_t ino, const std::string& name);
+
+  FsStats StatFs();
+
+  // Persists every dirty file now and waits (cairn persist).
+  Status PersistAll() { return persister_.PersistAll(); }
+  // Persists everything, then drops all clean files from the staging cache (cairn evict).
+  Status EvictAll();
+
+  Archive& archive() { return archive_; }
+
+ private:
+  uint64_t SegmentSizeOf(const InodeRecord& inode) const;
+  // Adds a kernel reference. REQUIRES: catalog mutex.
+  void AddLookup(uint64_t ino) { state_.live[ino].nlookup++; }
+  // Frees an inode with no names left once nothing references it. REQUIRES: catalog mutex.
+  Status MaybeDelete(uint64_t ino);
+  // Removes every segment at index >= first, releasing extents nobody else uses.
+  // REQUIRES: catalog mutex, open transaction.
+  Status DropSegmentsFrom(uint64_t ino, uint64_t first);
+  // Unlinks one name of `ino` (already removed from its directory). REQUIRES: catalog mutex.
+  Status DropLink(InodeRecord& inode, int64_t now);
+  // Brings persisted segments [first, last] of `ino` back into the staging cache.
+  // REQUIRES: data_lock(ino) held, catalog mutex NOT held.
+  Status FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t last);
+  // Evicts one clean file from the staging cache if it is still evictable.
+  Status EvictFile(uint64_t ino);
+  // Evicts least recently used clean files while the cache is over its budget.
+  void EvictOverBudget();
+  Status CheckName(const std::string& name) const;
+
+  Archive& archive_;
+  FileState state_;
+  SegmentStore store_;
+  Persister persister_;
+};
+
+}  // namespace cairn

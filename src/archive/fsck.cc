@@ -1,0 +1,204 @@
+#include "archive/fsck.h"
+
+#include <sys/stat.h>
+
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace cairn {
+namespace {
+
+struct Checker {
+  Archive& archive;
+  Catalog& catalog;
+  FsckReport report;
+
+  template <typename... Args>
+  void Problem(fmt::format_string<Args...> f, Args&&... args) {
+    report.problems.push_back(fmt::format(f, std::forward<Args>(args)...));
+  }
+
+  void CheckSqlite() {
+    Statement s(catalog.handle(), "PRAGMA integrity_check");
+    s.Bind();
+    while (s.Step()) {
+      std::string line = s.Text(0);
+      if (line != "ok") Problem("catalog: sqlite integrity: {}", line);
+    }
+  }
+
+  std::map<uint64_t, InodeRecord> LoadInodes() {
+    std::map<uint64_t, InodeRecord> inodes;
+    Statement s(catalog.handle(), "SELECT ino FROM inodes");
+    s.Bind();
+    std::vector<uint64_t> inos;
+    while (s.Step()) inos.push_back(s.UInt(0));
+    for (uint64_t ino : inos) {
+      auto inode = catalog.GetInode(ino);
+      if (inode.ok()) inodes[ino] = *inode;
+    }
+    return inodes;
+  }
+
+  void CheckNamespace(const std::map<uint64_t, InodeRecord>& inodes) {
+    std::map<uint64_t, uint64_t> names;    // ino -> dentries naming it
+    std::map<uint64_t, uint64_t> subdirs;  // dir -> child directories
+    Statement s(catalog.handle(), "SELECT parent, name, ino FROM dentries");
+    s.Bind();
+    while (s.Step()) {
+      uint64_t parent = s.UInt(0);
+      std::string name = s.Text(1);
+      uint64_t ino = s.UInt(2);
+      auto dir = inodes.find(parent);
+      if (dir == inodes.end() || !S_ISDIR(dir->second.mode)) {
+        Problem("entry '{}' (inode {}) is in inode {}, which is not a directory", name, ino, parent);
+      }
+      auto child = inodes.find(ino);
+      if (child == inodes.end()) {
+        Problem("entry '{}' in directory {} points to missing inode {}", name, parent, ino);
+        continue;
+      }
+      names[ino]++;
+      if (S_ISDIR(child->second.mode)) subdirs[parent]++;
+    }
+    if (!inodes.contains(kRootInode)) Problem("root directory (inode 1) is missing");
+    for (const auto& [ino, inode] : inodes) {
+      uint64_t n = names[ino];
+      if (ino == kRootInode) n = 1;
+      if (S_ISDIR(inode.mode)) {
+        if (ino != kRootInode && n > 1) Problem("directory inode {} has {} names", ino, n);
+        uint64_t want = n == 0 ? 0 : 2 + subdirs[ino];
+        if (n > 0 && inode.nlink != want) Problem("directory inode {}: nlink {} but {} expected", ino, inode.nlink, want);
+      } else if (n > 0 && inode.nlink != n) {
+        Problem("inode {}: nlink {} but {} name(s) point to it", ino, inode.nlink, n);
+      }
+      if (n == 0) {
+        if (inode.nlink == 0) {
+          report.notes.push_back(fmt::format("inode {} was unlinked while open; it is freed at the next mount", ino));
+        } else {
+          Problem("inode {} has nlink {} but no name points to it", ino, inode.nlink);
+        }
+      }
+    }
+  }
+
+  void CheckExtentsAndSegments(const std::map<uint64_t, InodeRecord>& inodes) {
+    std::map<uint64_t, ExtentRecord> extents;
+    for (const ExtentRecord& e : catalog.AllExtents()) extents[e.id] = e;
+    std::map<uint64_t, uint64_t> refs;
+    std::map<uint64_t, uint64_t> segment_count;
+    for (const SegmentRecord& s : catalog.AllSegments()) {
+      auto inode = inodes.find(s.ino);
+      if (inode == inodes.end()) {
+        Problem("segment {} of missing inode {} (extent {})", s.index, s.ino, s.extent_id);
+        continue;
+      }
+      segment_count[s.ino]++;
+      uint64_t segment_size = inode->second.segment_size;
+      if (!S_ISREG(inode->second.mode) || segment_size == 0) {
+        Problem("inode {} has segments but is not a persisted regular file", s.ino);
+        continue;
+      }
+      uint64_t start = s.index * segment_size;
+      if (start >= inode->second.size) {
+        Problem("inode {}: segment {} lies past the end of the file ({} bytes)", s.ino, s.index, inode->second.size);
+      } else if (s.length > std::min(segment_size, inode->second.size - start)) {
+        Problem("inode {}: segment {} is {} bytes, more than the file leaves for it", s.ino, s.index, s.length);
+      }
+      if (s.extent_id == kHoleExtent) continue;
+      auto e = extents.find(s.extent_id);
+      if (e == extents.end()) {
+        Problem("inode {}: segment {} points to missing extent {}", s.ino, s.index, s.extent_id);
+        continue;
+      }
+      refs[s.extent_id]++;
+      if (s.extent_offset + s.length > e->second.payload_length) {
+        Problem("inode {}: segment {} reads past the end of extent {}", s.ino, s.index, s.extent_id);
+      }
+    }
+    for (const auto& [ino, inode] : inodes) {
+      if (!S_ISREG(inode.mode) || inode.dirty || inode.size == 0) continue;
+      uint64_t segment_size = inode.segment_size;
+      uint64_t want = segment_size ? (inode.size + segment_size - 1) / segment_size : 1;
+      if (segment_count[ino] != want) {
+        Problem("inode {} is marked clean but has {} of {} segments persisted", ino, segment_count[ino], want);
+      }
+    }
+    for (const auto& [id, e] : extents) {
+      if (e.refs != refs[id]) Problem("extent {}: reference count {} but {} segment(s) use it", id, e.refs, refs[id]);
+      if (refs[id] == 0) Problem("extent {} on disk {} at {} is leaked (no segment uses it)", id, e.disk, e.offset);
+      if (e.alloc_length != ExtentAllocation(e.payload_length)) {
+        Problem("extent {}: allocated {} bytes for a {}-byte payload", id, e.alloc_length, e.payload_length);
+      }
+    }
+    CheckPlacement(extents);
+  }
+
+  void CheckPlacement(const std::map<uint64_t, ExtentRecord>& extents) {
+    std::map<uint32_t, std::map<uint64_t, const ExtentRecord*>> by_disk;
+    for (const auto& [id, e] : extents) {
+      if (e.disk >= archive.disk_count()) {
+        Problem("extent {} is on disk {}, but the archive has {} disks", id, e.disk, archive.disk_count());
+        continue;
+      }
+      if (e.offset < kBlockSize || e.offset % kBlockSize != 0 || e.offset + e.alloc_length > archive.disk(e.disk).Size()) {
+        Problem("extent {} at disk {} offset {} (+{}) is misaligned or outside the disk", id, e.disk, e.offset,
+                e.alloc_length);
+      }
+      by_disk[e.disk][e.offset] = &e;
+    }
+    for (const auto& [disk, map] : by_disk) {
+      const ExtentRecord* previous = nullptr;
+      for (const auto& [offset, e] : map) {
+        if (previous && previous->offset + previous->alloc_length > offset) {
+          Problem("extents {} and {} overlap on disk {} at {} (double-owned space)", previous->id, e->id, disk, offset);
+        }
+        previous = e;
+      }
+    }
+  }
+
+  void VerifyExtentData(const std::function<void(uint64_t, uint64_t)>& progress) {
+    auto extents = catalog.AllExtents();
+    uint64_t done = 0;
+    for (const ExtentRecord& e : extents) {
+      if (e.disk < archive.disk_count()) {
+        auto payload = archive.ReadExtentPayload(e);
+        if (!payload.ok()) {
+          Problem("extent {}: {}", e.id, payload.status().message());
+        } else {
+          report.bytes_verified += payload->size();
+        }
+      }
+      if (progress) progress(++done, extents.size());
+    }
+    report.extents = extents.size();
+  }
+
+  void CheckCache(const std::map<uint64_t, InodeRecord>& inodes) {
+    archive.cache().ForEach([&](uint64_t ino, uint64_t, int64_t) {
+      if (!inodes.contains(ino)) {
+        report.notes.push_back(fmt::format("staging cache holds a file for deleted inode {}; removed at next mount", ino));
+      }
+    });
+  }
+};
+
+}  // namespace
+
+FsckReport CheckArchive(Archive& archive, const std::function<void(uint64_t, uint64_t)>& progress) {
+  std::lock_guard lock(archive.catalog_mutex());
+  Checker checker{archive, archive.catalog(), {}};
+  checker.CheckSqlite();
+  auto inodes = checker.LoadInodes();
+  checker.report.inodes = inodes.size();
+  checker.CheckNamespace(inodes);
+  checker.CheckExtentsAndSegments(inodes);
+  checker.VerifyExtentData(progress);
+  checker.CheckCache(inodes);
+  return checker.report;
+}
+
+}  // namespace cairn

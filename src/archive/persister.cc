@@ -1,0 +1,359 @@
+#include "archive/persister.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "util/log.h"
+
+namespace cairn {
+namespace {
+
+int64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+constexpr size_t kNoExtent = SIZE_MAX;
+
+bool IsAllZero(const std::vector<uint8_t>& data) {
+  return data.empty() || (data[0] == 0 && std::memcmp(data.data(), data.data() + 1, data.size() - 1) == 0);
+}
+
+constexpr int64_t kRetryDelayNs = 5'000'000'000;
+constexpr uint64_t kSegmentsPerCommit = 16;  // bounds memory: 16 segments in flight
+
+}  // namespace
+
+struct Persister::Piece {
+  uint64_t ino = 0;
+  uint64_t index = 0;
+  uint64_t segment_size = 0;
+  std::vector<uint8_t> data;
+};
+
+Persister::Persister(Archive& archive, FileState& state, SegmentStore& store)
+    : archive_(archive), state_(state), store_(store) {}
+
+Persister::~Persister() {
+  if (thread_.joinable()) Stop();
+}
+
+void Persister::Start() { thread_ = std::thread([this] { Run(); }); }
+
+Status Persister::Stop() {
+  {
+    std::lock_guard lock(wake_mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  return PersistAll();
+}
+
+void Persister::Notify() {
+  {
+    std::lock_guard lock(wake_mutex_);
+    notified_ = true;
+  }
+  wake_.notify_all();
+}
+
+void Persister::Run() {
+  for (;;) {
+    {
+      std::unique_lock lock(wake_mutex_);
+      wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_ || notified_; });
+      if (stopping_) return;
+      notified_ = false;
+    }
+    // A short pause gathers files closed together (tar, rsync) into shared packs.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<uint64_t> due;
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      due = DueFiles(NowNs());
+    }
+    if (due.empty()) {
+      std::lock_guard lock(archive_.catalog_mutex());
+      if (archive_.has_freed_space()) {
+        Status st = archive_.ReleaseFreedSpace();
+        if (!st.ok()) LogError("cannot release freed extents: {}", st.message());
+      }
+      continue;
+    }
+    Status st = PersistFiles(due);
+    if (!st.ok()) LogError("persisting {} file(s) failed, will retry: {}", due.size(), st.message());
+    if (after_batch_) after_batch_();
+  }
+}
+
+std::vector<uint64_t> Persister::DueFiles(int64_t now_ns) {
+  std::vector<uint64_t> due;
+  for (auto it = state_.persist_queue.begin(); it != state_.persist_queue.end();) {
+    if (it->second <= now_ns) {
+      due.push_back(it->first);
+      it = state_.persist_queue.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  int64_t idle_ns = static_cast<int64_t>(archive_.options().persist_idle_seconds) * 1'000'000'000;
+  for (const auto& [ino, dirty] : state_.dirty) {
+    auto live = state_.live.find(ino);
+    bool open_for_write = live != state_.live.end() && live->second.nwriters > 0;
+    if (open_for_write && dirty.last_write_ns + idle_ns <= now_ns && !state_.persist_queue.contains(ino) &&
+        std::find(due.begin(), due.end(), ino) == due.end()) {
+      due.push_back(ino);
+    }
+  }
+  return due;
+}
+
+Status Persister::PersistAll() {
+  for (int attempt = 0; attempt < 3; attempt++) {
+    std::vector<uint64_t> inos;
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      for (const auto& [ino, dirty] : state_.dirty) inos.push_back(ino);
+      state_.persist_queue.clear();
+    }
+    if (inos.empty()) return Status::OK();
+    Status st = PersistFiles(inos);
+    if (after_batch_) after_batch_();
+    if (!st.ok()) return st;
+  }
+  std::lock_guard lock(archive_.catalog_mutex());
+  if (!state_.dirty.empty()) {
+    return Status::Busy(fmt::format("{} file(s) are still being written; persist again later", state_.dirty.size()));
+  }
+  return Status::OK();
+}
+
+Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
+  std::lock_guard run(run_mutex_);
+  std::vector<Piece> pieces;
+  uint64_t pending_bytes = 0;
+  Status result;
+  auto flush = [&]() {
+    Status st = WriteAndCommit(pieces);
+    if (!st.ok() && result.ok()) result = st;
+    pieces.clear();
+    pending_bytes = 0;
+  };
+  for (uint64_t ino : inos) {
+    for (;;) {
+      size_t before = pieces.size();
+      Status st = Snapshot(ino, pieces);
+      if (!st.ok()) {
+        LogError("inode {}: cannot read dirty data from the staging cache: {}", ino, st.message());
+        if (result.ok()) result = st;
+        break;
+      }
+      for (size_t i = before; i < pieces.size(); i++) pending_bytes += pieces[i].data.size();
+      bool more = pieces.size() - before == kSegmentsPerCommit;
+      if (pending_bytes >= kSegmentsPerCommit * archive_.options().segment_size || more) flush();
+      if (!more) break;
+    }
+  }
+  flush();
+  return result;
+}
+
+Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
+  std::lock_guard data(state_.data_lock(ino));
+  InodeRecord inode;
+  std::vector<uint64_t> indexes;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto record = archive_.catalog().GetInode(ino);
+    auto dirty_it = state_.dirty.find(ino);
+    if (!record.ok() || dirty_it == state_.dirty.end()) {
+      if (dirty_it != state_.dirty.end()) state_.dirty.erase(dirty_it);
+      return Status::OK();
+    }
+    inode = *record;
+    DirtyFile& dirty = dirty_it->second;
+    uint64_t segment_size = inode.segment_size ? inode.segment_size : archive_.options().segment_size;
+    uint64_t count = (inode.size + segment_size - 1) / segment_size;
+    if (dirty.all_cached) {
+      std::map<uint64_t, bool> cached;
+      for (const auto& s : archive_.catalog().GetSegments(ino)) cached[s.index] = s.cached;
+      for (uint64_t i = 0; i < count; i++) {
+        auto it = cached.find(i);
+        if (it == cached.end() || it->second) dirty.segments.insert(i);
+      }
+      dirty.all_cached = false;
+    }
+    for (auto it = dirty.segments.begin(); it != dirty.segments.end() && indexes.size() < kSegmentsPerCommit;) {
+      if (*it < count) indexes.push_back(*it);
+      it = dirty.segments.erase(it);
+    }
+    inode.segment_size = segment_size;
+    if (indexes.empty()) {
+      // Nothing left to write (empty file, or truncated away): the file is clean now.
+      Piece marker;
+      marker.ino = ino;
+      marker.segment_size = segment_size;
+      marker.index = UINT64_MAX;
+      pieces.push_back(std::move(marker));
+    }
+  }
+  if (indexes.empty()) return Status::OK();
+  auto fd = archive_.cache().Open(ino);
+  if (!fd.ok()) return fd.status();
+  Status st;
+  for (uint64_t index : indexes) {
+    Piece piece;
+    piece.ino = ino;
+    piece.index = index;
+    piece.segment_size = inode.segment_size;
+    uint64_t start = index * inode.segment_size;
+    piece.data.resize(std::min(inode.segment_size, inode.size - start));
+    st = StagingCache::ReadAt(*fd, start, piece.data);
+    if (!st.ok()) break;
+    pieces.push_back(std::move(piece));
+  }
+  ::close(*fd);
+  if (!st.ok()) {
+    std::lock_guard lock(archive_.catalog_mutex());
+    state_.dirty[ino].segments.insert(indexes.begin(), indexes.end());
+  }
+  return st;
+}
+
+Status Persister::WriteAndCommit(std::vector<Piece>& pieces) {
+  if (pieces.empty()) return Status::OK();
+  const ArchiveOptions& options = archive_.options();
+  struct Placement {
+    size_t piece;
+    size_t extent;  // index into `extents`, or kNoExtent for a hole
+    uint64_t offset;
+  };
+  std::vector<ExtentRecord> extents;
+  std::vector<Placement> placements;
+  std::set<uint32_t> disks_written;
+  Status failure;
+
+  auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> payload) {
+    auto record = archive_.WriteExtentToDisk(kind, ino, file_offset, payload);
+    if (!record.ok()) {
+      if (failure.ok()) failure = record.status();
+      return false;
+    }
+    disks_written.insert(record->disk);
+    extents.push_back(*record);
+    return true;
+  };
+
+  std::vector<uint8_t> pack;
+  std::vector<size_t> pack_members;
+  auto flush_pack = [&]() {
+    if (pack_members.empty()) return;
+    if (write_extent(ExtentKind::kPack, 0, 0, pack)) {
+      uint64_t offset = 0;
+      for (size_t member : pack_members) {
+        placements.push_back({member, extents.size() - 1, offset});
+        offset += pieces[member].data.size();
+      }
+    }
+    pack.clear();
+    pack_members.clear();
+  };
+
+  for (size_t i = 0; i < pieces.size() && failure.ok(); i++) {
+    Piece& piece = pieces[i];
+    if (piece.index == UINT64_MAX) continue;
+    if (IsAllZero(piece.data)) {
+      placements.push_back({i, kNoExtent, 0});
+      continue;
+    }
+    if (piece.data.size() > options.pack_threshold) {
+      if (write_extent(ExtentKind::kFileSegment, piece.ino, piece.index * piece.segment_size, piece.data)) {
+        placements.push_back({i, extents.size() - 1, 0});
+      }
+      continue;
+    }
+    if (!pack.empty() && pack.size() + piece.data.size() > options.segment_size) flush_pack();
+    pack.insert(pack.end(), piece.data.begin(), piece.data.end());
+    pack_members.push_back(i);
+  }
+  if (failure.ok()) flush_pack();
+  for (uint32_t disk : disks_written) {
+    if (!failure.ok()) break;
+    failure = archive_.disk(disk).Sync();
+  }
+
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  auto give_back = [&]() {
+    for (const auto& extent : extents) archive_.ReleaseUncommitted(extent);
+    for (const Piece& piece : pieces) {
+      if (piece.index != UINT64_MAX) state_.dirty[piece.ino].segments.insert(piece.index);
+      state_.persist_queue[piece.ino] = NowNs() + kRetryDelayNs;
+    }
+  };
+  if (!failure.ok()) {
+    give_back();
+    return failure;
+  }
+
+  Status st = catalog.Begin();
+  std::map<uint64_t, InodeRecord> inodes;
+  std::vector<uint64_t> refs(extents.size(), 0);
+  for (const Placement& p : placements) {
+    if (!st.ok()) break;
+    const Piece& piece = pieces[p.piece];
+    auto inode = catalog.GetInode(piece.ino);
+    if (!inode.ok() || piece.index * piece.segment_size >= inode->size) continue;  // deleted or truncated meanwhile
+    if (auto old = catalog.GetSegment(piece.ino, piece.index)) {
+      st = archive_.UnrefExtent(old->extent_id);
+      if (!st.ok()) break;
+    }
+    uint64_t extent_id = p.extent == kNoExtent ? kHoleExtent : extents[p.extent].id;
+    st = catalog.PutSegment({piece.ino, piece.index, extent_id, p.offset, piece.data.size(), true});
+    if (p.extent != kNoExtent) refs[p.extent]++;
+  }
+  for (size_t i = 0; i < extents.size() && st.ok(); i++) {
+    extents[i].refs = refs[i];
+    if (refs[i] > 0) st = catalog.InsertExtent(extents[i]);
+  }
+  for (const Piece& piece : pieces) {
+    if (!st.ok()) break;
+    if (inodes.contains(piece.ino)) continue;
+    auto inode = catalog.GetInode(piece.ino);
+    if (!inode.ok()) continue;
+    inode->segment_size = piece.segment_size;
+    auto dirty = state_.dirty.find(piece.ino);
+    inode->dirty = dirty != state_.dirty.end() && (dirty->second.all_cached || !dirty->second.segments.empty());
+    if (!inode->dirty && dirty != state_.dirty.end()) state_.dirty.erase(dirty);
+    st = catalog.UpdateInode(*inode);
+    inodes[piece.ino] = *inode;
+  }
+  if (st.ok()) st = catalog.Commit();
+  if (!st.ok()) {
+    catalog.Rollback();
+    give_back();
+    return st;
+  }
+  for (size_t i = 0; i < extents.size(); i++) {
+    if (refs[i] == 0) archive_.ReleaseUncommitted(extents[i]);
+  }
+  st = archive_.ReleaseFreedSpace();
+  for (const auto& [ino, inode] : inodes) {
+    auto live = state_.live.find(ino);
+    bool writing = live != state_.live.end() && live->second.nwriters > 0;
+    if (!inode.dirty && !writing) state_.TouchCached(ino, archive_.cache().Usage(ino));
+  }
+  return st;
+}
+
+}  // namespace cairn

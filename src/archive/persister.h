@@ -1,0 +1,60 @@
+// Persister turns dirty files in the staging cache into extents on the disks: one
+// extent per large segment, small segments packed together. It runs on a background
+// thread (closed files at once, open ones after persist_idle seconds) and on demand.
+// New extents are synced before the catalog commit that points at them; replaced
+// extents are freed only after that commit is durable.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "archive/archive.h"
+#include "archive/file_state.h"
+#include "archive/segment_store.h"
+
+namespace cairn {
+
+class Persister {
+ public:
+  Persister(Archive& archive, FileState& state, SegmentStore& store);
+  ~Persister();
+
+  void Start();
+  // Persists what is left and stops the thread.
+  Status Stop();
+  // Wakes the thread: something was queued. Thread-safe.
+  void Notify();
+  // Persists every dirty file now, on the calling thread.
+  Status PersistAll();
+  // Called after each batch, with no locks held (eviction hook).
+  void SetAfterBatch(std::function<void()> fn) { after_batch_ = std::move(fn); }
+
+ private:
+  struct Piece;  // one dirty segment read out of the cache
+  void Run();
+  // Persists the given files. Serialized by run_mutex_.
+  Status PersistFiles(const std::vector<uint64_t>& inos);
+  // Reads the dirty segments of `ino` out of the staging cache (clearing their dirty marks).
+  Status Snapshot(uint64_t ino, std::vector<Piece>& pieces);
+  // Writes pieces as extents, syncs the disks, commits the catalog.
+  Status WriteAndCommit(std::vector<Piece>& pieces);
+  // Selects queued files that are due. REQUIRES: catalog mutex.
+  std::vector<uint64_t> DueFiles(int64_t now_ns);
+
+  Archive& archive_;
+  FileState& state_;
+  SegmentStore& store_;
+  std::function<void()> after_batch_;
+  std::mutex run_mutex_;  // one batch at a time
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool notified_ = false;
+  std::thread thread_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,39 @@
+// SegmentStore serves reads of persisted data that is not in the staging cache: it reads
+// whole extents from the disks, verifies them, and keeps the most recently used payloads
+// in memory so that a sequential read costs one disk read per extent. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "archive/archive.h"
+
+namespace cairn {
+
+class SegmentStore {
+ public:
+  SegmentStore(Archive& archive, size_t capacity) : archive_(archive), capacity_(capacity) {}
+
+  // Copies bytes [offset, offset + dst.size()) of `segment` into dst; bytes past the
+  // segment's stored length read as zeros.
+  Status Read(const SegmentRecord& segment, uint64_t offset, std::span<uint8_t> dst);
+  // Drops a buffered payload (its extent was freed).
+  void Forget(uint64_t extent_id);
+
+ private:
+  using Payload = std::shared_ptr<const std::vector<uint8_t>>;
+  Result<Payload> Load(uint64_t extent_id);
+
+  Archive& archive_;
+  const size_t capacity_;
+  std::mutex mutex_;
+  std::list<std::pair<uint64_t, Payload>> lru_;  // most recent first
+  std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Payload>>::iterator> index_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,156 @@
+#include "backend/extent_format.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "util/coding.h"
+
+namespace cairn {
+
+std::string ArchiveIdToString(const ArchiveId& id) {
+  std::string out;
+  for (uint8_t b : id) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+Result<ArchiveId> ArchiveIdFromString(std::string_view text) {
+  ArchiveId id{};
+  if (text.size() != 32) {
+    return Status::InvalidArgument(fmt::format("archive id '{}' must be 32 hex digits", text));
+  }
+  for (size_t i = 0; i < 16; i++) {
+    unsigned value = 0;
+    for (size_t j = 0; j < 2; j++) {
+      char c = text[2 * i + j];
+      int digit = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+      if (digit < 0) return Status::InvalidArgument(fmt::format("archive id '{}' is not lowercase hex", text));
+      value = value * 16 + static_cast<unsigned>(digit);
+    }
+    id[i] = static_cast<uint8_t>(value);
+  }
+  return id;
+}
+
+ArchiveId NewArchiveId() {
+  ArchiveId id{};
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  bool filled = fd >= 0 && ::read(fd, id.data(), id.size()) == static_cast<ssize_t>(id.size());
+  if (fd >= 0) ::close(fd);
+  if (!filled) {
+    std::random_device rd;
+    for (auto& b : id) b = static_cast<uint8_t>(rd());
+  }
+  return id;
+}
+
+// Superblock layout (little-endian):
+//   0 magic[8] | 8 u32 version | 12 u32 disk_index | 16 archive_id[16] | 32 u64 disk_size
+//   40 u64 data_start | 48 u32 masked crc32c of bytes [0, 48)
+std::array<uint8_t, kBlockSize> EncodeSuperblock(const Superblock& sb) {
+  std::array<uint8_t, kBlockSize> block{};
+  std::memcpy(block.data(), kDiskMagic, 8);
+  PutFixed32(&block[8], sb.version);
+  PutFixed32(&block[12], sb.disk_index);
+  std::memcpy(&block[16], sb.archive_id.data(), 16);
+  PutFixed64(&block[32], sb.disk_size);
+  PutFixed64(&block[40], sb.data_start);
+  PutFixed32(&block[48], MaskCrc(Crc32c({block.data(), 48})));
+  return block;
+}
+
+Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::string& where) {
+  if (block.size() < kSuperblockEncodedSize) {
+    return Status::Corruption(fmt::format("{}: superblock truncated ({} bytes)", where, block.size()));
+  }
+  if (std::memcmp(block.data(), kDiskMagic, 8) != 0) {
+    return Status::Corruption(fmt::format("{}: not a cairn disk (no CAIRNDSK magic at offset 0)", where));
+  }
+  uint32_t stored = UnmaskCrc(GetFixed32(&block[48]));
+  uint32_t actual = Crc32c(block.first(48));
+  if (stored != actual) {
+    return Status::Corruption(
+        fmt::format("{}: superblock checksum mismatch (want={:08x} have={:08x})", where, stored, actual));
+  }
+  Superblock sb;
+  sb.version = GetFixed32(&block[8]);
+  if (sb.version != kFormatVersion) {
+    return Status::NotSupported(
+        fmt::format("{}: disk format version {} is not supported (this cairn reads version {})", where, sb.version,
+                    kFormatVersion));
+  }
+  sb.disk_index = GetFixed32(&block[12]);
+  std::memcpy(sb.archive_id.data(), &block[16], 16);
+  sb.disk_size = GetFixed64(&block[32]);
+  sb.data_start = GetFixed64(&block[40]);
+  return sb;
+}
+
+// Extent header layout (little-endian), 72 bytes:
+//   0 magic[8] | 8 u16 version | 10 u16 header_len | 12 u8 kind | 13 u8[3] reserved
+//   16 archive_id[16] | 32 u64 extent_id | 40 u64 inode | 48 u64 file_offset
+//   56 u64 payload_length | 64 u32 masked crc32c(payload) | 68 u32 masked crc32c(bytes [0, 68))
+std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h) {
+  std::array<uint8_t, kExtentHeaderSize> out{};
+  std::memcpy(out.data(), kExtentMagic, 8);
+  PutFixed16(&out[8], h.version);
+  PutFixed16(&out[10], kExtentHeaderSize);
+  out[12] = static_cast<uint8_t>(h.kind);
+  std::memcpy(&out[16], h.archive_id.data(), 16);
+  PutFixed64(&out[32], h.extent_id);
+  PutFixed64(&out[40], h.inode);
+  PutFixed64(&out[48], h.file_offset);
+  PutFixed64(&out[56], h.payload_length);
+  PutFixed32(&out[64], MaskCrc(h.payload_crc));
+  PutFixed32(&out[68], MaskCrc(Crc32c({out.data(), 68})));
+  return out;
+}
+
+Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const std::string& where) {
+  if (bytes.size() < kExtentHeaderSize) {
+    return Status::Corruption(
+        fmt::format("{}: extent header truncated: {} of {} bytes", where, bytes.size(), kExtentHeaderSize));
+  }
+  if (std::all_of(bytes.begin(), bytes.begin() + kExtentHeaderSize, [](uint8_t b) { return b == 0; })) {
+    return Status::Corruption(fmt::format("{}: no extent here (all-zero header)", where));
+  }
+  if (std::memcmp(bytes.data(), kExtentMagic, 8) != 0) {
+    return Status::Corruption(fmt::format("{}: bad extent magic (want CAIRNEXT)", where));
+  }
+  uint32_t stored = UnmaskCrc(GetFixed32(&bytes[68]));
+  uint32_t actual = Crc32c(bytes.first(68));
+  if (stored != actual) {
+    return Status::Corruption(
+        fmt::format("{}: extent header checksum mismatch (want={:08x} have={:08x})", where, stored, actual));
+  }
+  ExtentHeader h;
+  h.version = GetFixed16(&bytes[8]);
+  if (h.version != kFormatVersion) {
+    return Status::NotSupported(fmt::format("{}: extent format version {} is not supported (this cairn reads {})",
+                                            where, h.version, kFormatVersion));
+  }
+  uint16_t header_len = GetFixed16(&bytes[10]);
+  if (header_len != kExtentHeaderSize) {
+    return Status::Corruption(fmt::format("{}: extent header length {} (want {})", where, header_len,
+                                          kExtentHeaderSize));
+  }
+  uint8_t kind = bytes[12];
+  if (kind != static_cast<uint8_t>(ExtentKind::kFileSegment) && kind != static_cast<uint8_t>(ExtentKind::kPack)) {
+    return Status::Corruption(fmt::format("{}: unknown extent kind {}", where, kind));
+  }
+  h.kind = static_cast<ExtentKind>(kind);
+  std::memcpy(h.archive_id.data(), &bytes[16], 16);
+  h.extent_id = GetFixed64(&bytes[32]);
+  h.inode = GetFixed64(&bytes[40]);
+  h.file_offset = GetFixed64(&bytes[48]);
+  h.payload_length = GetFixed64(&bytes[56]);
+  h.payload_crc = UnmaskCrc(GetFixed32(&bytes[64]));
+  return h;
+}
+
+}  // namespace cairn

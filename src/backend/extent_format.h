@@ -1,0 +1,69 @@
+// On-disk format v1: the disk superblock and the self-describing extent header.
+// Layouts, field widths and reader rules are documented in man/cairn-format.5.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "cairn/status.h"
+
+namespace cairn {
+
+using ArchiveId = std::array<uint8_t, 16>;
+std::string ArchiveIdToString(const ArchiveId& id);
+Result<ArchiveId> ArchiveIdFromString(std::string_view text);
+ArchiveId NewArchiveId();
+
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint64_t kBlockSize = 4096;  // allocation unit and superblock size
+inline uint64_t RoundUpToBlock(uint64_t n) { return (n + kBlockSize - 1) / kBlockSize * kBlockSize; }
+
+// --- Disk superblock: bytes [0, 4096) of every disk. -------------------------------
+constexpr char kDiskMagic[8] = {'C', 'A', 'I', 'R', 'N', 'D', 'S', 'K'};
+constexpr size_t kSuperblockEncodedSize = 52;
+
+struct Superblock {
+  uint32_t version = kFormatVersion;
+  uint32_t disk_index = 0;
+  ArchiveId archive_id{};
+  uint64_t disk_size = 0;
+  uint64_t data_start = kBlockSize;
+};
+
+std::array<uint8_t, kBlockSize> EncodeSuperblock(const Superblock& sb);
+// `where` names the disk in error messages.
+Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::string& where);
+
+// --- Extent header: precedes every extent's payload. --------------------------------
+constexpr char kExtentMagic[8] = {'C', 'A', 'I', 'R', 'N', 'E', 'X', 'T'};
+constexpr uint16_t kExtentHeaderSize = 72;
+
+// Persisted values: never renumber.
+enum class ExtentKind : uint8_t {
+  kFileSegment = 1,  // one segment of one file: inode + file offset say which
+  kPack = 2,         // several small files back to back; members are listed in the catalog
+};
+
+struct ExtentHeader {
+  uint16_t version = kFormatVersion;
+  ExtentKind kind = ExtentKind::kFileSegment;
+  ArchiveId archive_id{};
+  uint64_t extent_id = 0;
+  uint64_t inode = 0;
+  uint64_t file_offset = 0;
+  uint64_t payload_length = 0;
+  uint32_t payload_crc = 0;  // unmasked CRC32C of the payload
+};
+
+std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& header);
+// Checks magic, version and header checksum. `where` names disk and offset in messages.
+Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const std::string& where);
+
+// Bytes an extent with this payload occupies on disk (header + payload, whole blocks).
+inline uint64_t ExtentAllocation(uint64_t payload_length) {
+  return RoundUpToBlock(kExtentHeaderSize + payload_length);
+}
+
+}  // namespace cairn

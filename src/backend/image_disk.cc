@@ -1,0 +1,129 @@
+// ImageDisk: a Disk backed by a sparse image file or a block device, using
+// pread/pwrite/fdatasync. The only place in cairn that does I/O on a disk.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "cairn/disk.h"
+
+namespace cairn {
+namespace {
+
+class ImageDisk final : public Disk {
+ public:
+  ImageDisk(std::string name, int fd, uint64_t size, bool block_device)
+      : name_(std::move(name)), fd_(fd), size_(size), block_device_(block_device) {}
+  ~ImageDisk() override { ::close(fd_); }
+
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override {
+    size_t done = 0;
+    while (done < dst.size()) {
+      ssize_t n = ::pread(fd_, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(fmt::format("{}: read of {} bytes at {}", name_, dst.size(), offset), errno);
+      }
+      if (n == 0) {
+        return Status::Corruption(fmt::format("{}: short read: {} of {} bytes at offset {} (device is {} bytes)",
+                                              name_, done, dst.size(), offset, size_));
+      }
+      done += static_cast<size_t>(n);
+    }
+    return Status::OK();
+  }
+
+  Status WriteAt(uint64_t offset, std::span<const uint8_t> src) override {
+    if (offset + src.size() > size_) {
+      return Status::InvalidArgument(
+          fmt::format("{}: write of {} bytes at {} passes the end of the device ({} bytes)", name_, src.size(),
+                      offset, size_));
+    }
+    size_t done = 0;
+    while (done < src.size()) {
+      ssize_t n = ::pwrite(fd_, src.data() + done, src.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(fmt::format("{}: write of {} bytes at {}", name_, src.size(), offset), errno);
+      }
+      done += static_cast<size_t>(n);
+    }
+    return Status::OK();
+  }
+
+  Status Sync() override {
+    if (::fdatasync(fd_) != 0) return Status::FromErrno(fmt::format("{}: fdatasync", name_), errno);
+    return Status::OK();
+  }
+
+  Status Discard(uint64_t offset, uint64_t length) override {
+    int rc;
+    if (block_device_) {
+      uint64_t range[2] = {offset, length};
+      rc = ::ioctl(fd_, BLKDISCARD, range);
+    } else {
+      rc = ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                       static_cast<off_t>(length));
+    }
+    // Discard is advisory: a device that cannot discard still holds correct data.
+    if (rc != 0 && errno != EOPNOTSUPP && errno != ENOTTY) {
+      return Status::FromErrno(fmt::format("{}: discard of {} bytes at {}", name_, length, offset), errno);
+    }
+    return Status::OK();
+  }
+
+  uint64_t Size() const override { return size_; }
+  uint32_t SectorSize() const override { return 4096; }
+  const std::string& Name() const override { return name_; }
+
+ private:
+  const std::string name_;
+  const int fd_;
+  const uint64_t size_;
+  const bool block_device_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Disk>> OpenImageDisk(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(fmt::format("cannot open disk {}", path), errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Status::FromErrno(fmt::format("cannot stat disk {}", path), err);
+  }
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  bool block_device = S_ISBLK(st.st_mode);
+  if (block_device && ::ioctl(fd, BLKGETSIZE64, &size) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Status::FromErrno(fmt::format("cannot read the size of block device {}", path), err);
+  }
+  if (!block_device && !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(fmt::format("disk {} is neither a regular file nor a block device", path));
+  }
+  return std::unique_ptr<Disk>(new ImageDisk(path, fd, size, block_device));
+}
+
+Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t size) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(fmt::format("cannot create disk image {}", path), errno);
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(path.c_str());
+    return Status::FromErrno(fmt::format("cannot size disk image {} to {} bytes", path, size), err);
+  }
+  return std::unique_ptr<Disk>(new ImageDisk(path, fd, size, false));
+}
+
+}  // namespace cairn

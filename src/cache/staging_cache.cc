@@ -1,0 +1,89 @@
+#include "cache/staging_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace cairn {
+
+std::string StagingCache::PathOf(uint64_t ino) const { return fmt::format("{}/{}", dir_, ino); }
+
+Result<int> StagingCache::Open(uint64_t ino) const {
+  int fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(fmt::format("staging cache: cannot open {}", PathOf(ino)), errno);
+  return fd;
+}
+
+uint64_t StagingCache::Usage(uint64_t ino) const {
+  struct stat st;
+  if (::stat(PathOf(ino).c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+Status StagingCache::Remove(uint64_t ino) const {
+  if (::unlink(PathOf(ino).c_str()) != 0 && errno != ENOENT) {
+    return Status::FromErrno(fmt::format("staging cache: cannot remove {}", PathOf(ino)), errno);
+  }
+  return Status::OK();
+}
+
+Status StagingCache::Truncate(uint64_t ino, uint64_t size) const {
+  if (::truncate(PathOf(ino).c_str(), static_cast<off_t>(size)) != 0 && errno != ENOENT) {
+    return Status::FromErrno(fmt::format("staging cache: cannot truncate {}", PathOf(ino)), errno);
+  }
+  return Status::OK();
+}
+
+void StagingCache::ForEach(const std::function<void(uint64_t, uint64_t, int64_t)>& fn) const {
+  DIR* dir = ::opendir(dir_.c_str());
+  if (!dir) return;
+  while (struct dirent* entry = ::readdir(dir)) {
+    uint64_t ino = 0;
+    const char* name = entry->d_name;
+    auto [ptr, ec] = std::from_chars(name, name + std::strlen(name), ino);
+    if (ec != std::errc() || *ptr != '\0') continue;
+    struct stat st;
+    if (::fstatat(::dirfd(dir), name, &st, 0) != 0) continue;
+    fn(ino, static_cast<uint64_t>(st.st_blocks) * 512, st.st_mtim.tv_sec);
+  }
+  ::closedir(dir);
+}
+
+Status StagingCache::ReadAt(int fd, uint64_t offset, std::span<uint8_t> dst) {
+  size_t done = 0;
+  while (done < dst.size()) {
+    ssize_t n = ::pread(fd, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("staging cache: read", errno);
+    }
+    if (n == 0) {
+      std::memset(dst.data() + done, 0, dst.size() - done);
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+Status StagingCache::WriteAt(int fd, uint64_t offset, std::span<const uint8_t> src) {
+  size_t done = 0;
+  while (done < src.size()) {
+    ssize_t n = ::pwrite(fd, src.data() + done, src.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("staging cache: write", errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+}  // namespace cairn

@@ -1,0 +1,399 @@
+#include "catalog/catalog.h"
+
+#include <fmt/format.h>
+
+namespace cairn {
+namespace {
+
+const char* kSchema = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE inodes(
+  ino INTEGER PRIMARY KEY AUTOINCREMENT,
+  mode INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL, nlink INTEGER NOT NULL,
+  size INTEGER NOT NULL, rdev INTEGER NOT NULL,
+  atime_ns INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+  segment_size INTEGER NOT NULL DEFAULT 0, dirty INTEGER NOT NULL DEFAULT 0, symlink BLOB);
+CREATE INDEX inodes_dirty ON inodes(dirty) WHERE dirty = 1;
+CREATE TABLE dentries(
+  cookie INTEGER PRIMARY KEY AUTOINCREMENT,
+  parent INTEGER NOT NULL, name BLOB NOT NULL, ino INTEGER NOT NULL,
+  UNIQUE(parent, name));
+CREATE INDEX dentries_ino ON dentries(ino);
+CREATE TABLE xattrs(ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,
+  PRIMARY KEY(ino, name)) WITHOUT ROWID;
+CREATE TABLE extents(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  disk INTEGER NOT NULL, offset INTEGER NOT NULL, alloc_length INTEGER NOT NULL,
+  payload_length INTEGER NOT NULL, payload_crc INTEGER NOT NULL, kind INTEGER NOT NULL,
+  refs INTEGER NOT NULL);
+CREATE TABLE segments(
+  ino INTEGER NOT NULL, idx INTEGER NOT NULL, extent INTEGER NOT NULL,
+  extent_offset INTEGER NOT NULL, length INTEGER NOT NULL, cached INTEGER NOT NULL,
+  PRIMARY KEY(ino, idx)) WITHOUT ROWID;
+CREATE INDEX segments_extent ON segments(extent);
+)sql";
+
+Status SqliteError(sqlite3* db, const std::string& what) {
+  return Status::IOError(fmt::format("catalog: {}: {}", what, db ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+Result<sqlite3*> OpenHandle(const std::string& path, int flags) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Status st = SqliteError(db, fmt::format("cannot open {}", path));
+    sqlite3_close(db);
+    return st;
+  }
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_extended_result_codes(db, 1);
+  return db;
+}
+
+InodeRecord ReadInode(Statement& s) {
+  InodeRecord r;
+  r.ino = s.UInt(0);
+  r.mode = static_cast<uint32_t>(s.Int(1));
+  r.uid = static_cast<uint32_t>(s.Int(2));
+  r.gid = static_cast<uint32_t>(s.Int(3));
+  r.nlink = s.UInt(4);
+  r.size = s.UInt(5);
+  r.rdev = s.UInt(6);
+  r.atime_ns = s.Int(7);
+  r.mtime_ns = s.Int(8);
+  r.ctime_ns = s.Int(9);
+  r.segment_size = s.UInt(10);
+  r.dirty = s.Int(11) != 0;
+  r.symlink = s.Text(12);
+  return r;
+}
+
+SegmentRecord ReadSegment(Statement& s) {
+  return SegmentRecord{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.Int(5) != 0};
+}
+
+ExtentRecord ReadExtentRow(Statement& s) {
+  return ExtentRecord{s.UInt(0), static_cast<uint32_t>(s.Int(1)), s.UInt(2), s.UInt(3),
+                      s.UInt(4), static_cast<uint32_t>(s.Int(5)), static_cast<int>(s.Int(6)), s.UInt(7)};
+}
+
+#define INODE_COLUMNS "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink"
+#define SEGMENT_COLUMNS "ino, idx, extent, extent_offset, length, cached"
+#define EXTENT_COLUMNS "id, disk, offset, alloc_length, payload_length, payload_crc, kind, refs"
+
+}  // namespace
+
+Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32_t uid, uint32_t gid,
+                                                 int64_t now_ns) {
+  auto db = OpenHandle(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (!db.ok()) return db.status();
+  std::unique_ptr<Catalog> catalog(new Catalog(*db));
+  CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA journal_mode=WAL"));
+  CAIRN_RETURN_IF_ERROR(catalog->Begin());
+  CAIRN_RETURN_IF_ERROR(catalog->Exec(kSchema));
+  CAIRN_RETURN_IF_ERROR(catalog->SetMeta("schema_version", std::to_string(kCatalogSchemaVersion)));
+  InodeRecord root;
+  root.ino = kRootInode;
+  root.mode = 040755;
+  root.uid = uid;
+  root.gid = gid;
+  root.nlink = 2;
+  root.atime_ns = root.mtime_ns = root.ctime_ns = now_ns;
+  Statement insert(catalog->db_, "INSERT INTO inodes(" INODE_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  CAIRN_RETURN_IF_ERROR(insert
+                            .Bind(root.ino, root.mode, root.uid, root.gid, root.nlink, root.size, root.rdev,
+                                  root.atime_ns, root.mtime_ns, root.ctime_ns, root.segment_size, root.dirty, nullptr)
+                            .Run());
+  CAIRN_RETURN_IF_ERROR(catalog->Commit());
+  return catalog;
+}
+
+Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, bool read_only) {
+  auto db = OpenHandle(path, read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
+  if (!db.ok()) return db.status();
+  std::unique_ptr<Catalog> catalog(new Catalog(*db));
+  auto version = catalog->GetMeta("schema_version");
+  if (!version.ok()) {
+    return Status::Corruption(fmt::format("{} is not a cairn catalog ({})", path, version.status().message()));
+  }
+  if (*version != std::to_string(kCatalogSchemaVersion)) {
+    return Status::NotSupported(fmt::format(
+        "catalog {} has schema version {}; this cairn understands version {} only", path, *version,
+        kCatalogSchemaVersion));
+  }
+  if (!read_only) {
+    CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA journal_mode=WAL"));
+    // NORMAL: a commit survives a crash of the daemon; SyncDurable() adds power-loss durability for fsync.
+    CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA synchronous=NORMAL"));
+  }
+  return catalog;
+}
+
+Catalog::~Catalog() {
+  statements_.clear();
+  sqlite3_close(db_);
+}
+
+Status Catalog::Exec(const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    Status st = Status::IOError(fmt::format("catalog: {} (in '{:.60}')", error ? error : "?", sql));
+    sqlite3_free(error);
+    return st;
+  }
+  return Status::OK();
+}
+
+Statement& Catalog::Prepare(const char* sql) {
+  auto& slot = statements_[sql];
+  if (!slot) slot = std::make_unique<Statement>(db_, sql);
+  return *slot;
+}
+
+Status Catalog::Begin() {
+  if (txn_depth_++ > 0) return Status::OK();
+  Status st = Exec("BEGIN IMMEDIATE");
+  if (!st.ok()) txn_depth_ = 0;
+  return st;
+}
+
+Status Catalog::Commit() {
+  if (txn_depth_ == 0) return Status::InvalidArgument("catalog: commit without begin");
+  if (--txn_depth_ > 0) return Status::OK();
+  Status st = Exec("COMMIT");
+  if (!st.ok()) Exec("ROLLBACK");
+  return st;
+}
+
+void Catalog::Rollback() {
+  if (txn_depth_ == 0) return;
+  txn_depth_ = 0;
+  Exec("ROLLBACK");
+}
+
+Status Catalog::SyncDurable() {
+  // A FULL-synchronous commit fsyncs the WAL, which makes every earlier commit durable too.
+  CAIRN_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
+  Status st = Exec("BEGIN IMMEDIATE; UPDATE meta SET value = value WHERE key = 'schema_version'; COMMIT");
+  Exec("PRAGMA synchronous=NORMAL");
+  return st;
+}
+
+Result<std::string> Catalog::GetMeta(const std::string& key) {
+  auto& s = Prepare("SELECT value FROM meta WHERE key = ?");
+  s.Bind(key);
+  if (s.Step()) return s.Text(0);
+  if (!s.status().ok()) return s.status();
+  return Status::NotFound(fmt::format("catalog: no meta key '{}'", key));
+}
+
+Status Catalog::SetMeta(const std::string& key, const std::string& value) {
+  return Prepare("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)").Bind(key, value).Run();
+}
+
+Result<InodeRecord> Catalog::GetInode(uint64_t ino) {
+  auto& s = Prepare("SELECT " INODE_COLUMNS " FROM inodes WHERE ino = ?");
+  s.Bind(ino);
+  if (s.Step()) return ReadInode(s);
+  if (!s.status().ok()) return s.status();
+  return Status::NotFound(fmt::format("inode {}", ino));
+}
+
+Result<uint64_t> Catalog::InsertInode(const InodeRecord& r) {
+  auto& s = Prepare(
+      "INSERT INTO inodes(mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, "
+      "symlink) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+  CAIRN_RETURN_IF_ERROR(s.Bind(r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns,
+                               r.segment_size, r.dirty, r.symlink)
+                            .Run());
+  return static_cast<uint64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Status Catalog::UpdateInode(const InodeRecord& r) {
+  return Prepare(
+             "UPDATE inodes SET mode=?, uid=?, gid=?, nlink=?, size=?, rdev=?, atime_ns=?, mtime_ns=?, ctime_ns=?, "
+             "segment_size=?, dirty=?, symlink=? WHERE ino=?")
+      .Bind(r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns, r.segment_size,
+            r.dirty, r.symlink, r.ino)
+      .Run();
+}
+
+Status Catalog::DeleteInode(uint64_t ino) {
+  CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM xattrs WHERE ino = ?").Bind(ino).Run());
+  return Prepare("DELETE FROM inodes WHERE ino = ?").Bind(ino).Run();
+}
+
+std::vector<uint64_t> Catalog::InodesWhere(const char* condition) {
+  std::vector<uint64_t> out;
+  Statement s(db_, fmt::format("SELECT ino FROM inodes WHERE {} ORDER BY ino", condition));
+  s.Bind();
+  while (s.Step()) out.push_back(s.UInt(0));
+  return out;
+}
+
+Result<uint64_t> Catalog::Lookup(uint64_t parent, const std::string& name) {
+  auto& s = Prepare("SELECT ino FROM dentries WHERE parent = ? AND name = ?");
+  s.Bind(parent, name);
+  if (s.Step()) return s.UInt(0);
+  if (!s.status().ok()) return s.status();
+  return Status::NotFound(name);
+}
+
+Status Catalog::InsertEntry(uint64_t parent, const std::string& name, uint64_t ino) {
+  return Prepare("INSERT INTO dentries(parent, name, ino) VALUES(?, ?, ?)").Bind(parent, name, ino).Run();
+}
+
+Status Catalog::DeleteEntry(uint64_t parent, const std::string& name) {
+  return Prepare("DELETE FROM dentries WHERE parent = ? AND name = ?").Bind(parent, name).Run();
+}
+
+Status Catalog::MoveEntry(uint64_t parent, const std::string& name, uint64_t new_parent,
+                          const std::string& new_name) {
+  return Prepare("UPDATE dentries SET parent = ?, name = ? WHERE parent = ? AND name = ?")
+      .Bind(new_parent, new_name, parent, name)
+      .Run();
+}
+
+Status Catalog::RepointEntry(uint64_t parent, const std::string& name, uint64_t ino) {
+  return Prepare("UPDATE dentries SET ino = ? WHERE parent = ? AND name = ?").Bind(ino, parent, name).Run();
+}
+
+bool Catalog::HasEntries(uint64_t dir) {
+  auto& s = Prepare("SELECT 1 FROM dentries WHERE parent = ? LIMIT 1");
+  s.Bind(dir);
+  return s.Step();
+}
+
+std::vector<DirEntryRecord> Catalog::ListEntries(uint64_t dir, uint64_t after, size_t limit) {
+  std::vector<DirEntryRecord> out;
+  auto& s = Prepare("SELECT cookie, name, ino FROM dentries WHERE parent = ? AND cookie > ? ORDER BY cookie LIMIT ?");
+  s.Bind(dir, after, static_cast<uint64_t>(limit));
+  while (s.Step()) out.push_back({s.UInt(0), s.Text(1), s.UInt(2)});
+  return out;
+}
+
+Result<uint64_t> Catalog::ParentOf(uint64_t ino) {
+  if (ino == kRootInode) return kRootInode;
+  auto& s = Prepare("SELECT parent FROM dentries WHERE ino = ? LIMIT 1");
+  s.Bind(ino);
+  if (s.Step()) return s.UInt(0);
+  if (!s.status().ok()) return s.status();
+  return Status::NotFound(fmt::format("inode {} has no name", ino));
+}
+
+Result<std::vector<uint8_t>> Catalog::GetXattr(uint64_t ino, const std::string& name) {
+  auto& s = Prepare("SELECT value FROM xattrs WHERE ino = ? AND name = ?");
+  s.Bind(ino, name);
+  if (s.Step()) return s.Blob(0);
+  if (!s.status().ok()) return s.status();
+  return Status::NotFound(name);
+}
+
+Status Catalog::SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value) {
+  return Prepare("INSERT OR REPLACE INTO xattrs(ino, name, value) VALUES(?, ?, ?)").Bind(ino, name, value).Run();
+}
+
+Status Catalog::RemoveXattr(uint64_t ino, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM xattrs WHERE ino = ? AND name = ?").Bind(ino, name).Run());
+  if (sqlite3_changes(db_) == 0) return Status::NotFound(name);
+  return Status::OK();
+}
+
+std::vector<std::string> Catalog::ListXattrs(uint64_t ino) {
+  std::vector<std::string> out;
+  auto& s = Prepare("SELECT name FROM xattrs WHERE ino = ? ORDER BY name");
+  s.Bind(ino);
+  while (s.Step()) out.push_back(s.Text(0));
+  return out;
+}
+
+std::vector<SegmentRecord> Catalog::GetSegments(uint64_t ino) {
+  std::vector<SegmentRecord> out;
+  auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments WHERE ino = ? ORDER BY idx");
+  s.Bind(ino);
+  while (s.Step()) out.push_back(ReadSegment(s));
+  return out;
+}
+
+std::optional<SegmentRecord> Catalog::GetSegment(uint64_t ino, uint64_t index) {
+  auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments WHERE ino = ? AND idx = ?");
+  s.Bind(ino, index);
+  if (s.Step()) return ReadSegment(s);
+  return std::nullopt;
+}
+
+Status Catalog::PutSegment(const SegmentRecord& r) {
+  return Prepare("INSERT OR REPLACE INTO segments(" SEGMENT_COLUMNS ") VALUES(?,?,?,?,?,?)")
+      .Bind(r.ino, r.index, r.extent_id, r.extent_offset, r.length, r.cached)
+      .Run();
+}
+
+Status Catalog::DeleteSegment(uint64_t ino, uint64_t index) {
+  return Prepare("DELETE FROM segments WHERE ino = ? AND idx = ?").Bind(ino, index).Run();
+}
+
+Status Catalog::SetSegmentsCached(uint64_t ino, bool cached) {
+  return Prepare("UPDATE segments SET cached = ? WHERE ino = ?").Bind(cached, ino).Run();
+}
+
+Status Catalog::SetSegmentCached(uint64_t ino, uint64_t index, bool cached) {
+  return Prepare("UPDATE segments SET cached = ? WHERE ino = ? AND idx = ?").Bind(cached, ino, index).Run();
+}
+
+Result<ExtentRecord> Catalog::GetExtent(uint64_t id) {
+  auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents WHERE id = ?");
+  s.Bind(id);
+  if (s.Step()) return ReadExtentRow(s);
+  if (!s.status().ok()) return s.status();
+  return Status::NotFound(fmt::format("extent {}", id));
+}
+
+Status Catalog::InsertExtent(const ExtentRecord& r) {
+  return Prepare("INSERT INTO extents(" EXTENT_COLUMNS ") VALUES(?,?,?,?,?,?,?,?)")
+      .Bind(r.id, r.disk, r.offset, r.alloc_length, r.payload_length, r.payload_crc, r.kind, r.refs)
+      .Run();
+}
+
+Status Catalog::SetExtentRefs(uint64_t id, uint64_t refs) {
+  return Prepare("UPDATE extents SET refs = ? WHERE id = ?").Bind(refs, id).Run();
+}
+
+Status Catalog::DeleteExtent(uint64_t id) { return Prepare("DELETE FROM extents WHERE id = ?").Bind(id).Run(); }
+
+std::vector<ExtentRecord> Catalog::AllExtents() {
+  std::vector<ExtentRecord> out;
+  auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents ORDER BY disk, offset");
+  s.Bind();
+  while (s.Step()) out.push_back(ReadExtentRow(s));
+  return out;
+}
+
+std::vector<SegmentRecord> Catalog::AllSegments() {
+  std::vector<SegmentRecord> out;
+  auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments ORDER BY ino, idx");
+  s.Bind();
+  while (s.Step()) out.push_back(ReadSegment(s));
+  return out;
+}
+
+uint64_t Catalog::MaxExtentIdEverUsed() {
+  uint64_t max_id = 0;
+  auto& s = Prepare("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'extents'), 0), "
+                    "COALESCE((SELECT MAX(id) FROM extents), 0)");
+  s.Bind();
+  if (s.Step()) max_id = std::max(s.UInt(0), s.UInt(1));
+  return max_id;
+}
+
+Catalog::Totals Catalog::ComputeTotals() {
+  Totals t;
+  auto& s = Prepare(
+      "SELECT (SELECT COUNT(*) FROM inodes), (SELECT COUNT(*) FROM inodes WHERE dirty = 1), "
+      "(SELECT COUNT(*) FROM extents), (SELECT COALESCE(SUM(length), 0) FROM segments), "
+      "(SELECT COALESCE(SUM(alloc_length), 0) FROM extents)");
+  s.Bind();
+  if (s.Step()) t = Totals{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4)};
+  return t;
+}
+
+}  // namespace cairn

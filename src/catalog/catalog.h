@@ -1,0 +1,153 @@
+// Catalog is the archive's SQLite database: namespace (inodes, names, xattrs), file →
+// segment maps and segment → extent placement. Row-level operations only; POSIX rules
+// live in Filesystem. Not thread-safe: callers serialize access (Archive::catalog_mutex).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cairn/status.h"
+#include "catalog/statement.h"
+
+namespace cairn {
+
+constexpr int kCatalogSchemaVersion = 1;
+constexpr uint64_t kRootInode = 1;
+
+struct InodeRecord {
+  uint64_t ino = 0;
+  uint32_t mode = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t nlink = 0;
+  uint64_t size = 0;
+  uint64_t rdev = 0;
+  int64_t atime_ns = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  uint64_t segment_size = 0;  // fixed at first persist; 0 = never persisted
+  bool dirty = false;         // the staging cache holds data not yet persisted
+  std::string symlink;        // target, for symlinks
+};
+
+struct DirEntryRecord {
+  uint64_t cookie = 0;  // stable position for readdir
+  std::string name;
+  uint64_t ino = 0;
+};
+
+// A segment whose bytes are all zero is stored as no extent at all (sparse files).
+constexpr uint64_t kHoleExtent = 0;
+
+// Segment `index` of inode `ino` is `length` bytes at `extent_offset` in the payload of
+// extent `extent_id`. `cached` means the staging cache also holds it (and is authoritative).
+struct SegmentRecord {
+  uint64_t ino = 0;
+  uint64_t index = 0;
+  uint64_t extent_id = 0;
+  uint64_t extent_offset = 0;
+  uint64_t length = 0;
+  bool cached = false;
+};
+
+// Persisted values: never renumber.
+enum class ExtentKindCode : int { kFileSegment = 1, kPack = 2 };
+
+struct ExtentRecord {
+  uint64_t id = 0;
+  uint32_t disk = 0;
+  uint64_t offset = 0;
+  uint64_t alloc_length = 0;
+  uint64_t payload_length = 0;
+  uint32_t payload_crc = 0;
+  int kind = 1;
+  uint64_t refs = 0;  // segments that point into this extent
+};
+
+class Catalog {
+ public:
+  // Creates a new catalog at `path` with the root directory owned by uid/gid.
+  static Result<std::unique_ptr<Catalog>> Create(const std::string& path, uint32_t uid, uint32_t gid, int64_t now_ns);
+  // Opens an existing catalog; refuses an unknown schema version.
+  static Result<std::unique_ptr<Catalog>> Open(const std::string& path, bool read_only = false);
+  ~Catalog();
+
+  // Transactions nest by counting; only the outermost Begin/Commit talk to SQLite.
+  Status Begin();
+  Status Commit();
+  void Rollback();
+  // Makes every committed transaction durable against power loss (WAL fsync).
+  Status SyncDurable();
+
+  Result<std::string> GetMeta(const std::string& key);
+  Status SetMeta(const std::string& key, const std::string& value);
+
+  // --- inodes
+  Result<InodeRecord> GetInode(uint64_t ino);
+  Result<uint64_t> InsertInode(const InodeRecord& record);  // assigns ino
+  Status UpdateInode(const InodeRecord& record);
+  Status DeleteInode(uint64_t ino);  // with its xattrs
+  std::vector<uint64_t> InodesWhere(const char* condition);  // e.g. "dirty = 1"
+
+  // --- directory entries
+  Result<uint64_t> Lookup(uint64_t parent, const std::string& name);
+  Status InsertEntry(uint64_t parent, const std::string& name, uint64_t ino);
+  Status DeleteEntry(uint64_t parent, const std::string& name);
+  Status MoveEntry(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name);
+  Status RepointEntry(uint64_t parent, const std::string& name, uint64_t ino);
+  bool HasEntries(uint64_t dir);
+  // Up to `limit` entries of `dir` with cookie > `after`, in cookie order.
+  std::vector<DirEntryRecord> ListEntries(uint64_t dir, uint64_t after, size_t limit);
+  // The directory holding `ino` (any one of its names), for ".." and loop checks.
+  Result<uint64_t> ParentOf(uint64_t ino);
+
+  // --- extended attributes
+  Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name);
+  Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value);
+  Status RemoveXattr(uint64_t ino, const std::string& name);  // NotFound if absent
+  std::vector<std::string> ListXattrs(uint64_t ino);
+
+  // --- segments and extents
+  std::vector<SegmentRecord> GetSegments(uint64_t ino);
+  std::optional<SegmentRecord> GetSegment(uint64_t ino, uint64_t index);
+  Status PutSegment(const SegmentRecord& record);  // insert or replace
+  Status DeleteSegment(uint64_t ino, uint64_t index);
+  Status SetSegmentsCached(uint64_t ino, bool cached);
+  Status SetSegmentCached(uint64_t ino, uint64_t index, bool cached);
+
+  Result<ExtentRecord> GetExtent(uint64_t id);
+  Status InsertExtent(const ExtentRecord& record);  // record.id chosen by the caller
+  Status SetExtentRefs(uint64_t id, uint64_t refs);
+  Status DeleteExtent(uint64_t id);
+  std::vector<ExtentRecord> AllExtents();
+  std::vector<SegmentRecord> AllSegments();
+  uint64_t MaxExtentIdEverUsed();
+
+  struct Totals {
+    uint64_t inodes = 0;
+    uint64_t dirty_inodes = 0;
+    uint64_t extents = 0;
+    uint64_t persisted_bytes = 0;  // sum of segment lengths
+    uint64_t extent_bytes = 0;     // sum of allocated extent lengths
+  };
+  Totals ComputeTotals();
+
+  sqlite3* handle() { return db_; }
+
+ private:
+  explicit Catalog(sqlite3* db) : db_(db) {}
+  Status Exec(const char* sql);
+  Statement& Prepare(const char* sql);  // cached by SQL text
+
+  sqlite3* db_;
+  int txn_depth_ = 0;
+  std::map<const char*, std::unique_ptr<Statement>> statements_;
+};
+
+}  // namespace cairn

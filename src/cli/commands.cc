@@ -1,0 +1,221 @@
+#include "cli/commands.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "archive/archive.h"
+#include "archive/config.h"
+#include "archive/fsck.h"
+#include "backend/extent_format.h"
+#include "util/size.h"
+
+namespace cairn {
+
+int Fail(int code, const std::string& message) {
+  fmt::print(stderr, "cairn: {}\n", message);
+  return code;
+}
+
+int CmdMkfs(const Args& args) {
+  const char* usage =
+      "usage: cairn mkfs ARCHIVE --disks N --disk-size SIZE [--segment-size SIZE] [--cache-size SIZE] "
+      "[--pack-threshold SIZE]";
+  MkfsOptions mkfs;
+  std::string dir;
+  bool have_disks = false;
+  bool have_size = false;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
+    if (a == "--disks") {
+      const std::string* v = value();
+      if (!v) return Fail(2, usage);
+      char* end = nullptr;
+      long n = std::strtol(v->c_str(), &end, 10);
+      if (*end != '\0' || n < 1 || n > 4096) return Fail(2, fmt::format("--disks {}: expected 1..4096", *v));
+      mkfs.disk_count = static_cast<uint32_t>(n);
+      have_disks = true;
+    } else if (a == "--disk-size" || a == "--segment-size" || a == "--cache-size" || a == "--pack-threshold") {
+      const std::string* v = value();
+      if (!v) return Fail(2, usage);
+      Status st;
+      if (a == "--disk-size") {
+        auto size = ParseSize(*v);
+        if (!size.ok()) return Fail(2, fmt::format("--disk-size: {}", size.status().message()));
+        mkfs.disk_size = *size;
+        have_size = true;
+      } else {
+        std::string key = a.substr(2);
+        std::replace(key.begin(), key.end(), '-', '_');
+        st = ApplyOption(mkfs.options, key, *v);
+      }
+      if (!st.ok()) return Fail(2, st.message());
+    } else if (a.starts_with("-")) {
+      return Fail(2, fmt::format("unknown flag '{}'\n{}", a, usage));
+    } else if (dir.empty()) {
+      dir = a;
+    } else {
+      return Fail(2, usage);
+    }
+  }
+  if (dir.empty() || !have_disks || !have_size) return Fail(2, usage);
+  Status st = CreateArchive(dir, mkfs);
+  if (!st.ok()) return Fail(1, st.message());
+  fmt::print("created archive {}: {} disks of {}, segment size {}, cache {}\n", dir, mkfs.disk_count,
+             FormatSize(mkfs.disk_size), FormatSize(mkfs.options.segment_size), FormatSize(mkfs.options.cache_size));
+  return 0;
+}
+
+int CmdUmount(const Args& args) {
+  if (args.size() != 1) return Fail(2, "usage: cairn umount MOUNTPOINT");
+  char* real = ::realpath(args[0].c_str(), nullptr);
+  if (!real) return Fail(1, fmt::format("{}: {}", args[0], std::strerror(errno)));
+  std::string mountpoint = real;
+  free(real);
+  // The mount's source (fsname) is the archive directory; its lock names the daemon.
+  std::ifstream mounts("/proc/mounts");
+  std::string source, target, type, rest;
+  std::string archive;
+  while (mounts >> source >> target >> type && std::getline(mounts, rest)) {
+    if (target == mountpoint && type == "fuse.cairn") archive = source;
+  }
+  if (archive.empty()) return Fail(1, fmt::format("{} is not a cairn mount", mountpoint));
+  int pid = Archive::LockHolder(archive);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::execlp("fusermount3", "fusermount3", "-u", mountpoint.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Fail(1, fmt::format("fusermount3 -u {} failed", mountpoint));
+  // Wait for the daemon to persist what is left and release the archive.
+  while (pid > 0 && Archive::LockHolder(archive) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return 0;
+}
+
+int CmdStatus(const Args& args) {
+  bool json = false;
+  std::string dir;
+  for (const auto& a : args) {
+    if (a == "--json") json = true;
+    else if (dir.empty() && !a.starts_with("-")) dir = a;
+    else return Fail(2, "usage: cairn status ARCHIVE [--json]");
+  }
+  if (dir.empty()) return Fail(2, "usage: cairn status ARCHIVE [--json]");
+  Archive::OpenOptions open;
+  open.lock = false;
+  open.read_only = true;
+  auto archive = Archive::Open(dir, open);
+  if (!archive.ok()) return Fail(1, archive.status().message());
+  Archive& a = **archive;
+  int pid = Archive::LockHolder(a.dir());
+  Catalog::Totals totals;
+  std::vector<std::pair<uint64_t, uint64_t>> disk_use(a.disk_count());  // extents, bytes
+  {
+    std::lock_guard lock(a.catalog_mutex());
+    totals = a.catalog().ComputeTotals();
+    for (const auto& e : a.catalog().AllExtents()) {
+      disk_use[e.disk].first++;
+      disk_use[e.disk].second += e.alloc_length;
+    }
+  }
+  uint64_t cached = 0;
+  uint64_t cache_files = 0;
+  a.cache().ForEach([&](uint64_t, uint64_t bytes, int64_t) {
+    cached += bytes;
+    cache_files++;
+  });
+  struct stat st {};
+  uint64_t catalog_bytes = 0;
+  for (const char* suffix : {"", "-wal"}) {
+    if (::stat((a.dir() + "/catalog.db" + suffix).c_str(), &st) == 0) catalog_bytes += static_cast<uint64_t>(st.st_size);
+  }
+  if (json) {
+    std::string disks;
+    for (size_t i = 0; i < a.disk_count(); i++) {
+      disks += fmt::format("{}{{\"index\":{},\"path\":\"{}\",\"size\":{},\"used\":{},\"extents\":{}}}", i ? "," : "", i,
+                           a.options().disks[i], a.disk(i).Size(), disk_use[i].second, disk_use[i].first);
+    }
+    fmt::print(
+        "{{\"archive\":\"{}\",\"id\":\"{}\",\"mounted_by_pid\":{},\"inodes\":{},\"files_queued\":{},"
+        "\"bytes_cached\":{},\"cache_files\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
+        "\"catalog_bytes\":{},\"disks\":[{}]}}\n",
+        a.dir(), a.options().archive_id, pid > 0 ? pid : 0, totals.inodes, totals.dirty_inodes, cached, cache_files,
+        totals.persisted_bytes, totals.extents, totals.extent_bytes, catalog_bytes, disks);
+    return 0;
+  }
+  fmt::print("archive   {} (id {})\n", a.dir(), a.options().archive_id);
+  fmt::print("state     {}\n", pid > 0 ? fmt::format("mounted (daemon pid {})", pid) : std::string("not mounted"));
+  fmt::print("files     {} inodes, {} queued for persisting\n", totals.inodes, totals.dirty_inodes);
+  fmt::print("cache     {} in {} files (limit {})\n", FormatSize(cached), cache_files, FormatSize(a.options().cache_size));
+  fmt::print("persisted {} of file data in {} extents ({} on disk)\n", FormatSize(totals.persisted_bytes),
+             totals.extents, FormatSize(totals.extent_bytes));
+  fmt::print("catalog   {}\n", FormatSize(catalog_bytes));
+  fmt::print("disks     {}\n", a.disk_count());
+  for (size_t i = 0; i < a.disk_count(); i++) {
+    fmt::print("  {:>3}  {:<28} {:>10} used of {:>10}  {} extents\n", i, a.options().disks[i],
+               FormatSize(disk_use[i].second), FormatSize(a.disk(i).Size()), disk_use[i].first);
+  }
+  return 0;
+}
+
+int CmdFsck(const Args& args) {
+  if (args.size() != 1) return Fail(2, "usage: cairn fsck ARCHIVE");
+  Archive::OpenOptions open;
+  open.check_only = true;
+  auto archive = Archive::Open(args[0], open);
+  if (!archive.ok()) return Fail(1, archive.status().message());
+  bool tty = ::isatty(2);
+  FsckReport report = CheckArchive(**archive, [&](uint64_t done, uint64_t total) {
+    if (tty && (done % 256 == 0 || done == total)) fmt::print(stderr, "\rverifying extents: {}/{}", done, total);
+  });
+  if (tty && report.extents > 0) fmt::print(stderr, "\n");
+  for (const auto& note : report.notes) fmt::print("note: {}\n", note);
+  for (const auto& problem : report.problems) fmt::print("problem: {}\n", problem);
+  if (!report.clean()) {
+    fmt::print("{}: {} problem(s) found\n", (*archive)->dir(), report.problems.size());
+    return 1;
+  }
+  fmt::print("{}: clean ({} inodes, {} extents, {} verified)\n", (*archive)->dir(), report.inodes, report.extents,
+             FormatSize(report.bytes_verified));
+  return 0;
+}
+
+int CmdInspect(const Args& args) {
+  const char* usage = "usage: cairn inspect ARCHIVE --disk N --offset BYTES";
+  if (args.size() != 5 || args[1] != "--disk" || args[3] != "--offset") return Fail(2, usage);
+  Archive::OpenOptions open;
+  open.lock = false;
+  open.read_only = true;
+  open.check_only = true;
+  auto archive = Archive::Open(args[0], open);
+  if (!archive.ok()) return Fail(1, archive.status().message());
+  uint64_t disk = std::strtoull(args[2].c_str(), nullptr, 10);
+  uint64_t offset = std::strtoull(args[4].c_str(), nullptr, 10);
+  if (disk >= (*archive)->disk_count()) return Fail(1, fmt::format("no disk {}", disk));
+  std::vector<uint8_t> bytes(kExtentHeaderSize);
+  Disk& d = (*archive)->disk(disk);
+  if (Status st = d.ReadAt(offset, bytes); !st.ok()) return Fail(1, st.message());
+  auto header = DecodeExtentHeader(bytes, fmt::format("{} offset {}", d.Name(), offset));
+  if (!header.ok()) return Fail(1, header.status().message());
+  fmt::print("extent {} at {} offset {}\n  version {}\n  kind {}\n  archive {}\n  inode {}\n  file offset {}\n"
+             "  payload {} bytes, crc32c {:08x}\n  allocated {} bytes\n",
+             header->extent_id, d.Name(), offset, header->version,
+             header->kind == ExtentKind::kPack ? "pack" : "file segment", ArchiveIdToString(header->archive_id),
+             header->inode, header->file_offset, header->payload_length, header->payload_crc,
+             ExtentAllocation(header->payload_length));
+  return 0;
+}
+
+}  // namespace cairn

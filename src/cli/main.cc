@@ -1,0 +1,57 @@
+// cairn: the archive filesystem's single command-line entry point.
+#include <sys/stat.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+
+namespace {
+
+const char* kUsage = R"(usage: cairn COMMAND [ARGS]
+
+commands:
+  mkfs ARCHIVE --disks N --disk-size SIZE [--segment-size SIZE] [--cache-size SIZE] [--pack-threshold SIZE]
+  mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+  umount MOUNTPOINT
+  status ARCHIVE [--json]
+  persist ARCHIVE            persist every dirty file now (mounted archive)
+  evict ARCHIVE              persist, then drop persisted data from the staging cache
+  fsck ARCHIVE               check an unmounted archive
+  inspect ARCHIVE --disk N --offset BYTES
+
+See cairn(8).
+)";
+
+bool IsArchive(const std::string& path) {
+  struct stat st;
+  return ::stat((path + "/cairn.conf").c_str(), &st) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace cairn;
+  Args args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    fmt::print(args.empty() ? stderr : stdout, "{}", kUsage);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    fmt::print("cairn 0.1.0\n");
+    return 0;
+  }
+  static const std::map<std::string, int (*)(const Args&)> kCommands = {
+      {"mkfs", CmdMkfs},       {"mount", CmdMount},     {"umount", CmdUmount}, {"status", CmdStatus},
+      {"persist", CmdPersist}, {"evict", CmdEvict},     {"fsck", CmdFsck},     {"inspect", CmdInspect},
+  };
+  auto command = kCommands.find(args[0]);
+  if (command != kCommands.end()) return command->second(Args(args.begin() + 1, args.end()));
+  // mount.fuse3 runs "cairn ARCHIVE MOUNTPOINT -o OPTIONS" for fstab type fuse.cairn.
+  if (args.size() >= 2 && IsArchive(args[0])) return CmdMount(args);
+  fmt::print(stderr, "cairn: unknown command '{}'\n{}", args[0], kUsage);
+  return 2;
+}

@@ -1,0 +1,191 @@
+// cairn mount: validates everything in the foreground, then serves the mount from a
+// daemon child. The parent exits 0 only once the mount is live; otherwise it prints the
+// child's reason and exits 1.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "archive/archive.h"
+#include "archive/filesystem.h"
+#include "cli/commands.h"
+#include "fuse/control_server.h"
+#include "fuse/fuse_ops.h"
+#include "util/log.h"
+
+namespace cairn {
+namespace {
+
+// fstab words that mean nothing to cairn; mount(8) may pass them through.
+const std::set<std::string> kIgnoredOptions = {"defaults", "rw", "auto", "noauto", "user", "nouser", "users",
+                                               "nofail", "_netdev", "dev", "nodev", "suid", "nosuid", "exec",
+                                               "noexec", "relatime", "noatime", "atime", "strictatime", "async"};
+const std::set<std::string> kFuseFlags = {"allow_other", "allow_root", "ro", "sync", "dirsync"};
+
+struct MountRequest {
+  std::string archive;
+  MountSettings settings;
+  bool foreground = false;
+  std::vector<std::pair<std::string, std::string>> overrides;
+};
+
+Status ParseOptions(const std::string& list, MountRequest& request) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string option = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+    if (option.empty() || kIgnoredOptions.contains(option)) continue;
+    size_t eq = option.find('=');
+    if (eq == std::string::npos) {
+      if (!kFuseFlags.contains(option)) {
+        return Status::InvalidArgument(fmt::format("unknown mount option '{}' (see cairn(8), MOUNT OPTIONS)", option));
+      }
+      request.settings.fuse_options.push_back(option);
+    } else {
+      request.overrides.emplace_back(option.substr(0, eq), option.substr(eq + 1));
+    }
+  }
+  return Status::OK();
+}
+
+// Where the daemon reports how startup went: the parent's pipe, or stderr in foreground.
+struct StartupChannel {
+  int fd = -1;
+  void Send(const std::string& message) {
+    if (fd < 0) {
+      if (message != "ok") fmt::print(stderr, "cairn: {}\n", message);
+      return;
+    }
+    if (::write(fd, message.data(), message.size()) < 0) {
+      // The parent is gone; nothing else can hear us.
+    }
+    ::close(fd);
+    fd = -1;
+  }
+};
+
+int RunDaemon(const MountRequest& request, StartupChannel& channel) {
+  Archive::OpenOptions open;
+  open.overrides = request.overrides;
+  auto archive = Archive::Open(request.archive, open);
+  if (!archive.ok()) {
+    channel.Send(archive.status().message());
+    return 1;
+  }
+  SetLogFile((*archive)->dir() + "/cairn.log");
+  Filesystem fs(**archive);
+  if (Status st = fs.Recover(); !st.ok()) {
+    channel.Send(fmt::format("cannot recover the archive: {}", st.message()));
+    return 1;
+  }
+  ControlServer control(fs);
+  auto ready = [&]() -> Status {
+    CAIRN_RETURN_IF_ERROR(control.Start());
+    fs.StartBackground();
+    if (!request.foreground) {
+      SetLogToStderr(false);
+      int null = ::open("/dev/null", O_RDWR);
+      if (null >= 0) {
+        ::dup2(null, 0);
+        ::dup2(null, 1);
+        ::dup2(null, 2);
+        if (null > 2) ::close(null);
+      }
+    }
+    channel.Send("ok");
+    return Status::OK();
+  };
+  Status served = ServeFuse(fs, request.settings, ready);
+  control.Stop();
+  Status stopped = fs.Stop();
+  if (!served.ok()) {
+    channel.Send(served.message());
+    LogError("{}", served.message());
+    return 1;
+  }
+  if (!stopped.ok()) {
+    LogError("unmounted, but not everything was persisted: {}", stopped.message());
+    return 1;
+  }
+  LogInfo("unmounted {}; all data persisted", (*archive)->dir());
+  return 0;
+}
+
+}  // namespace
+
+int CmdMount(const Args& args) {
+  MountRequest request;
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "-f" || a == "--foreground") {
+      request.foreground = true;
+    } else if (a == "-d" || a == "--debug") {
+      request.foreground = true;
+      request.settings.debug = true;
+    } else if (a == "-s" || a == "--single-thread") {
+      request.settings.single_thread = true;
+    } else if (a == "-o" && i + 1 < args.size()) {
+      if (Status st = ParseOptions(args[++i], request); !st.ok()) return Fail(2, st.message());
+    } else if (a.starts_with("-o") && a.size() > 2) {
+      if (Status st = ParseOptions(a.substr(2), request); !st.ok()) return Fail(2, st.message());
+    } else if (a.starts_with("-")) {
+      return Fail(2, fmt::format("unknown flag '{}'\nusage: cairn mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]", a));
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 2) return Fail(2, "usage: cairn mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]");
+  struct stat st;
+  if (::stat(positional[1].c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Fail(1, fmt::format("mount point {} is not a directory", positional[1]));
+  }
+  // The daemon runs in "/", so both paths must be absolute.
+  for (size_t i = 0; i < 2; i++) {
+    char* real = ::realpath(positional[i].c_str(), nullptr);
+    if (!real) return Fail(1, fmt::format("{}: {}", positional[i], std::strerror(errno)));
+    positional[i] = real;
+    free(real);
+  }
+  request.archive = positional[0];
+  request.settings.mountpoint = positional[1];
+  if (::getuid() == 0 && std::find(request.settings.fuse_options.begin(), request.settings.fuse_options.end(),
+                                   "allow_other") == request.settings.fuse_options.end()) {
+    request.settings.fuse_options.push_back("allow_other");  // an archive is shared by its users
+  }
+  StartupChannel channel;
+  if (request.foreground) return RunDaemon(request, channel);
+
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Fail(1, "cannot create a pipe");
+  pid_t pid = ::fork();
+  if (pid < 0) return Fail(1, "cannot fork");
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    ::setsid();
+    if (::chdir("/") != 0) {
+      // Paths were resolved before forking; a failed chdir only keeps the old cwd busy.
+    }
+    channel.fd = pipe_fds[1];
+    ::_exit(RunDaemon(request, channel));
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  char buffer[1024];
+  ssize_t n;
+  while ((n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0) message.append(buffer, static_cast<size_t>(n));
+  ::close(pipe_fds[0]);
+  if (message == "ok") return 0;
+  ::waitpid(pid, nullptr, 0);
+  return Fail(1, message.empty() ? "the daemon died during startup (see cairn.log)" : message);
+}
+
+}  // namespace cairn

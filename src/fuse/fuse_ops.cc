@@ -1,0 +1,460 @@
+#define FUSE_USE_VERSION 312
+#include "fuse/fuse_ops.h"
+
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "fuse/errno_map.h"
+#include "util/log.h"
+
+namespace cairn {
+namespace {
+
+// cairn is the only writer of its namespace, so the kernel may cache names and
+// attributes for long (passthrough_hp does the same with its default timeout).
+constexpr double kCacheTimeout = 86400.0;
+
+Filesystem& Fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+FileHandle* Handle(fuse_file_info* fi) { return reinterpret_cast<FileHandle*>(fi->fh); }
+
+struct stat ToStat(const InodeRecord& r) {
+  struct stat st {};
+  st.st_ino = r.ino;
+  st.st_mode = r.mode;
+  st.st_nlink = r.nlink;
+  st.st_uid = r.uid;
+  st.st_gid = r.gid;
+  st.st_rdev = r.rdev;
+  st.st_size = static_cast<off_t>(r.size);
+  st.st_blksize = 1 << 20;
+  st.st_blocks = static_cast<blkcnt_t>((r.size + 511) / 512);
+  st.st_atim = {static_cast<time_t>(r.atime_ns / 1000000000), static_cast<long>(r.atime_ns % 1000000000)};
+  st.st_mtim = {static_cast<time_t>(r.mtime_ns / 1000000000), static_cast<long>(r.mtime_ns % 1000000000)};
+  st.st_ctim = {static_cast<time_t>(r.ctime_ns / 1000000000), static_cast<long>(r.ctime_ns % 1000000000)};
+  return st;
+}
+
+fuse_entry_param ToEntry(const InodeRecord& r) {
+  fuse_entry_param e{};
+  e.ino = r.ino;
+  e.generation = 1;  // catalog inode numbers are never reused
+  e.attr = ToStat(r);
+  e.attr_timeout = kCacheTimeout;
+  e.entry_timeout = kCacheTimeout;
+  return e;
+}
+
+Caller CallerOf(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return Caller{ctx->uid, ctx->gid, ctx->umask};
+}
+
+int64_t ToNs(const timespec& ts) { return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec; }
+
+void ReplyError(fuse_req_t req, const Status& st, const char* op) { fuse_reply_err(req, ErrnoFor(st, op)); }
+
+void ReplyEntry(fuse_req_t req, const Result<InodeRecord>& r, const char* op) {
+  if (r.ok()) {
+    fuse_entry_param e = ToEntry(*r);
+    fuse_reply_entry(req, &e);
+  } else {
+    ReplyError(req, r.status(), op);
+  }
+}
+
+// Every handler runs its body through this, so no exception unwinds into libfuse (F7).
+template <typename Body>
+void Guarded(fuse_req_t req, const char* op, Body body) {
+  try {
+    body();
+  } catch (const std::bad_alloc&) {
+    fuse_reply_err(req, ENOMEM);
+  } catch (const std::exception& e) {
+    LogError("{}: internal error: {}", op, e.what());
+    fuse_reply_err(req, EIO);
+  }
+}
+
+void OpInit(void*, fuse_conn_info* conn) {
+  auto want = [conn](unsigned cap) {
+    if (conn->capable & cap) conn->want |= cap;
+  };
+  want(FUSE_CAP_WRITEBACK_CACHE);
+  want(FUSE_CAP_POSIX_ACL);
+  want(FUSE_CAP_DONT_MASK);
+  want(FUSE_CAP_EXPORT_SUPPORT);
+  conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;  // truncation arrives as setattr(size)
+  conn->max_write = 1 << 20;
+  conn->max_readahead = 1 << 20;
+  conn->time_gran = 1;
+}
+
+void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Guarded(req, "lookup", [&] {
+    auto r = Fs(req).Lookup(parent, name);
+    if (!r.ok() && r.status().sys_errno() == ENOENT) {
+      fuse_entry_param negative{};  // ino 0: the kernel caches the miss
+      negative.entry_timeout = kCacheTimeout;
+      fuse_reply_entry(req, &negative);
+      return;
+    }
+    ReplyEntry(req, r, "lookup");
+  });
+}
+
+void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Fs(req).Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; i++) Fs(req).Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  Guarded(req, "getattr", [&] {
+    auto r = Fs(req).GetAttr(ino);
+    if (!r.ok()) return ReplyError(req, r.status(), "getattr");
+    struct stat st = ToStat(*r);
+    fuse_reply_attr(req, &st, kCacheTimeout);
+  });
+}
+
+void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
+  Guarded(req, "setattr", [&] {
+    SetAttrRequest request;
+    if (to_set & FUSE_SET_ATTR_MODE) request.mode = attr->st_mode;
+    if (to_set & FUSE_SET_ATTR_UID) request.uid = attr->st_uid;
+    if (to_set & FUSE_SET_ATTR_GID) request.gid = attr->st_gid;
+    if (to_set & FUSE_SET_ATTR_SIZE) request.size = static_cast<uint64_t>(attr->st_size);
+    if (to_set & FUSE_SET_ATTR_ATIME) request.atime_ns = ToNs(attr->st_atim);
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW) request.atime_ns = SetAttrRequest::kTimeNow;
+    if (to_set & FUSE_SET_ATTR_MTIME) request.mtime_ns = ToNs(attr->st_mtim);
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) request.mtime_ns = SetAttrRequest::kTimeNow;
+    if (to_set & FUSE_SET_ATTR_CTIME) request.ctime_ns = ToNs(attr->st_ctim);
+    auto r = Fs(req).SetAttr(ino, request);
+    if (!r.ok()) return ReplyError(req, r.status(), "setattr");
+    struct stat st = ToStat(*r);
+    fuse_reply_attr(req, &st, kCacheTimeout);
+  });
+}
+
+void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
+  Guarded(req, "readlink", [&] {
+    auto r = Fs(req).ReadLink(ino);
+    if (!r.ok()) return ReplyError(req, r.status(), "readlink");
+    fuse_reply_readlink(req, r->c_str());
+  });
+}
+
+void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  Guarded(req, "mknod", [&] { ReplyEntry(req, Fs(req).MakeNode(parent, name, mode, rdev, CallerOf(req)), "mknod"); });
+}
+
+void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  Guarded(req, "mkdir", [&] {
+    ReplyEntry(req, Fs(req).MakeNode(parent, name, S_IFDIR | (mode & 07777), 0, CallerOf(req)), "mkdir");
+  });
+}
+
+void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  Guarded(req, "symlink", [&] {
+    ReplyEntry(req, Fs(req).MakeNode(parent, name, S_IFLNK | 0777, 0, CallerOf(req), target), "symlink");
+  });
+}
+
+void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
+  Guarded(req, "link", [&] { ReplyEntry(req, Fs(req).Link(ino, new_parent, new_name), "link"); });
+}
+
+void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Guarded(req, "unlink", [&] { fuse_reply_err(req, ErrnoFor(Fs(req).Unlink(parent, name), "unlink")); });
+}
+
+void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Guarded(req, "rmdir", [&] { fuse_reply_err(req, ErrnoFor(Fs(req).Rmdir(parent, name), "rmdir")); });
+}
+
+void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent, const char* new_name,
+              unsigned int flags) {
+  Guarded(req, "rename", [&] {
+    fuse_reply_err(req, ErrnoFor(Fs(req).Rename(parent, name, new_parent, new_name, flags), "rename"));
+  });
+}
+
+void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Guarded(req, "open", [&] {
+    auto r = Fs(req).Open(ino, fi->flags);
+    if (!r.ok()) return ReplyError(req, r.status(), "open");
+    fi->fh = reinterpret_cast<uint64_t>(*r);
+    fi->keep_cache = 1;  // nobody else changes the data behind the kernel's back
+    if (fuse_reply_open(req, fi) == -ENOENT) Fs(req).Release(*r);  // the opener was interrupted
+  });
+}
+
+void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  Guarded(req, "create", [&] {
+    InodeRecord attr;
+    auto r = Fs(req).Create(parent, name, mode, fi->flags, CallerOf(req), &attr);
+    if (!r.ok()) return ReplyError(req, r.status(), "create");
+    fi->fh = reinterpret_cast<uint64_t>(*r);
+    fi->keep_cache = 1;
+    fuse_entry_param e = ToEntry(attr);
+    if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+      Fs(req).Release(*r);
+      Fs(req).Forget(attr.ino, 1);
+    }
+  });
+}
+
+void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+  Guarded(req, "read", [&] {
+    std::vector<uint8_t> buffer(size);
+    auto r = Fs(req).Read(Handle(fi), static_cast<uint64_t>(offset), buffer);
+    if (!r.ok()) return ReplyError(req, r.status(), "read");
+    fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), *r);
+  });
+}
+
+void OpWrite(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t offset, fuse_file_info* fi) {
+  Guarded(req, "write", [&] {
+    auto r = Fs(req).Write(Handle(fi), static_cast<uint64_t>(offset),
+                           {reinterpret_cast<const uint8_t*>(data), size});
+    if (!r.ok()) return ReplyError(req, r.status(), "write");
+    fuse_reply_write(req, *r);
+  });
+}
+
+void OpFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+void OpRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  Guarded(req, "release", [&] {
+    Fs(req).Release(Handle(fi));
+    fuse_reply_err(req, 0);
+  });
+}
+
+void OpFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
+  Guarded(req, "fsync", [&] { fuse_reply_err(req, ErrnoFor(Fs(req).Fsync(Handle(fi)), "fsync")); });
+}
+
+void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
+  Guarded(req, "fsyncdir", [&] { fuse_reply_err(req, ErrnoFor(Fs(req).SyncMetadata(), "fsyncdir")); });
+}
+
+void OpOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Guarded(req, "opendir", [&] {
+    auto r = Fs(req).GetAttr(ino);
+    if (!r.ok()) return ReplyError(req, r.status(), "opendir");
+    if (!S_ISDIR(r->mode)) return fuse_reply_err(req, ENOTDIR), void();
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+  });
+}
+
+void OpReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+// Offsets: 1 is ".", 2 is "..", an entry with catalog cookie c is c + 2.
+void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bool plus) {
+  Filesystem& fs = Fs(req);
+  std::vector<char> buffer(size);
+  size_t used = 0;
+  auto add = [&](const char* name, const InodeRecord& attr, off_t next, bool counted) {
+    size_t need;
+    if (plus) {
+      fuse_entry_param e = ToEntry(attr);
+      if (!counted) e = fuse_entry_param{.ino = attr.ino, .generation = 0, .attr = ToStat(attr)};
+      need = fuse_add_direntry_plus(req, buffer.data() + used, size - used, name, &e, next);
+    } else {
+      struct stat st = ToStat(attr);
+      need = fuse_add_direntry(req, buffer.data() + used, size - used, name, &st, next);
+    }
+    if (need > size - used) return false;
+    used += need;
+    return true;
+  };
+  auto self = fs.GetAttr(ino);
+  if (!self.ok()) return ReplyError(req, self.status(), "readdir");
+  if (offset < 1 && !add(".", *self, 1, false)) return fuse_reply_buf(req, buffer.data(), used), void();
+  if (offset < 2) {
+    InodeRecord parent = *self;
+    auto up = fs.Lookup(ino, "..");
+    if (up.ok()) {
+      parent = *up;
+      fs.Forget(up->ino, 1);
+    }
+    if (!add("..", parent, 2, false)) return fuse_reply_buf(req, buffer.data(), used), void();
+  }
+  uint64_t after = offset > 2 ? static_cast<uint64_t>(offset) - 2 : 0;
+  auto entries = fs.ReadDir(ino, after, size / 32 + 1);
+  if (!entries.ok()) return ReplyError(req, entries.status(), "readdir");
+  for (size_t i = 0; i < entries->size(); i++) {
+    const DirEntry& entry = (*entries)[i];
+    if (plus) {
+      // Each readdirplus entry is a lookup reference; take it before replying.
+      auto counted = fs.Lookup(ino, entry.name);
+      if (!counted.ok()) continue;
+      if (!add(entry.name.c_str(), *counted, static_cast<off_t>(entry.cookie + 2), true)) {
+        fs.Forget(counted->ino, 1);  // did not fit: the kernel never saw it (F5)
+        break;
+      }
+    } else if (!add(entry.name.c_str(), entry.attr, static_cast<off_t>(entry.cookie + 2), false)) {
+      break;
+    }
+  }
+  fuse_reply_buf(req, buffer.data(), used);
+}
+
+void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+  Guarded(req, "readdir", [&] { ReadDirCommon(req, ino, size, offset, false); });
+}
+
+void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
+  Guarded(req, "readdirplus", [&] { ReadDirCommon(req, ino, size, offset, true); });
+}
+
+void OpStatfs(fuse_req_t req, fuse_ino_t) {
+  Guarded(req, "statfs", [&] {
+    FsStats stats = Fs(req).StatFs();
+    struct statvfs sv {};
+    sv.f_bsize = 4096;
+    sv.f_frsize = 4096;
+    sv.f_blocks = stats.total_bytes / 4096;
+    sv.f_bfree = stats.free_bytes / 4096;
+    sv.f_bavail = stats.free_bytes / 4096;
+    sv.f_files = stats.inodes + sv.f_bfree;
+    sv.f_ffree = sv.f_bfree;
+    sv.f_favail = sv.f_bfree;
+    sv.f_namemax = 255;
+    fuse_reply_statfs(req, &sv);
+  });
+}
+
+void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  Guarded(req, "setxattr", [&] {
+    Status st = Fs(req).SetXattr(ino, name, {reinterpret_cast<const uint8_t*>(value), size}, flags);
+    fuse_reply_err(req, ErrnoFor(st, "setxattr"));
+  });
+}
+
+void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  Guarded(req, "getxattr", [&] {
+    auto r = Fs(req).GetXattr(ino, name);
+    if (!r.ok()) return ReplyError(req, r.status(), "getxattr");
+    if (size == 0) return fuse_reply_xattr(req, r->size()), void();
+    if (size < r->size()) return fuse_reply_err(req, ERANGE), void();
+    fuse_reply_buf(req, reinterpret_cast<const char*>(r->data()), r->size());
+  });
+}
+
+void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  Guarded(req, "listxattr", [&] {
+    auto r = Fs(req).ListXattrs(ino);
+    if (!r.ok()) return ReplyError(req, r.status(), "listxattr");
+    std::string names;
+    for (const auto& name : *r) names.append(name).push_back('\0');
+    if (size == 0) return fuse_reply_xattr(req, names.size()), void();
+    if (size < names.size()) return fuse_reply_err(req, ERANGE), void();
+    fuse_reply_buf(req, names.data(), names.size());
+  });
+}
+
+void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  Guarded(req, "removexattr", [&] { fuse_reply_err(req, ErrnoFor(Fs(req).RemoveXattr(ino, name), "removexattr")); });
+}
+
+fuse_lowlevel_ops MakeOperations() {
+  fuse_lowlevel_ops ops{};
+  ops.init = OpInit;
+  ops.lookup = OpLookup;
+  ops.forget = OpForget;
+  ops.forget_multi = OpForgetMulti;
+  ops.getattr = OpGetattr;
+  ops.setattr = OpSetattr;
+  ops.readlink = OpReadlink;
+  ops.mknod = OpMknod;
+  ops.mkdir = OpMkdir;
+  ops.symlink = OpSymlink;
+  ops.link = OpLink;
+  ops.unlink = OpUnlink;
+  ops.rmdir = OpRmdir;
+  ops.rename = OpRename;
+  ops.open = OpOpen;
+  ops.create = OpCreate;
+  ops.read = OpRead;
+  ops.write = OpWrite;
+  ops.flush = OpFlush;
+  ops.release = OpRelease;
+  ops.fsync = OpFsync;
+  ops.opendir = OpOpendir;
+  ops.readdir = OpReaddir;
+  ops.readdirplus = OpReaddirplus;
+  ops.releasedir = OpReleasedir;
+  ops.fsyncdir = OpFsyncdir;
+  ops.statfs = OpStatfs;
+  ops.setxattr = OpSetxattr;
+  ops.getxattr = OpGetxattr;
+  ops.listxattr = OpListxattr;
+  ops.removexattr = OpRemovexattr;
+  return ops;
+}
+
+}  // namespace
+
+Status ServeFuse(Filesystem& fs, const MountSettings& settings, const std::function<Status()>& ready) {
+  std::vector<std::string> arg_strings = {"cairn"};
+  std::string options = fmt::format("fsname={},subtype=cairn,default_permissions", fs.archive().dir());
+  for (const auto& option : settings.fuse_options) options += "," + option;
+  arg_strings.push_back("-o");
+  arg_strings.push_back(options);
+  if (settings.debug) arg_strings.push_back("-d");
+  std::vector<char*> argv;
+  for (auto& s : arg_strings) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  fuse_lowlevel_ops ops = MakeOperations();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &fs);
+  if (!se) return Status::InvalidArgument(fmt::format("libfuse rejected the mount options '{}'", options));
+  Status result;
+  if (fuse_set_signal_handlers(se) != 0) {
+    result = Status::IOError("cannot install signal handlers");
+  } else {
+    if (fuse_session_mount(se, settings.mountpoint.c_str()) != 0) {
+      result = Status::IOError(fmt::format("cannot mount on {} (see the message above)", settings.mountpoint));
+    } else {
+      result = ready();
+      if (result.ok()) {
+        LogInfo("mounted {} on {}", fs.archive().dir(), settings.mountpoint);
+        int rc;
+        if (settings.single_thread) {
+          rc = fuse_session_loop(se);
+        } else {
+          fuse_loop_config* config = fuse_loop_cfg_create();
+          fuse_loop_cfg_set_max_threads(config, 16);
+          fuse_loop_cfg_set_clone_fd(config, 0);
+          rc = fuse_session_loop_mt(se, config);
+          fuse_loop_cfg_destroy(config);
+        }
+        if (rc != 0) LogWarning("FUSE loop ended with {}", rc);
+      }
+      fuse_session_unmount(se);
+    }
+    fuse_remove_signal_handlers(se);
+  }
+  fuse_session_destroy(se);
+  fuse_opt_free_args(&args);
+  return result;
+}
+
+}  // namespace cairn

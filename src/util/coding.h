@@ -1,0 +1,39 @@
+// Little-endian fixed-width encoding and the masked CRC32C used by every on-disk
+// structure (see man/cairn-format.5).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace cairn {
+
+inline void PutFixed16(uint8_t* dst, uint16_t v) { for (int i = 0; i < 2; i++) dst[i] = uint8_t(v >> (8 * i)); }
+inline void PutFixed32(uint8_t* dst, uint32_t v) { for (int i = 0; i < 4; i++) dst[i] = uint8_t(v >> (8 * i)); }
+inline void PutFixed64(uint8_t* dst, uint64_t v) { for (int i = 0; i < 8; i++) dst[i] = uint8_t(v >> (8 * i)); }
+
+inline uint16_t GetFixed16(const uint8_t* src) { return uint16_t(src[0] | (src[1] << 8)); }
+inline uint32_t GetFixed32(const uint8_t* src) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | src[i];
+  return v;
+}
+inline uint64_t GetFixed64(const uint8_t* src) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | src[i];
+  return v;
+}
+
+// CRC32C (Castagnoli) of `data`, continuing from `crc` (0 to start).
+uint32_t Crc32c(std::span<const uint8_t> data, uint32_t crc = 0);
+
+// Stored CRCs are masked so that a CRC computed over data that itself embeds CRCs
+// does not degenerate (same rationale as LevelDB's crc32c::Mask).
+constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;
+inline uint32_t MaskCrc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kCrcMaskDelta; }
+inline uint32_t UnmaskCrc(uint32_t masked) {
+  uint32_t rot = masked - kCrcMaskDelta;
+  return (rot >> 17) | (rot << 15);
+}
+
+}  // namespace cairn

@@ -1,0 +1,55 @@
+#include "util/size.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace cairn {
+
+Result<uint64_t> ParseSize(std::string_view text) {
+  std::string_view digits = text;
+  size_t end = 0;
+  while (end < digits.size() && (std::isdigit(static_cast<unsigned char>(digits[end])) || digits[end] == '.')) end++;
+  if (end == 0) {
+    return Status::InvalidArgument(fmt::format("'{}' is not a size (expected e.g. 4096, 64K, 4M, 2G)", text));
+  }
+  double number = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + end, number);
+  if (ec != std::errc() || ptr != digits.data() + end) {
+    return Status::InvalidArgument(fmt::format("'{}' is not a size (bad number)", text));
+  }
+  std::string suffix;
+  for (char c : digits.substr(end)) suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  uint64_t unit = 1;
+  if (suffix.empty() || suffix == "B") unit = 1;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KIB") unit = 1ull << 10;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB") unit = 1ull << 20;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB") unit = 1ull << 30;
+  else if (suffix == "T" || suffix == "TB" || suffix == "TIB") unit = 1ull << 40;
+  else {
+    return Status::InvalidArgument(
+        fmt::format("'{}' has an unknown size suffix '{}' (allowed: K, M, G, T)", text, digits.substr(end)));
+  }
+  double bytes = number * static_cast<double>(unit);
+  if (bytes >= 18e18) return Status::InvalidArgument(fmt::format("'{}' is too large", text));
+  if (bytes != std::floor(bytes)) {
+    return Status::InvalidArgument(fmt::format("'{}' is not a whole number of bytes", text));
+  }
+  return static_cast<uint64_t>(bytes);
+}
+
+std::string FormatSize(uint64_t bytes) {
+  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    unit++;
+  }
+  return fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+}  // namespace cairn

@@ -1,0 +1,17 @@
+// Parsing and printing of byte sizes such as "4M" or "1.5G" (powers of 1024).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "cairn/status.h"
+
+namespace cairn {
+
+// Accepts a decimal number with an optional K, M, G or T suffix (also KiB/MiB/...).
+Result<uint64_t> ParseSize(std::string_view text);
+// 4194304 -> "4.0 MiB"; values below 1 KiB print as "N B".
+std::string FormatSize(uint64_t bytes);
+
+}  // namespace cairn
