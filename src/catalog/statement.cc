@@ -16,12 +16,14 @@ Statement::Statement(sqlite3* db, std::string_view sql) : db_(db) {
 Statement::~Statement() { sqlite3_finalize(stmt_); }
 
 void Statement::Reset() {
+  if (!stmt_) return;  // keeps the prepare error in status_
   sqlite3_reset(stmt_);
   sqlite3_clear_bindings(stmt_);
   status_ = Status::OK();
 }
 
 bool Statement::Step() {
+  if (!stmt_) return false;
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc != SQLITE_DONE) {
@@ -34,7 +36,7 @@ Status Statement::Run() {
   while (Step()) {
   }
   Status result = status_;
-  sqlite3_reset(stmt_);
+  if (stmt_) sqlite3_reset(stmt_);
   return result;
 }
 

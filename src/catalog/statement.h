@@ -27,6 +27,7 @@ class Statement {
   template <typename... Args>
   Statement& Bind(const Args&... args) {
     Reset();
+    if (!stmt_) return *this;
     int index = 1;
     (BindOne(index++, args), ...);
     return *this;

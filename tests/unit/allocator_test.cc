@@ -1,1 +1,44 @@
 #include <catch2/catch.hpp>
+
+#include "archive/allocator.h"
+
+using namespace cairn;
+
+TEST_CASE("SpaceAllocator: first fit, release coalesces, space is reused") {
+  SpaceAllocator a(4096, 4096 * 11);  // 10 blocks
+  CHECK(a.free_bytes() == 40960);
+  auto x = a.Allocate(8192);
+  auto y = a.Allocate(4096);
+  auto z = a.Allocate(8192);
+  REQUIRE((x && y && z));
+  CHECK(*x == 4096);
+  CHECK(*y == 12288);
+  CHECK(*z == 16384);
+  CHECK(a.free_bytes() == 20480);
+  REQUIRE(a.Release(*y, 4096).ok());
+  CHECK(*a.Allocate(4096) == 12288);  // the hole is reused
+  REQUIRE(a.Release(12288, 4096).ok());
+  REQUIRE(a.Release(*x, 8192).ok());
+  CHECK(a.fragments() == 2);  // [4096, 16384) merged; tail separate
+  CHECK(*a.Allocate(12288) == 4096);
+  CHECK_FALSE(a.Allocate(1 << 20));
+}
+
+TEST_CASE("SpaceAllocator: double free and bad ranges are refused") {
+  SpaceAllocator a(4096, 4096 * 5);
+  auto x = a.Allocate(4096);
+  REQUIRE(a.Release(*x, 4096).ok());
+  CHECK(a.Release(*x, 4096).IsCorruption());
+  CHECK_FALSE(a.Release(0, 4096).ok());
+  CHECK_FALSE(a.Release(4096 * 5, 4096).ok());
+  CHECK(a.free_bytes() == 4096 * 4);
+}
+
+TEST_CASE("SpaceAllocator: MarkUsed rebuilds state and detects overlap") {
+  SpaceAllocator a(4096, 4096 * 9);
+  REQUIRE(a.MarkUsed(8192, 8192).ok());
+  CHECK(a.MarkUsed(12288, 4096).IsCorruption());  // overlaps the first
+  CHECK_FALSE(a.MarkUsed(4096 * 8, 8192).ok());    // past the end
+  CHECK(*a.Allocate(4096) == 4096);
+  CHECK(*a.Allocate(8192) == 16384);
+}

@@ -1,1 +1,255 @@
+// Drives Filesystem directly (no FUSE) on file-backed disks in a temporary directory:
+// packing, copy-on-write, freeing and reuse, crash recovery, and fsck's detectors.
 #include <catch2/catch.hpp>
+
+#include <fcntl.h>
+
+#include "archive/archive.h"
+#include "archive/filesystem.h"
+#include "archive/fsck.h"
+#include "test_util.h"
+
+using namespace cairn;
+
+namespace {
+
+constexpr uint64_t kSegment = 64 << 10;
+
+struct Fixture {
+  test::TempDir tmp;
+  std::string dir = tmp / "arch";
+  std::unique_ptr<Archive> archive;
+  std::unique_ptr<Filesystem> fs;
+
+  Fixture() {
+    MkfsOptions mkfs;
+    mkfs.disk_count = 3;
+    mkfs.disk_size = 16 << 20;
+    mkfs.options.segment_size = kSegment;
+    mkfs.options.pack_threshold = 8 << 10;
+    REQUIRE(CreateArchive(dir, mkfs).ok());
+    Open();
+  }
+  ~Fixture() { Close(); }
+
+  void Open() {
+    auto a = Archive::Open(dir, {});
+    REQUIRE(a.ok());
+    archive = std::move(*a);
+    fs = std::make_unique<Filesystem>(*archive);
+    REQUIRE(fs->Recover().ok());
+  }
+  void Close() {
+    if (fs) REQUIRE(fs->Stop().ok());
+    fs.reset();
+    archive.reset();
+  }
+  // Drops everything in memory without persisting: what kill -9 leaves behind.
+  void Crash() {
+    fs.reset();
+    archive.reset();
+  }
+
+  uint64_t WriteFile(const std::string& name, const std::vector<uint8_t>& data) {
+    InodeRecord attr;
+    auto fh = fs->Create(kRootInode, name, 0644, O_RDWR, Caller{}, &attr);
+    REQUIRE(fh.ok());
+    REQUIRE(*fs->Write(*fh, 0, data) == data.size());
+    fs->Release(*fh);
+    return attr.ino;
+  }
+  std::vector<uint8_t> ReadFile(uint64_t ino, size_t size) {
+    auto fh = fs->Open(ino, O_RDONLY);
+    REQUIRE(fh.ok());
+    std::vector<uint8_t> out(size + 100);
+    auto n = fs->Read(*fh, 0, out);
+    REQUIRE(n.ok());
+    out.resize(*n);
+    fs->Release(*fh);
+    return out;
+  }
+  std::vector<SegmentRecord> Segments(uint64_t ino) {
+    std::lock_guard lock(archive->catalog_mutex());
+    return archive->catalog().GetSegments(ino);
+  }
+  std::vector<ExtentRecord> Extents() {
+    std::lock_guard lock(archive->catalog_mutex());
+    return archive->catalog().AllExtents();
+  }
+  uint64_t FreeBytes() {
+    uint64_t total = 0;
+    std::lock_guard lock(archive->catalog_mutex());
+    for (size_t i = 0; i < archive->disk_count(); i++) total += archive->allocator(i).free_bytes();
+    return total;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Filesystem: small files are packed into shared extents") {
+  Fixture f;
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> files;
+  for (int i = 0; i < 50; i++) {
+    auto data = test::RandomBytes(100 + i * 37, i);
+    files.emplace_back(f.WriteFile("f" + std::to_string(i), data), data);
+  }
+  REQUIRE(f.fs->PersistAll().ok());
+  auto extents = f.Extents();
+  REQUIRE(extents.size() == 1);  // ~50 KiB of small files fit one 64 KiB pack
+  CHECK(extents[0].kind == static_cast<int>(ExtentKind::kPack));
+  CHECK(extents[0].refs == 50);
+  REQUIRE(f.fs->EvictAll().ok());
+  for (auto& [ino, data] : files) {
+    CHECK_FALSE(f.Segments(ino)[0].cached);
+    CHECK(f.ReadFile(ino, data.size()) == data);
+  }
+}
+
+TEST_CASE("Filesystem: modifying a persisted file rewrites only the touched segment") {
+  Fixture f;
+  auto data = test::RandomBytes(3 * kSegment, 7);
+  uint64_t ino = f.WriteFile("big", data);
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());
+  auto before = f.Segments(ino);
+  REQUIRE(before.size() == 3);
+
+  auto fh = f.fs->Open(ino, O_RDWR);
+  REQUIRE(fh.ok());
+  std::vector<uint8_t> patch(100, 0xAB);
+  REQUIRE(f.fs->Write(*fh, kSegment + 10, patch).ok());
+  f.fs->Release(*fh);
+  std::copy(patch.begin(), patch.end(), data.begin() + kSegment + 10);
+  REQUIRE(f.fs->PersistAll().ok());
+
+  auto after = f.Segments(ino);
+  REQUIRE(after.size() == 3);
+  CHECK(after[0].extent_id == before[0].extent_id);
+  CHECK(after[1].extent_id != before[1].extent_id);
+  CHECK(after[2].extent_id == before[2].extent_id);
+  auto extents = f.Extents();
+  CHECK(extents.size() == 3);  // the replaced extent is gone
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(ino, data.size()) == data);
+  f.Close();
+  f.Open();
+  CHECK(f.ReadFile(ino, data.size()) == data);
+}
+
+TEST_CASE("Filesystem: deleting frees extents and the space is reused") {
+  Fixture f;
+  uint64_t free_at_start = f.FreeBytes();
+  f.WriteFile("a", test::RandomBytes(2 * kSegment, 1));
+  REQUIRE(f.fs->PersistAll().ok());
+  auto first = f.Extents();
+  REQUIRE(first.size() == 2);
+  CHECK(f.FreeBytes() < free_at_start);
+  REQUIRE(f.fs->Unlink(kRootInode, "a").ok());
+  f.fs->Forget(first[0].id, 0);  // no-op for an unknown inode
+  REQUIRE(f.fs->PersistAll().ok());
+  f.Close();  // frees become reusable once durable
+  f.Open();
+  CHECK(f.Extents().empty());
+  CHECK(f.FreeBytes() == free_at_start);
+  f.WriteFile("b", test::RandomBytes(kSegment, 2));
+  REQUIRE(f.fs->PersistAll().ok());
+  auto reused = f.Extents();
+  REQUIRE(reused.size() == 1);
+  bool same_place = false;
+  for (const auto& e : first) same_place |= e.disk == reused[0].disk && e.offset == reused[0].offset;
+  CHECK(same_place);
+}
+
+TEST_CASE("Filesystem: fsync'd data survives a crash and is persisted on recovery") {
+  Fixture f;
+  auto data = test::RandomBytes(kSegment + 1234, 3);
+  InodeRecord attr;
+  auto fh = f.fs->Create(kRootInode, "synced", 0644, O_RDWR, Caller{}, &attr);
+  REQUIRE(fh.ok());
+  REQUIRE(f.fs->Write(*fh, 0, data).ok());
+  REQUIRE(f.fs->Fsync(*fh).ok());
+  f.Crash();  // the handle dies with the process
+  f.Open();
+  REQUIRE(f.fs->PersistAll().ok());
+  CHECK(f.Segments(attr.ino).size() == 2);
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(attr.ino, data.size()) == data);
+  f.Close();
+  auto archive = Archive::Open(f.dir, {});
+  REQUIRE(archive.ok());
+  FsckReport report = CheckArchive(**archive);
+  INFO(report.problems.size());
+  CHECK(report.clean());
+}
+
+TEST_CASE("Filesystem: truncate down and up keeps the right bytes") {
+  Fixture f;
+  auto data = test::RandomBytes(2 * kSegment + 500, 4);
+  uint64_t ino = f.WriteFile("t", data);
+  REQUIRE(f.fs->EvictAll().ok());
+  SetAttrRequest shrink;
+  shrink.size = kSegment + 77;
+  REQUIRE(f.fs->SetAttr(ino, shrink).ok());
+  SetAttrRequest grow;
+  grow.size = 3 * kSegment;
+  REQUIRE(f.fs->SetAttr(ino, grow).ok());
+  data.resize(kSegment + 77);
+  data.resize(3 * kSegment, 0);
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(ino, data.size()) == data);
+  auto segments = f.Segments(ino);
+  REQUIRE(segments.size() == 3);
+  CHECK(segments[2].extent_id == kHoleExtent);  // an all-zero segment takes no space
+}
+
+TEST_CASE("fsck: reports damaged, leaked and double-owned extents precisely") {
+  Fixture f;
+  f.WriteFile("x", test::RandomBytes(kSegment, 5));
+  REQUIRE(f.fs->PersistAll().ok());
+  f.Close();
+  auto archive = std::move(*Archive::Open(f.dir, {}));
+  ExtentRecord e = archive->catalog().AllExtents().at(0);
+  {
+    FsckReport clean = CheckArchive(*archive);
+    CHECK(clean.clean());
+  }
+  uint8_t byte = 0x5A;
+  REQUIRE(archive->disk(e.disk).WriteAt(e.offset + kExtentHeaderSize + 100, {&byte, 1}).ok());
+  ExtentRecord leaked = e;
+  leaked.id = 999;
+  leaked.refs = 0;
+  leaked.offset = e.offset + 4096;  // overlaps e
+  REQUIRE(archive->catalog().InsertExtent(leaked).ok());
+  FsckReport report = CheckArchive(*archive);
+  auto has = [&](const std::string& text) {
+    for (const auto& p : report.problems) {
+      if (p.find(text) != std::string::npos) return true;
+    }
+    return false;
+  };
+  CHECK(has("payload checksum mismatch"));
+  CHECK(has("extent 999 on disk"));
+  CHECK(has("leaked"));
+  CHECK(has("overlap"));
+}
+
+TEST_CASE("Archive: refuses a second opener, a missing disk and a foreign disk") {
+  Fixture f;
+  auto second = Archive::Open(f.dir, {});
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().message().find("in use") != std::string::npos);
+  f.Close();
+  std::rename((f.dir + "/disks/disk-001.img").c_str(), (f.dir + "/disk-001.img.away").c_str());
+  auto missing = Archive::Open(f.dir, {});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message().find("disk 1") != std::string::npos);
+  CHECK(missing.status().message().find("No such file") != std::string::npos);
+  std::rename((f.dir + "/disk-001.img.away").c_str(), (f.dir + "/disks/disk-001.img").c_str());
+  std::rename((f.dir + "/disks/disk-001.img").c_str(), (f.dir + "/tmp.img").c_str());
+  std::rename((f.dir + "/disks/disk-002.img").c_str(), (f.dir + "/disks/disk-001.img").c_str());
+  std::rename((f.dir + "/tmp.img").c_str(), (f.dir + "/disks/disk-002.img").c_str());
+  auto swapped = Archive::Open(f.dir, {});
+  REQUIRE_FALSE(swapped.ok());
+  CHECK(swapped.status().message().find("is disk 2 of this archive but the config lists it as disk 1") !=
+        std::string::npos);
+}

@@ -1,1 +1,103 @@
 #include <catch2/catch.hpp>
+
+#include "catalog/catalog.h"
+#include "test_util.h"
+
+using namespace cairn;
+
+TEST_CASE("Catalog: root, names, links, xattrs") {
+  test::TempDir dir;
+  auto created = Catalog::Create(dir / "c.db", 0, 0, 1000);
+  REQUIRE(created.ok());
+  Catalog& c = **created;
+
+  auto root = c.GetInode(kRootInode);
+  REQUIRE(root.ok());
+  CHECK(root->mode == 040755);
+  CHECK(root->nlink == 2);
+
+  InodeRecord file;
+  file.mode = 0100644;
+  file.nlink = 1;
+  file.mtime_ns = 123456789012345678;
+  auto ino = c.InsertInode(file);
+  REQUIRE(ino.ok());
+  CHECK(*ino > kRootInode);
+  REQUIRE(c.InsertEntry(kRootInode, "a", *ino).ok());
+  CHECK(*c.Lookup(kRootInode, "a") == *ino);
+  CHECK(c.Lookup(kRootInode, "b").status().IsNotFound());
+  CHECK_FALSE(c.InsertEntry(kRootInode, "a", *ino).ok());  // names are unique per directory
+  CHECK(c.GetInode(*ino)->mtime_ns == 123456789012345678);
+
+  REQUIRE(c.InsertEntry(kRootInode, "hard", *ino).ok());
+  auto entries = c.ListEntries(kRootInode, 0, 10);
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0].name == "a");
+  CHECK(c.ListEntries(kRootInode, entries[0].cookie, 10).size() == 1);
+  REQUIRE(c.MoveEntry(kRootInode, "hard", kRootInode, "renamed").ok());
+  CHECK(c.Lookup(kRootInode, "renamed").ok());
+  CHECK(c.ListEntries(kRootInode, 0, 10)[1].cookie == entries[1].cookie);  // readdir position survives rename
+
+  std::string binary_name("x\xff\x01y", 4);
+  REQUIRE(c.InsertEntry(kRootInode, binary_name, *ino).ok());
+  CHECK(*c.Lookup(kRootInode, binary_name) == *ino);
+
+  std::vector<uint8_t> value = {0, 1, 2, 0, 255};
+  REQUIRE(c.SetXattr(*ino, "user.k", value).ok());
+  CHECK(*c.GetXattr(*ino, "user.k") == value);
+  CHECK(c.ListXattrs(*ino) == std::vector<std::string>{"user.k"});
+  REQUIRE(c.RemoveXattr(*ino, "user.k").ok());
+  CHECK(c.RemoveXattr(*ino, "user.k").IsNotFound());
+  CHECK(c.GetXattr(*ino, "user.k").status().IsNotFound());
+}
+
+TEST_CASE("Catalog: transactions roll back as a unit") {
+  test::TempDir dir;
+  auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+  REQUIRE(c->Begin().ok());
+  REQUIRE(c->InsertEntry(kRootInode, "x", 99).ok());
+  REQUIRE(c->Begin().ok());  // nested
+  REQUIRE(c->Commit().ok());
+  c->Rollback();
+  CHECK(c->Lookup(kRootInode, "x").status().IsNotFound());
+}
+
+TEST_CASE("Catalog: segments, extents and totals survive reopen") {
+  test::TempDir dir;
+  {
+    auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+    REQUIRE(c->InsertExtent({7, 1, 4096, 8192, 5000, 0xabc, 1, 1}).ok());
+    REQUIRE(c->PutSegment({5, 0, 7, 0, 5000, true}).ok());
+    REQUIRE(c->SetSegmentCached(5, 0, false).ok());
+  }
+  auto c = std::move(*Catalog::Open(dir / "c.db"));
+  auto segment = c->GetSegment(5, 0);
+  REQUIRE(segment);
+  CHECK(segment->extent_id == 7);
+  CHECK_FALSE(segment->cached);
+  auto extent = c->GetExtent(7);
+  REQUIRE(extent.ok());
+  CHECK(extent->disk == 1);
+  CHECK(extent->payload_crc == 0xabcu);
+  CHECK(c->MaxExtentIdEverUsed() == 7);
+  REQUIRE(c->DeleteExtent(7).ok());
+  CHECK(c->MaxExtentIdEverUsed() == 7);  // ids are never handed out twice
+  auto totals = c->ComputeTotals();
+  CHECK(totals.inodes == 1);
+  CHECK(totals.persisted_bytes == 5000);
+}
+
+TEST_CASE("Catalog: refuses an unknown schema version and a non-catalog file") {
+  test::TempDir dir;
+  {
+    auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+    REQUIRE(c->SetMeta("schema_version", "99").ok());
+  }
+  auto r = Catalog::Open(dir / "c.db");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("schema version 99") != std::string::npos);
+  FILE* f = fopen((dir / "junk.db").c_str(), "w");
+  fputs("this is not sqlite", f);
+  fclose(f);
+  CHECK_FALSE(Catalog::Open(dir / "junk.db").ok());
+}

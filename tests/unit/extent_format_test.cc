@@ -1,1 +1,147 @@
 #include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "backend/extent_format.h"
+#include "backend/extent_io.h"
+#include "cairn/disk.h"
+#include "test_util.h"
+#include "util/coding.h"
+
+using namespace cairn;
+
+namespace {
+
+ExtentHeader SampleHeader() {
+  ExtentHeader h;
+  h.kind = ExtentKind::kFileSegment;
+  h.archive_id = ArchiveId{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  h.extent_id = 42;
+  h.inode = 7;
+  h.file_offset = 8 << 20;
+  h.payload_length = 4 << 20;
+  h.payload_crc = 0x12345678;
+  return h;
+}
+
+bool Mentions(const Status& st, const char* text) { return st.message().find(text) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("ExtentHeader: encode/decode round trip") {
+  ExtentHeader h = SampleHeader();
+  auto bytes = EncodeExtentHeader(h);
+  CHECK(std::memcmp(bytes.data(), "CAIRNEXT", 8) == 0);
+  CHECK(GetFixed16(&bytes[10]) == kExtentHeaderSize);
+  auto decoded = DecodeExtentHeader(bytes, "test");
+  REQUIRE(decoded.ok());
+  CHECK(decoded->extent_id == 42);
+  CHECK(decoded->inode == 7);
+  CHECK(decoded->file_offset == (8u << 20));
+  CHECK(decoded->payload_length == (4u << 20));
+  CHECK(decoded->payload_crc == 0x12345678u);
+  CHECK(decoded->archive_id == h.archive_id);
+  CHECK(decoded->kind == ExtentKind::kFileSegment);
+}
+
+TEST_CASE("ExtentHeader: every anomaly is a clear error") {
+  auto good = EncodeExtentHeader(SampleHeader());
+
+  SECTION("truncated") {
+    auto r = DecodeExtentHeader(std::span(good).first(40), "disk-001.img offset 4096");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().IsCorruption());
+    CHECK(Mentions(r.status(), "truncated: 40 of 72 bytes"));
+    CHECK(Mentions(r.status(), "disk-001.img offset 4096"));
+  }
+  SECTION("all zero") {
+    std::array<uint8_t, kExtentHeaderSize> zero{};
+    CHECK(Mentions(DecodeExtentHeader(zero, "x").status(), "all-zero"));
+  }
+  SECTION("bad magic") {
+    good[0] = 'X';
+    CHECK(Mentions(DecodeExtentHeader(good, "x").status(), "bad extent magic"));
+  }
+  SECTION("flipped bit anywhere in the checked range") {
+    for (size_t byte = 8; byte < 68; byte += 7) {
+      auto copy = good;
+      copy[byte] ^= 0x10;
+      auto r = DecodeExtentHeader(copy, "x");
+      REQUIRE_FALSE(r.ok());
+      CHECK(Mentions(r.status(), "checksum mismatch"));
+    }
+  }
+  SECTION("unknown version (with a valid checksum)") {
+    ExtentHeader h = SampleHeader();
+    h.version = 9;
+    auto r = DecodeExtentHeader(EncodeExtentHeader(h), "x");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == Status::Code::kNotSupported);
+    CHECK(Mentions(r.status(), "version 9"));
+  }
+  SECTION("unknown kind (with a valid checksum)") {
+    good[12] = 77;
+    PutFixed32(&good[68], MaskCrc(Crc32c(std::span<const uint8_t>(good).first(68))));
+    CHECK(Mentions(DecodeExtentHeader(good, "x").status(), "unknown extent kind 77"));
+  }
+}
+
+TEST_CASE("Superblock: round trip and rejection") {
+  Superblock sb;
+  sb.disk_index = 3;
+  sb.archive_id = ArchiveId{9, 9, 9};
+  sb.disk_size = 1ull << 30;
+  auto block = EncodeSuperblock(sb);
+  auto decoded = DecodeSuperblock(block, "d");
+  REQUIRE(decoded.ok());
+  CHECK(decoded->disk_index == 3);
+  CHECK(decoded->disk_size == (1ull << 30));
+  block[20] ^= 1;
+  CHECK(Mentions(DecodeSuperblock(block, "d").status(), "superblock checksum mismatch"));
+  std::array<uint8_t, kBlockSize> zero{};
+  CHECK(Mentions(DecodeSuperblock(zero, "d").status(), "not a cairn disk"));
+}
+
+TEST_CASE("ArchiveId: text round trip and validation") {
+  ArchiveId id = NewArchiveId();
+  auto text = ArchiveIdToString(id);
+  CHECK(text.size() == 32);
+  CHECK(*ArchiveIdFromString(text) == id);
+  CHECK_FALSE(ArchiveIdFromString("abc").ok());
+  CHECK_FALSE(ArchiveIdFromString(std::string(32, 'g')).ok());
+}
+
+TEST_CASE("ExtentIo: write, read back, and detect damage on a file-backed disk") {
+  test::TempDir dir;
+  auto disk = CreateImageDisk(dir / "disk.img", 1 << 20);
+  REQUIRE(disk.ok());
+  auto payload = test::RandomBytes(10000, 1);
+  ExtentHeader h = SampleHeader();
+  h.payload_length = payload.size();
+  h.payload_crc = Crc32c(payload);
+  REQUIRE(WriteExtent(**disk, 8192, h, payload).ok());
+  ExtentExpectation expect{h.archive_id, h.extent_id, payload.size(), h.payload_crc};
+
+  auto back = ReadExtent(**disk, 8192, expect);
+  REQUIRE(back.ok());
+  CHECK(*back == payload);
+
+  SECTION("payload bit flip") {
+    uint8_t byte = 0;
+    REQUIRE((*disk)->ReadAt(8192 + kExtentHeaderSize + 5000, {&byte, 1}).ok());
+    byte ^= 0x01;
+    REQUIRE((*disk)->WriteAt(8192 + kExtentHeaderSize + 5000, {&byte, 1}).ok());
+    CHECK(Mentions(ReadExtent(**disk, 8192, expect).status(), "payload checksum mismatch"));
+  }
+  SECTION("wrong extent at the offset") {
+    expect.extent_id = 43;
+    CHECK(Mentions(ReadExtent(**disk, 8192, expect).status(), "holds extent 42 (catalog expects 43)"));
+  }
+  SECTION("extent passing the end of the disk") {
+    CHECK(Mentions(ReadExtent(**disk, (1 << 20) - 4096, expect).status(), "passes the end of the disk"));
+  }
+  SECTION("zeroed (discarded) extent") {
+    REQUIRE((*disk)->Discard(8192, 16384).ok());
+    CHECK(Mentions(ReadExtent(**disk, 8192, expect).status(), "all-zero"));
+  }
+}
