@@ -14,16 +14,11 @@
 
 #include "archive/config.h"
 #include "backend/extent_io.h"
+#include "util/clock.h"
 #include "util/coding.h"
 
 namespace cairn {
 namespace {
-
-int64_t NowNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 bool IsEmptyDir(const std::string& path) {
   DIR* dir = ::opendir(path.c_str());

@@ -13,16 +13,11 @@
 #include <fmt/format.h>
 
 #include "archive/posix_acl.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace cairn {
 namespace {
-
-int64_t NowNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 bool IsDir(const InodeRecord& r) { return S_ISDIR(r.mode); }
 
@@ -259,7 +254,8 @@ Result<InodeRecord> Filesystem::Link(uint64_t ino, uint64_t new_parent, const st
   return inode;
 }
 
-Status Filesystem::Unlink(uint64_t parent, const std::string& name) {
+Status Filesystem::RemoveName(uint64_t parent, const std::string& name, bool directory) {
+  if (directory && name == ".") return Status::Posix(EINVAL, "cannot remove '.'");
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   uint64_t victim = 0;
@@ -270,35 +266,12 @@ Status Filesystem::Unlink(uint64_t parent, const std::string& name) {
     if (!ino.ok()) return ino.status();
     auto inode = catalog.GetInode(*ino);
     if (!inode.ok()) return inode.status();
-    if (IsDir(*inode)) return Status::Posix(EISDIR, name);
+    if (IsDir(*inode) != directory) return Status::Posix(directory ? ENOTDIR : EISDIR, name);
+    if (directory && catalog.HasEntries(*ino)) return Status::Posix(ENOTEMPTY, name);
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
     CAIRN_RETURN_IF_ERROR(DropLink(*inode, now));
-    dir->mtime_ns = dir->ctime_ns = now;
-    victim = *ino;
-    return catalog.UpdateInode(*dir);
-  }));
-  return MaybeDelete(victim);
-}
-
-Status Filesystem::Rmdir(uint64_t parent, const std::string& name) {
-  if (name == ".") return Status::Posix(EINVAL, "cannot remove '.'");
-  std::lock_guard lock(archive_.catalog_mutex());
-  Catalog& catalog = archive_.catalog();
-  uint64_t victim = 0;
-  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
-    auto dir = GetDir(catalog, parent);
-    if (!dir.ok()) return dir.status();
-    auto ino = LookupOrENOENT(catalog, parent, name);
-    if (!ino.ok()) return ino.status();
-    auto inode = catalog.GetInode(*ino);
-    if (!inode.ok()) return inode.status();
-    if (!IsDir(*inode)) return Status::Posix(ENOTDIR, name);
-    if (catalog.HasEntries(*ino)) return Status::Posix(ENOTEMPTY, name);
-    int64_t now = NowNs();
-    CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
-    CAIRN_RETURN_IF_ERROR(DropLink(*inode, now));
-    dir->nlink--;
+    if (directory) dir->nlink--;
     dir->mtime_ns = dir->ctime_ns = now;
     victim = *ino;
     return catalog.UpdateInode(*dir);

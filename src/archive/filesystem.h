@@ -79,8 +79,8 @@ class Filesystem {
   Result<InodeRecord> MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
                                const Caller& caller, const std::string& target = {});
   Result<InodeRecord> Link(uint64_t ino, uint64_t new_parent, const std::string& new_name);
-  Status Unlink(uint64_t parent, const std::string& name);
-  Status Rmdir(uint64_t parent, const std::string& name);
+  Status Unlink(uint64_t parent, const std::string& name) { return RemoveName(parent, name, false); }
+  Status Rmdir(uint64_t parent, const std::string& name) { return RemoveName(parent, name, true); }
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
   Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name,
                 unsigned flags);
@@ -116,6 +116,8 @@ class Filesystem {
 
  private:
   uint64_t SegmentSizeOf(const InodeRecord& inode) const;
+  // unlink (directory = false) or rmdir (directory = true).
+  Status RemoveName(uint64_t parent, const std::string& name, bool directory);
   // Adds a kernel reference. REQUIRES: catalog mutex.
   void AddLookup(uint64_t ino) { state_.live[ino].nlookup++; }
   // Frees an inode with no names left once nothing references it. REQUIRES: catalog mutex.

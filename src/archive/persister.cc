@@ -11,16 +11,11 @@
 
 #include <fmt/format.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace cairn {
 namespace {
-
-int64_t NowNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 constexpr size_t kNoExtent = SIZE_MAX;
 

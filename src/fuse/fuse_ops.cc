@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include <fmt/format.h>
@@ -219,10 +220,10 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
 
 void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
   Guarded(req, "read", [&] {
-    std::vector<uint8_t> buffer(size);
-    auto r = Fs(req).Read(Handle(fi), static_cast<uint64_t>(offset), buffer);
+    std::unique_ptr<uint8_t[]> buffer(new uint8_t[size]);  // filled by Read; no need to zero it
+    auto r = Fs(req).Read(Handle(fi), static_cast<uint64_t>(offset), {buffer.get(), size});
     if (!r.ok()) return ReplyError(req, r.status(), "read");
-    fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), *r);
+    fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.get()), *r);
   });
 }
 
