@@ -134,7 +134,7 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   if (!catalog.ok()) return catalog.status();
   archive->catalog_ = std::move(*catalog);
   archive->cache_ = StagingCache(root + "/cache");
-  CAIRN_RETURN_IF_ERROR(archive->LoadDisks());
+  CAIRN_RETURN_IF_ERROR(archive->LoadDisks(open));
   if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildAllocators());
   archive->next_extent_id_ = archive->catalog_->MaxExtentIdEverUsed() + 1;
   return archive;
@@ -164,7 +164,7 @@ int Archive::LockHolder(const std::string& dir) {
   return holder;
 }
 
-Status Archive::LoadDisks() {
+Status Archive::LoadDisks(const OpenOptions& open) {
   for (size_t i = 0; i < options_.disks.size(); i++) {
     std::string path = ResolveDiskPath(dir_, options_.disks[i]);
     auto disk = OpenImageDisk(path);
@@ -187,7 +187,7 @@ Status Archive::LoadDisks() {
                                             (*disk)->Size(), sb->disk_size));
     }
     allocators_.emplace_back(sb->data_start, sb->disk_size / kBlockSize * kBlockSize);
-    disks_.push_back(std::move(*disk));
+    disks_.push_back(open.wrap_disk ? open.wrap_disk(std::move(*disk), i) : std::move(*disk));
   }
   return Status::OK();
 }

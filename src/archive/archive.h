@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +36,8 @@ class Archive {
     bool read_only = false;  // open the catalog read-only (status)
     bool check_only = false; // fsck: do not refuse an inconsistent extent map, report it
     std::vector<std::pair<std::string, std::string>> overrides;  // -o key=value
+    // Wraps each opened disk (fault injection, accounting); null keeps them as they are.
+    std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk> disk, size_t index)> wrap_disk;
   };
   static Result<std::unique_ptr<Archive>> Open(const std::string& dir, const OpenOptions& open);
   ~Archive();
@@ -81,7 +84,7 @@ class Archive {
 
  private:
   Archive() = default;
-  Status LoadDisks();
+  Status LoadDisks(const OpenOptions& open);
   Status RebuildAllocators();
 
   std::string dir_;
