@@ -141,6 +141,7 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
 }
 
 Archive::~Archive() {
+  if (catalog_) FlushCatalog(false);
   catalog_.reset();
   if (lock_fd_ >= 0) {
     if (::ftruncate(lock_fd_, 0) != 0) {
@@ -253,9 +254,16 @@ void Archive::ReleaseUncommitted(const ExtentRecord& extent) {
   allocators_[extent.disk].Release(extent.offset, extent.alloc_length);
 }
 
+Status Archive::FlushCatalog(bool durable) {
+  CAIRN_RETURN_IF_ERROR(catalog_->Flush(durable));
+  for (uint64_t ino : cache_removals_) cache_.Remove(ino);
+  cache_removals_.clear();
+  return Status::OK();
+}
+
 Status Archive::ReleaseFreedSpace() {
   if (freed_.empty()) return Status::OK();
-  CAIRN_RETURN_IF_ERROR(catalog_->SyncDurable());
+  CAIRN_RETURN_IF_ERROR(FlushCatalog(true));
   for (const ExtentRecord& extent : freed_) {
     if (allocators_[extent.disk].Release(extent.offset, extent.alloc_length).ok()) {
       disks_[extent.disk]->Discard(extent.offset, extent.alloc_length);

@@ -68,6 +68,13 @@ class Archive {
   // never roll the catalog back to an extent whose blocks were overwritten.
   // REQUIRES: catalog_mutex held.
   void FreeAfterDurableCommit(const ExtentRecord& extent) { freed_.push_back(extent); }
+  // Commits the catalog's batch (durable: fsync it too), then removes the staging cache
+  // files of inodes the batch deleted. REQUIRES: catalog_mutex held.
+  Status FlushCatalog(bool durable);
+  // Removes the cache file of a deleted inode once its deletion is committed, so a crash
+  // before that commit cannot leave a live inode without its unpersisted data.
+  // REQUIRES: catalog_mutex held.
+  void RemoveCacheAfterFlush(uint64_t ino) { cache_removals_.push_back(ino); }
   // Syncs the catalog to stable storage, then releases and discards the queued space.
   // REQUIRES: catalog_mutex held, no open transaction.
   Status ReleaseFreedSpace();
@@ -97,7 +104,8 @@ class Archive {
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<SpaceAllocator> allocators_;
   std::atomic<uint64_t> next_extent_id_{1};
-  std::vector<ExtentRecord> freed_;  // guarded by catalog_mutex_
+  std::vector<ExtentRecord> freed_;      // guarded by catalog_mutex_
+  std::vector<uint64_t> cache_removals_;  // guarded by catalog_mutex_
 };
 
 }  // namespace cairn

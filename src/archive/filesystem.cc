@@ -74,7 +74,13 @@ Status Filesystem::Recover() {
     for (uint64_t ino : catalog.InodesWhere("nlink = 0 AND ino != 1")) {
       CAIRN_RETURN_IF_ERROR(MaybeDelete(ino));
     }
-    for (uint64_t ino : catalog.InodesWhere("dirty = 1")) {
+    // Dirty files, and files whose data never reached the disks (their creation was
+    // committed but not the dirty mark): the staging cache holds their only copy.
+    std::string incomplete = fmt::format(
+        "dirty = 1 OR (mode & {} = {} AND size > 0 AND (size + COALESCE(NULLIF(segment_size, 0), {}) - 1) / "
+        "COALESCE(NULLIF(segment_size, 0), {}) > (SELECT COUNT(*) FROM segments s WHERE s.ino = inodes.ino))",
+        S_IFMT, S_IFREG, archive_.options().segment_size, archive_.options().segment_size);
+    for (uint64_t ino : catalog.InodesWhere(incomplete.c_str())) {
       state_.dirty[ino].all_cached = true;
       state_.persist_queue[ino] = 0;
     }
@@ -97,7 +103,9 @@ Status Filesystem::Stop() {
   Status st = persister_.Stop();
   std::lock_guard lock(archive_.catalog_mutex());
   Status release = archive_.ReleaseFreedSpace();
-  return st.ok() ? release : st;
+  Status flush = archive_.FlushCatalog(true);
+  if (!st.ok()) return st;
+  return release.ok() ? flush : release;
 }
 
 Result<InodeRecord> Filesystem::Lookup(uint64_t parent, const std::string& name) {
@@ -155,7 +163,8 @@ Status Filesystem::MaybeDelete(uint64_t ino) {
   state_.dirty.erase(ino);
   state_.persist_queue.erase(ino);
   state_.DropCached(ino);
-  return archive_.cache().Remove(ino);
+  archive_.RemoveCacheAfterFlush(ino);
+  return Status::OK();
 }
 
 Status Filesystem::DropSegmentsFrom(uint64_t ino, uint64_t first) {
@@ -398,6 +407,7 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
   Catalog& catalog = archive_.catalog();
   InodeRecord inode;
   bool queue = false;
+  bool truncate_cache = false;
   Status st = InTransaction(catalog, [&]() -> Status {
     auto record = catalog.GetInode(ino);
     if (!record.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
@@ -424,7 +434,7 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       } else {
         for (uint64_t i = old_count; i < new_count; i++) dirty.segments.insert(i);
       }
-      CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, new_size));
+      truncate_cache = true;
       if (dirty.segments.empty() && !dirty.all_cached) {
         state_.dirty.erase(ino);
       } else {
@@ -442,12 +452,16 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
     return catalog.UpdateInode(inode);
   });
   if (!st.ok()) return st;
+  if (truncate_cache) {
+    // The new size is committed before the cache copy shrinks (data lock held throughout).
+    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(false));
+    CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, inode.size));
+  }
   if (queue) {
     auto live = state_.live.find(ino);
     bool writing = live != state_.live.end() && live->second.nwriters > 0;
     if (!writing && state_.dirty.contains(ino)) {
       state_.persist_queue[ino] = NowNs();
-      persister_.Notify();
     }
   }
   return inode;
@@ -521,8 +535,11 @@ Status Filesystem::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t 
   if (fetched.empty()) return Status::OK();
   if (::fdatasync(fd) != 0) return Status::FromErrno("staging cache: fdatasync", errno);
   std::lock_guard lock(archive_.catalog_mutex());
-  for (uint64_t index : fetched) CAIRN_RETURN_IF_ERROR(archive_.catalog().SetSegmentCached(ino, index, true));
-  return Status::OK();
+  Catalog& catalog = archive_.catalog();
+  return InTransaction(catalog, [&]() -> Status {
+    for (uint64_t index : fetched) CAIRN_RETURN_IF_ERROR(catalog.SetSegmentCached(ino, index, true));
+    return Status::OK();
+  });
 }
 
 Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t> dst) {
@@ -572,15 +589,30 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
   uint64_t first = offset / segment_size;
   uint64_t last = (offset + src.size() - 1) / segment_size;
   CAIRN_RETURN_IF_ERROR(FetchSegments(fh->ino, fh->cache_fd, first, last));
+  {
+    // Changing a persisted file in the cache: make the dirty mark durable first, or a
+    // crash could leave a changed cache copy that the catalog believes is clean.
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto inode = archive_.catalog().GetInode(fh->ino);
+    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    if (inode->segment_size != 0 && !inode->dirty) {
+      inode->dirty = true;
+      CAIRN_RETURN_IF_ERROR(archive_.catalog().UpdateInode(*inode));
+      CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(false));
+    }
+  }
   CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt(fh->cache_fd, offset, src));
   std::lock_guard lock(archive_.catalog_mutex());
-  auto inode = archive_.catalog().GetInode(fh->ino);
-  if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+  Catalog& catalog = archive_.catalog();
   int64_t now = NowNs();
-  inode->size = std::max<uint64_t>(inode->size, offset + src.size());
-  inode->mtime_ns = inode->ctime_ns = now;
-  inode->dirty = true;
-  CAIRN_RETURN_IF_ERROR(archive_.catalog().UpdateInode(*inode));
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+    auto inode = catalog.GetInode(fh->ino);
+    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    inode->size = std::max<uint64_t>(inode->size, offset + src.size());
+    inode->mtime_ns = inode->ctime_ns = now;
+    inode->dirty = true;
+    return catalog.UpdateInode(*inode);
+  }));
   DirtyFile& dirty = state_.dirty[fh->ino];
   for (uint64_t i = first; i <= last; i++) dirty.segments.insert(i);
   dirty.last_write_ns = now;
@@ -593,17 +625,16 @@ Status Filesystem::Fsync(FileHandle* fh) {
     return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
   }
   std::lock_guard lock(archive_.catalog_mutex());
-  CAIRN_RETURN_IF_ERROR(archive_.catalog().SyncDurable());
+  CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(true));
   if (state_.dirty.contains(fh->ino)) {
     state_.persist_queue[fh->ino] = NowNs();
-    persister_.Notify();
   }
   return Status::OK();
 }
 
 Status Filesystem::SyncMetadata() {
   std::lock_guard lock(archive_.catalog_mutex());
-  return archive_.catalog().SyncDurable();
+  return archive_.FlushCatalog(true);
 }
 
 void Filesystem::Release(FileHandle* fh) {
@@ -616,8 +647,7 @@ void Filesystem::Release(FileHandle* fh) {
   live.nopen -= std::min<uint32_t>(1, live.nopen);
   if (handle->writable) live.nwriters -= std::min<uint32_t>(1, live.nwriters);
   if (live.nwriters == 0 && state_.dirty.contains(handle->ino)) {
-    state_.persist_queue[handle->ino] = NowNs();
-    persister_.Notify();
+    state_.persist_queue[handle->ino] = NowNs();  // the persister polls; a wakeup per close costs more
   } else if (live.nwriters == 0 && handle->writable && !state_.cached.contains(handle->ino)) {
     // Persisted while open (idle rule): it is clean now, so it may be evicted.
     state_.TouchCached(handle->ino, archive_.cache().Usage(handle->ino));
@@ -725,6 +755,8 @@ Status Filesystem::EvictFile(uint64_t ino) {
     if (catalog.GetSegments(ino).size() != count) return Status::OK();  // not fully persisted yet
     CAIRN_RETURN_IF_ERROR(catalog.SetSegmentsCached(ino, false));
     state_.DropCached(ino);
+    // The catalog must stop pointing at the cache before the cache copy disappears.
+    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(false));
   }
   return archive_.cache().Remove(ino);
 }

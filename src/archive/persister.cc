@@ -23,6 +23,7 @@ bool IsAllZero(const std::vector<uint8_t>& data) {
   return data.empty() || (data[0] == 0 && std::memcmp(data.data(), data.data() + 1, data.size() - 1) == 0);
 }
 
+constexpr auto kPollInterval = std::chrono::milliseconds(250);
 constexpr int64_t kRetryDelayNs = 5'000'000'000;
 constexpr uint64_t kSegmentsPerCommit = 16;  // bounds memory: 16 segments in flight
 
@@ -54,40 +55,29 @@ Status Persister::Stop() {
   return PersistAll();
 }
 
-void Persister::Notify() {
-  {
-    std::lock_guard lock(wake_mutex_);
-    notified_ = true;
-  }
-  wake_.notify_all();
-}
-
 void Persister::Run() {
   for (;;) {
     {
       std::unique_lock lock(wake_mutex_);
-      wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_ || notified_; });
+      // Polling (rather than a wakeup per close) keeps tar's per-file cost down and
+      // gathers files closed together into shared packs.
+      wake_.wait_for(lock, kPollInterval, [this] { return stopping_; });
       if (stopping_) return;
-      notified_ = false;
     }
-    // A short pause gathers files closed together (tar, rsync) into shared packs.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::vector<uint64_t> due;
     {
       std::lock_guard lock(archive_.catalog_mutex());
       due = DueFiles(NowNs());
     }
-    if (due.empty()) {
-      std::lock_guard lock(archive_.catalog_mutex());
-      if (archive_.has_freed_space()) {
-        Status st = archive_.ReleaseFreedSpace();
-        if (!st.ok()) LogError("cannot release freed extents: {}", st.message());
-      }
-      continue;
+    if (!due.empty()) {
+      Status st = PersistFiles(due);
+      if (!st.ok()) LogError("persisting {} file(s) failed, will retry: {}", due.size(), st.message());
+      if (after_batch_) after_batch_();
     }
-    Status st = PersistFiles(due);
-    if (!st.ok()) LogError("persisting {} file(s) failed, will retry: {}", due.size(), st.message());
-    if (after_batch_) after_batch_();
+    // Commit the catalog's batch of metadata changes and make freed space reusable.
+    std::lock_guard lock(archive_.catalog_mutex());
+    Status st = archive_.has_freed_space() ? archive_.ReleaseFreedSpace() : archive_.FlushCatalog(false);
+    if (!st.ok()) LogError("cannot commit the catalog: {}", st.message());
   }
 }
 
@@ -342,7 +332,7 @@ Status Persister::WriteAndCommit(std::vector<Piece>& pieces) {
   for (size_t i = 0; i < extents.size(); i++) {
     if (refs[i] == 0) archive_.ReleaseUncommitted(extents[i]);
   }
-  st = archive_.ReleaseFreedSpace();
+  st = archive_.has_freed_space() ? archive_.ReleaseFreedSpace() : archive_.FlushCatalog(false);
   for (const auto& [ino, inode] : inodes) {
     auto live = state_.live.find(ino);
     bool writing = live != state_.live.end() && live->second.nwriters > 0;

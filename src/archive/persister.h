@@ -26,8 +26,6 @@ class Persister {
   void Start();
   // Persists what is left and stops the thread.
   Status Stop();
-  // Wakes the thread: something was queued. Thread-safe.
-  void Notify();
   // Persists every dirty file now, on the calling thread.
   Status PersistAll();
   // Called after each batch, with no locks held (eviction hook).
@@ -53,7 +51,6 @@ class Persister {
   std::mutex wake_mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  bool notified_ = false;
   std::thread thread_;
 };
 

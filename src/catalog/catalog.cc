@@ -105,6 +105,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
                                   root.atime_ns, root.mtime_ns, root.ctime_ns, root.segment_size, root.dirty, nullptr)
                             .Run());
   CAIRN_RETURN_IF_ERROR(catalog->Commit());
+  CAIRN_RETURN_IF_ERROR(catalog->Flush(true));
   return catalog;
 }
 
@@ -125,11 +126,14 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, bool rea
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA journal_mode=WAL"));
     // NORMAL: a commit survives a crash of the daemon; SyncDurable() adds power-loss durability for fsync.
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA synchronous=NORMAL"));
+    CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA cache_size=-65536"));  // 64 MiB of pages
   }
   return catalog;
 }
 
 Catalog::~Catalog() {
+  Rollback();  // an operation cut short by an error path
+  Flush();
   statements_.clear();
   sqlite3_close(db_);
 }
@@ -151,28 +155,44 @@ Statement& Catalog::Prepare(const char* sql) {
 }
 
 Status Catalog::Begin() {
-  if (txn_depth_++ > 0) return Status::OK();
-  Status st = Exec("BEGIN IMMEDIATE");
-  if (!st.ok()) txn_depth_ = 0;
-  return st;
+  if (txn_depth_ > 0) {
+    txn_depth_++;
+    return Status::OK();
+  }
+  if (!batch_open_) {
+    CAIRN_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    batch_open_ = true;
+  }
+  CAIRN_RETURN_IF_ERROR(Exec("SAVEPOINT op"));
+  txn_depth_ = 1;
+  return Status::OK();
 }
 
 Status Catalog::Commit() {
   if (txn_depth_ == 0) return Status::InvalidArgument("catalog: commit without begin");
   if (--txn_depth_ > 0) return Status::OK();
-  Status st = Exec("COMMIT");
-  if (!st.ok()) Exec("ROLLBACK");
-  return st;
+  return Exec("RELEASE op");
 }
 
 void Catalog::Rollback() {
   if (txn_depth_ == 0) return;
   txn_depth_ = 0;
-  Exec("ROLLBACK");
+  Exec("ROLLBACK TO op; RELEASE op");
 }
 
-Status Catalog::SyncDurable() {
-  // A FULL-synchronous commit fsyncs the WAL, which makes every earlier commit durable too.
+Status Catalog::Flush(bool durable) {
+  if (txn_depth_ > 0) return Status::Busy("catalog: flush inside an operation");
+  if (batch_open_) {
+    batch_open_ = false;
+    Status st = Exec("COMMIT");
+    if (!st.ok()) {
+      Exec("ROLLBACK");
+      return st;
+    }
+  }
+  if (!durable) return Status::OK();
+  // A FULL-synchronous commit fsyncs the WAL, which makes every earlier commit durable
+  // too. (SQLite refuses to change the safety level inside a transaction.)
   CAIRN_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
   Status st = Exec("BEGIN IMMEDIATE; UPDATE meta SET value = value WHERE key = 'schema_version'; COMMIT");
   Exec("PRAGMA synchronous=NORMAL");

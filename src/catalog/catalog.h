@@ -78,12 +78,18 @@ class Catalog {
   static Result<std::unique_ptr<Catalog>> Open(const std::string& path, bool read_only = false);
   ~Catalog();
 
-  // Transactions nest by counting; only the outermost Begin/Commit talk to SQLite.
+  // Changes accumulate in one open SQLite transaction, the batch, which Flush() commits;
+  // metadata-heavy work (tar, rsync) then costs B-tree updates, not a commit per call.
+  // Begin/Commit bracket one operation as a savepoint inside the batch, so Rollback()
+  // undoes that operation alone. They nest by counting. Nothing is durable until flushed.
   Status Begin();
   Status Commit();
   void Rollback();
-  // Makes every committed transaction durable against power loss (WAL fsync).
-  Status SyncDurable();
+  // Commits the batch (no-op when none is open or an operation is in progress). With
+  // `durable`, also fsyncs the WAL so the commit survives power loss, not just a crash
+  // of the daemon.
+  Status Flush(bool durable = false);
+  bool batch_open() const { return batch_open_; }
 
   Result<std::string> GetMeta(const std::string& key);
   Status SetMeta(const std::string& key, const std::string& value);
@@ -147,6 +153,7 @@ class Catalog {
 
   sqlite3* db_;
   int txn_depth_ = 0;
+  bool batch_open_ = false;
   std::map<const char*, std::unique_ptr<Statement>> statements_;
 };
 

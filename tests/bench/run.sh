@@ -1,0 +1,548 @@
+#!/bin/bash
+# cairn benchmark: cairn against native tmpfs, libfuse's passthrough_ll and mergerfs, in one run.
+#
+# Usage: tests/bench/run.sh [--quick] [--rss | --no-rss] [--reps N]
+#   (default)  2 GiB sequential write/read, tar -x of 20,000 small files, 10,000 create/stat/unlink,
+#              daemon peak RSS, then the RSS phase: 10 GiB file + 100,000 small files copied into cairn
+#              (peak RSS after the copy, and again after evict + a cold read-back of the 10 GiB file).
+#   --quick    smoke run: 256 MiB, 2,000 files, 2,000 ops, RSS phase with 512 MiB + 5,000 files.
+#   --rss      run only the RSS phase (10 GiB + 100,000 files, or the --quick sizes with --quick).
+#   --no-rss   skip the RSS phase.
+#   --reps N   repeat the timed write/read/tar tests N times and report the median (default 1).
+# Environment: CAIRN_BIN (default build/cairn), BENCH_TMPDIR (parent of the temp dir, default $TMPDIR or /tmp),
+#   BENCH_STEP_TIMEOUT (seconds per step, default 1800).
+# Needs root (drop_caches, tmpfs mounts) and /dev/fuse. Installs missing Debian packages with apt-get.
+# Prints PASS/MISS beside each target; exits 0 unless the benchmark itself (or a cairn command) fails.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+CAIRN=${CAIRN_BIN:-$repo/build/cairn}
+STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-1800}
+
+quick=0 mode=all reps=1
+while (($#)); do
+  case $1 in
+    --quick) quick=1 ;;
+    --rss) mode=rss ;;
+    --no-rss) mode=norss ;;
+    --reps) reps=${2:?--reps needs a number}; shift ;;
+    --reps=*) reps=${1#--reps=} ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "usage: $0 [--quick] [--rss | --no-rss] [--reps N]" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ $reps =~ ^[1-9][0-9]*$ ]] || { echo "--reps needs a positive integer" >&2; exit 2; }
+
+MiB=$((1024 * 1024)) GiB=$((1024 * 1024 * 1024))
+if ((quick)); then
+  SEQ_MIB=256 NFILES=2000 NOPS=2000 RSS_BIG_MIB=512 RSS_FILES=5000
+else
+  SEQ_MIB=2048 NFILES=20000 NOPS=10000 RSS_BIG_MIB=10240 RSS_FILES=100000
+fi
+NDIRS=100
+RSS_TARGET_MIB=300
+SEQ_BYTES=$((SEQ_MIB * MiB))
+# the RSS phase streams the random source file several times: round its size up to a multiple
+RSS_COPIES=$(((RSS_BIG_MIB + SEQ_MIB - 1) / SEQ_MIB))
+RSS_BIG_MIB=$((RSS_COPIES * SEQ_MIB))
+
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { echo "bench: error: $*" >&2; exit 1; }
+human_mib() { awk -v m="$1" 'BEGIN { if (m >= 1024 && m % 1024 == 0) printf "%d GiB", m / 1024; else printf "%d MiB", m }'; }
+with_commas() { printf "%'d" "$1" 2>/dev/null || printf "%d" "$1"; }
+
+# ---------------------------------------------------------------- prerequisites
+(($(id -u) == 0)) || die "must run as root (drop_caches, tmpfs mounts, FUSE mounts)"
+[[ -c /dev/fuse ]] || die "/dev/fuse is missing"
+[[ -w /proc/sys/vm/drop_caches ]] || die "/proc/sys/vm/drop_caches is not writable"
+[[ -x $CAIRN ]] || die "cairn binary not found at $CAIRN (build it with ninja -C build)"
+
+need_pkgs=()
+command -v mergerfs >/dev/null || need_pkgs+=(mergerfs)
+command -v fusermount3 >/dev/null || need_pkgs+=(fuse3)
+command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
+command -v cc >/dev/null || need_pkgs+=(gcc)
+command -v python3 >/dev/null || need_pkgs+=(python3)
+command -v fuser >/dev/null || need_pkgs+=(psmisc)
+[[ -f /usr/share/doc/libfuse3-dev/examples/passthrough_ll.c ]] && pkg-config --exists fuse3 2>/dev/null ||
+  need_pkgs+=(libfuse3-dev)
+if ((${#need_pkgs[@]})); then
+  log "installing missing packages: ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null ||
+    die "apt-get install ${need_pkgs[*]} failed"
+fi
+PTLL_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
+[[ -f $PTLL_SRC ]] || die "$PTLL_SRC not found (libfuse3-dev)"
+
+# ---------------------------------------------------------------- temp dir and cleanup
+TMP=$(mktemp -d "${BENCH_TMPDIR:-${TMPDIR:-/tmp}}/cairn-bench.XXXXXX")
+T=$TMP/tmpfs           # our own tmpfs: sources, native baseline, FUSE backing dirs, cairn archives
+BIN=$TMP/bin LOGS=$TMP/logs MNTS=$TMP/mnt
+mkdir -p "$T" "$BIN" "$LOGS" "$MNTS"
+FUSE_MOUNTS=()         # FUSE mountpoints this script mounted
+declare -A PID_TAG=()  # pid -> a string its cmdline must contain (guards against pid reuse)
+TMPFS_MOUNTED=0
+CHILD=""              # the step running in the background (see run)
+RC=0
+
+is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
+pid_alive() { [[ -n ${PID_TAG[$1]:-} ]] && kill -0 "$1" 2>/dev/null &&
+  tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "${PID_TAG[$1]}"; }
+
+unmount_fuse() {  # orderly first, lazy as the last resort
+  local m=$1 i
+  is_mounted "$m" || return 0
+  fusermount3 -u "$m" 2>/dev/null && return 0
+  for i in 1 2 3 4 5; do sleep 1; fusermount3 -u "$m" 2>/dev/null && return 0; done
+  fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+}
+
+stop_pid() {  # only pids this script started, and only while they are still the same process
+  local p=$1 i
+  pid_alive "$p" || return 0
+  for i in $(seq 1 50); do pid_alive "$p" || return 0; sleep 0.2; done
+  kill -TERM "$p" 2>/dev/null || true
+  for i in $(seq 1 25); do pid_alive "$p" || return 0; sleep 0.2; done
+  pid_alive "$p" && kill -KILL "$p" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$? i m p
+  set +e
+  trap - EXIT INT TERM
+  for ((i = ${#FUSE_MOUNTS[@]} - 1; i >= 0; i--)); do unmount_fuse "${FUSE_MOUNTS[i]}"; done
+  for p in "${!PID_TAG[@]}"; do stop_pid "$p"; done
+  if ((TMPFS_MOUNTED)); then
+    umount "$T" 2>/dev/null || { sleep 2; umount "$T" 2>/dev/null; } || umount -l "$T" 2>/dev/null
+  fi
+  rm -rf --one-file-system "$TMP" 2>/dev/null
+  exit "$rc"
+}
+trap cleanup EXIT
+on_signal() {
+  log "$1: stopping"
+  if [[ -n $CHILD ]]; then kill -TERM "$CHILD" 2>/dev/null; wait "$CHILD" 2>/dev/null || true; fi
+  exit "$2"
+}
+trap 'on_signal interrupted 130' INT
+trap 'on_signal terminated 143' TERM
+
+mem_total_kib=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
+mem_avail_kib() { awk '/^MemAvailable:/ { print $2 }' /proc/meminfo; }
+mount -t tmpfs -o "size=$((mem_total_kib * 9 / 10))k,mode=0755" cairn-bench "$T" || die "cannot mount tmpfs on $T"
+TMPFS_MOUNTED=1
+
+# ---------------------------------------------------------------- failure reporting
+CUR_ARCH=""  # archive of the cairn mount under test, for log tails
+fail_step() {  # fail_step SYS RC CMD...  (output of the failed command is in $LOGS/last.{out,err})
+  local sys=$1 rc=$2; shift 2
+  {
+    echo
+    echo "bench: FAILED on $sys: $* (exit $rc$( ((rc == 124 || rc == 137)) && echo ", timed out after ${STEP_TIMEOUT}s"))"
+    echo "---- stdout"; tail -n 40 "$LOGS/last.out" 2>/dev/null
+    echo "---- stderr"; tail -n 40 "$LOGS/last.err" 2>/dev/null
+    if [[ $sys == cairn* && -n $CUR_ARCH && -f $CUR_ARCH/cairn.log ]]; then
+      echo "---- last lines of $CUR_ARCH/cairn.log"; tail -n 40 "$CUR_ARCH/cairn.log"
+    fi
+    if [[ $sys == cairn* && -n ${CUR_PID:-} ]] && ! kill -0 "$CUR_PID" 2>/dev/null; then
+      echo "---- the cairn daemon (pid $CUR_PID) is no longer running"
+    fi
+    dmesg 2>/dev/null | tail -n 5 | grep -iE 'fuse|segfault|cairn|oom' | sed 's/^/dmesg: /'
+  } >&2
+  exit 1
+}
+# run SYS CMD...: run a step with a timeout; on failure print the details and abort. stdout -> $LOGS/last.out
+# (in the background + wait, so that INT/TERM reach our trap at once instead of after the step)
+# try CMD...: the same without aborting; the exit code is in RC
+try() {
+  RC=0
+  timeout -k 10 "$STEP_TIMEOUT" "$@" >"$LOGS/last.out" 2>"$LOGS/last.err" </dev/null &
+  CHILD=$!
+  wait "$CHILD" || RC=$?
+  CHILD=""
+}
+run() {
+  local sys=$1; shift
+  try "$@"
+  ((RC == 0)) || fail_step "$sys" "$RC" "$@"
+}
+drop_caches() { timeout 300 sync || true; echo 3 >/proc/sys/vm/drop_caches; }
+now_ns() { date +%s%N; }
+declare -A R=()   # R[test,sys] = value
+NOTES=()
+WARNINGS=()
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.1f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+rate() { awk -v n="$1" -v ns="$2" 'BEGIN { printf "%.1f", n / (ns / 1e9) }'; }   # units per second
+secs() { awk -v ns="$1" 'BEGIN { printf "%.2f", ns / 1e9 }'; }
+vmhwm_mib() { awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null; }
+vmrss_mib() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null; }
+
+# ---------------------------------------------------------------- helpers built in the temp dir
+log "building passthrough_ll and the ops helper in $BIN"
+cc -O2 -w -I"$(dirname "$PTLL_SRC")" "$PTLL_SRC" -o "$BIN/passthrough_ll" $(pkg-config --cflags --libs fuse3) ||
+  die "compiling $PTLL_SRC failed"
+cat >"$BIN/opsbench.c" <<'EOF'
+/* opsbench create|stat|unlink DIR N : N ops on DIR/fNNNNNN, prints ops/s */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  if (argc != 4) { fprintf(stderr, "usage: opsbench create|stat|unlink DIR N\n"); return 2; }
+  const char *mode = argv[1], *dir = argv[2];
+  long n = atol(argv[3]);
+  char path[4096];
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/f%06ld", dir, i);
+    if (!strcmp(mode, "create")) {
+      int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+      if (fd < 0 || close(fd) != 0) { perror(path); return 1; }
+    } else if (!strcmp(mode, "stat")) {
+      struct stat st;
+      if (stat(path, &st) != 0) { perror(path); return 1; }
+      if (st.st_size != 0) { fprintf(stderr, "%s: size %lld, expected 0\n", path, (long long)st.st_size); return 1; }
+    } else if (!strcmp(mode, "unlink")) {
+      if (unlink(path) != 0) { perror(path); return 1; }
+    } else { fprintf(stderr, "bad mode %s\n", mode); return 2; }
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  printf("%.1f\n", n / s);
+  return 0;
+}
+EOF
+cc -O2 -Wall -o "$BIN/opsbench" "$BIN/opsbench.c" || die "compiling opsbench failed"
+cat >"$BIN/mktar.py" <<'EOF'
+# mktar.py OUT NFILES NDIRS MAXSIZE SEED: tarball of NFILES random-content files of 0..MAXSIZE bytes in NDIRS dirs
+import io, os, random, sys, tarfile, time
+out, nfiles, ndirs, maxsize, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+rng = random.Random(seed)
+pool = os.urandom(8 << 20)
+now = int(time.time())
+with tarfile.open(out, "w", format=tarfile.GNU_FORMAT) as tar:
+    for d in range(ndirs):
+        ti = tarfile.TarInfo(f"d{d:03d}"); ti.type = tarfile.DIRTYPE; ti.mode = 0o755; ti.mtime = now
+        tar.addfile(ti)
+    for i in range(nfiles):
+        size = rng.randint(0, maxsize)
+        off = rng.randrange(0, len(pool) - maxsize)
+        ti = tarfile.TarInfo(f"d{i % ndirs:03d}/f{i:06d}"); ti.size = size; ti.mode = 0o644; ti.mtime = now
+        tar.addfile(ti, io.BytesIO(pool[off:off + size]))
+EOF
+
+# ---------------------------------------------------------------- systems
+# Each setup_* sets DIR (where the tests run) and DPID (the FUSE daemon pid, empty for tmpfs).
+DIR="" DPID="" CUR_PID=""
+
+wait_mounted() {  # wait_mounted MNT PID LOGFILE
+  local m=$1 p=$2 lf=$3 i
+  for i in $(seq 1 100); do
+    is_mounted "$m" && return 0
+    kill -0 "$p" 2>/dev/null || { cat "$lf" >&2; die "daemon for $m exited before mounting"; }
+    sleep 0.1
+  done
+  cat "$lf" >&2; die "$m did not get mounted within 10 s"
+}
+
+setup_tmpfs() { DIR=$T/native; mkdir -p "$DIR"; DPID=""; }
+teardown_tmpfs() { rm -rf "$DIR"; }
+
+setup_ptll() {
+  local src=$T/ptll-src m=$MNTS/ptll
+  mkdir -p "$src" "$m"
+  "$BIN/passthrough_ll" -f -o "source=$src" "$m" >"$LOGS/ptll.log" 2>&1 &
+  DPID=$!; PID_TAG[$DPID]=$m; FUSE_MOUNTS+=("$m")
+  wait_mounted "$m" "$DPID" "$LOGS/ptll.log"
+  DIR=$m
+}
+teardown_ptll() {
+  local m=$MNTS/ptll
+  unmount_fuse "$m"; stop_pid "$DPID"; rm -rf "$T/ptll-src"
+}
+
+setup_mergerfs() {
+  local src=$T/mergerfs-branch m=$MNTS/mergerfs
+  mkdir -p "$src" "$m"
+  mergerfs -f -o cache.files=partial,dropcacheonclose=false,category.create=mfs "$src" "$m" >"$LOGS/mergerfs.log" 2>&1 &
+  DPID=$!; PID_TAG[$DPID]=$m; FUSE_MOUNTS+=("$m")
+  wait_mounted "$m" "$DPID" "$LOGS/mergerfs.log"
+  DIR=$m
+}
+teardown_mergerfs() {
+  local m=$MNTS/mergerfs
+  unmount_fuse "$m"; stop_pid "$DPID"; rm -rf "$T/mergerfs-branch"
+}
+
+cairn_pid_of() {  # cairn_pid_of ARCH MNT: the daemon pid from ARCH/lock, else the process whose cmdline names MNT
+  local arch=$1 m=$2 p="" q
+  [[ -r $arch/lock ]] && p=$(tr -dc '0-9' <"$arch/lock")
+  if [[ -z $p ]] || ! kill -0 "$p" 2>/dev/null; then
+    p=""
+    for q in /proc/[0-9]*; do
+      tr '\0' ' ' 2>/dev/null <"$q/cmdline" | grep -qF -- " $m" && { p=${q#/proc/}; break; }
+    done
+  fi
+  echo "$p"
+}
+
+cairn_mount() {  # cairn_mount ARCH MNT [mkfs args...]: mkfs + mount; sets DIR, DPID, CUR_ARCH, CUR_PID
+  local arch=$1 m=$2; shift 2
+  mkdir -p "$m"
+  CUR_ARCH=$arch
+  run cairn "$CAIRN" mkfs "$arch" "$@"
+  FUSE_MOUNTS+=("$m")
+  run cairn "$CAIRN" mount "$arch" "$m"
+  is_mounted "$m" || { echo "cairn mount exited 0 but $m is not mounted" >"$LOGS/last.err"; fail_step cairn 0 "$CAIRN" mount "$arch" "$m"; }
+  DPID=$(cairn_pid_of "$arch" "$m")
+  [[ -n $DPID ]] || die "cannot find the cairn daemon pid for $m (lock file: $(cat "$arch/lock" 2>/dev/null))"
+  PID_TAG[$DPID]=$m
+  CUR_PID=$DPID
+  DIR=$m
+}
+cairn_unmount_and_fsck() {  # cairn_unmount_and_fsck ARCH MNT LABEL
+  local arch=$1 m=$2 label=$3
+  run "$label" "$CAIRN" umount "$m"
+  if pid_alive "$DPID"; then
+    WARNINGS+=("$label: the daemon (pid $DPID) was still running after 'cairn umount' returned")
+    stop_pid "$DPID"
+  fi
+  log "$label: cairn fsck"
+  try "$CAIRN" fsck "$arch"
+  if ((RC == 0)); then
+    NOTES+=("$label: cairn fsck after unmount: $(tail -n 1 "$LOGS/last.out")")
+  else
+    WARNINGS+=("$label: 'cairn fsck $arch' exited $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 2000 | tr '\n' '|')")
+  fi
+  CUR_PID=""
+}
+
+setup_cairn() {
+  cairn_mount "$T/cairn-archive" "$MNTS/cairn" --disks 4 --disk-size 8G
+}
+teardown_cairn() {
+  cairn_unmount_and_fsck "$T/cairn-archive" "$MNTS/cairn" cairn
+  rm -rf "$T/cairn-archive"
+  CUR_ARCH=""
+}
+
+# before every timed read: cairn drops its staging cache (reads must come from its disks); everyone drops the page cache
+evict_ns=0
+prepare_read() {
+  local sys=$1 t0
+  if [[ $sys == cairn ]]; then
+    t0=$(now_ns)
+    run cairn "$CAIRN" evict "$CUR_ARCH"
+    evict_ns=$(($(now_ns) - t0))
+  fi
+  drop_caches
+}
+
+# ---------------------------------------------------------------- the per-system tests
+RSS_TRACE=""
+checkpoint() { [[ -z $DPID ]] || RSS_TRACE+=" ; $1 $(vmhwm_mib "$DPID")"; }
+bench_system() {
+  local sys=$1 t0 t1 i vals
+  RSS_TRACE=""
+  log "== $sys: setting up"
+  "setup_$sys"
+  log "$sys: testing in $DIR${DPID:+ (daemon pid $DPID)}"
+
+  # sequential write, 1 MiB requests, fsync at the end
+  vals=()
+  for ((i = 0; i < reps; i++)); do
+    rm -f "$DIR/seq.bin"; drop_caches
+    t0=$(now_ns)
+    run "$sys" dd if="$T/src.bin" of="$DIR/seq.bin" bs=1M count="$SEQ_MIB" conv=fsync status=none
+    t1=$(now_ns)
+    vals+=("$(rate "$SEQ_MIB" $((t1 - t0)))")
+  done
+  R[seqwrite,$sys]=$(median "${vals[@]}")
+  checkpoint "after write"
+  log "$sys: seq write ${R[seqwrite,$sys]} MiB/s"
+
+  # sequential read, cold: cairn from its disks, everyone without page cache
+  vals=()
+  for ((i = 0; i < reps; i++)); do
+    prepare_read "$sys"
+    [[ $sys == cairn ]] && NOTES+=("cairn: 'cairn evict' after the $(human_mib "$SEQ_MIB") write took $(secs "$evict_ns") s (persist + drop cache)")
+    t0=$(now_ns)
+    run "$sys" dd if="$DIR/seq.bin" of=/dev/null bs=1M status=none
+    t1=$(now_ns)
+    vals+=("$(rate "$SEQ_MIB" $((t1 - t0)))")
+  done
+  R[seqread,$sys]=$(median "${vals[@]}")
+  checkpoint "after evict+read"
+  log "$sys: seq read ${R[seqread,$sys]} MiB/s"
+  try cmp "$T/src.bin" "$DIR/seq.bin"
+  ((RC == 0)) || WARNINGS+=("$sys: DATA MISMATCH: the $(human_mib "$SEQ_MIB") file read back differs from what was written (cmp exit $RC): $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 500)")
+  run "$sys" rm -f "$DIR/seq.bin"
+
+  # tar -x of many small files
+  vals=()
+  for ((i = 0; i < reps; i++)); do
+    rm -rf "$DIR/tarx"; mkdir "$DIR/tarx"; drop_caches
+    t0=$(now_ns)
+    run "$sys" tar -xf "$T/small.tar" -C "$DIR/tarx"
+    t1=$(now_ns)
+    vals+=("$(rate "$NFILES" $((t1 - t0)))")
+  done
+  R[tarx,$sys]=$(median "${vals[@]}")
+  checkpoint "after tar -x"
+  log "$sys: tar -x ${R[tarx,$sys]} files/s"
+  prepare_read "$sys"
+  [[ $sys == cairn ]] && NOTES+=("cairn: 'cairn evict' after tar -x of $(with_commas "$NFILES") files took $(secs "$evict_ns") s")
+  try tar -df "$T/small.tar" -C "$DIR/tarx"
+  ((RC == 0)) || WARNINGS+=("$sys: tar -d (compare, after evict + drop_caches) found differences (exit $RC): $(cat "$LOGS/last.out" "$LOGS/last.err" | head -n 5 | tr '\n' '|')")
+
+  # create / stat / unlink of empty files in one directory
+  mkdir "$DIR/ops"
+  drop_caches
+  run "$sys" "$BIN/opsbench" create "$DIR/ops" "$NOPS"; R[create,$sys]=$(cat "$LOGS/last.out")
+  drop_caches
+  run "$sys" "$BIN/opsbench" stat "$DIR/ops" "$NOPS"; R[stat,$sys]=$(cat "$LOGS/last.out")
+  drop_caches
+  run "$sys" "$BIN/opsbench" unlink "$DIR/ops" "$NOPS"; R[unlink,$sys]=$(cat "$LOGS/last.out")
+  log "$sys: create ${R[create,$sys]} stat ${R[stat,$sys]} unlink ${R[unlink,$sys]} ops/s"
+  checkpoint "after create/stat/unlink"
+  [[ -n $DPID ]] && NOTES+=("$sys: daemon VmHWM (MiB) ${RSS_TRACE# ; }")
+
+  # daemon peak RSS after the large file and the small files
+  if [[ -n $DPID ]]; then
+    kill -0 "$DPID" 2>/dev/null || die "$sys daemon (pid $DPID) died during the tests"
+    R[rss,$sys]=$(vmhwm_mib "$DPID")
+    log "$sys: daemon VmHWM ${R[rss,$sys]} MiB"
+  fi
+
+  log "$sys: tearing down"
+  "teardown_$sys"
+}
+
+# ---------------------------------------------------------------- RSS phase: big file + many small files into cairn
+rss_phase() {
+  local big_bytes=$((RSS_BIG_MIB * MiB)) need_kib base t0 t1 i tarball=$T/rss-small.tar
+  log "== RSS phase: generating a tarball of $(with_commas "$RSS_FILES") small files"
+  run setup python3 "$BIN/mktar.py" "$tarball" "$RSS_FILES" "$NDIRS" 8192 2
+  # archive needs: the big file + the small files on its disks + its staging cache (1 GiB) + margin
+  need_kib=$(((big_bytes + 2 * $(stat -c %s "$tarball") + 2 * GiB) / 1024))
+  if (($(mem_avail_kib) > need_kib + 3 * 1024 * 1024)); then
+    base=$T
+  else
+    base=$TMP/scratch; mkdir -p "$base"
+    (($(df -Pk "$base" | awk 'NR == 2 { print $4 }') > need_kib)) || die "not enough memory or disk space for the RSS phase"
+    NOTES+=("RSS phase: not enough free memory for tmpfs, archive on the disk-backed $base")
+  fi
+  cairn_mount "$base/cairn-rss-archive" "$MNTS/cairn-rss" --disks 4 --disk-size 8G
+  log "RSS phase: cairn daemon pid $DPID, archive in $base; copying a $(human_mib "$RSS_BIG_MIB") file"
+  t0=$(now_ns)
+  run cairn-rss bash -c 'set -o pipefail; for ((i = 0; i < $1; i++)); do cat "$2"; done |
+    dd of="$3" bs=1M iflag=fullblock conv=fsync status=none' copy "$RSS_COPIES" "$T/src.bin" "$DIR/big.bin"
+  t1=$(now_ns)
+  NOTES+=("RSS phase: $(human_mib "$RSS_BIG_MIB") file written at $(rate "$RSS_BIG_MIB" $((t1 - t0))) MiB/s, daemon VmHWM then $(vmhwm_mib "$DPID") MiB")
+  log "RSS phase: tar -x of $(with_commas "$RSS_FILES") files"
+  mkdir "$DIR/small"
+  t0=$(now_ns)
+  run cairn-rss tar -xf "$tarball" -C "$DIR/small"
+  t1=$(now_ns)
+  NOTES+=("RSS phase: tar -x of $(with_commas "$RSS_FILES") files at $(rate "$RSS_FILES" $((t1 - t0))) files/s")
+  log "RSS phase: cairn persist"
+  t0=$(now_ns)
+  run cairn-rss "$CAIRN" persist "$CUR_ARCH"
+  t1=$(now_ns)
+  NOTES+=("RSS phase: final 'cairn persist' took $(secs $((t1 - t0))) s")
+  kill -0 "$DPID" 2>/dev/null || die "cairn daemon (pid $DPID) died during the RSS phase"
+  R[rssbig,cairn]=$(vmhwm_mib "$DPID")
+  NOTES+=("RSS phase: after the copy daemon VmRSS $(vmrss_mib "$DPID") MiB, VmHWM ${R[rssbig,cairn]} MiB")
+  log "RSS phase: daemon VmHWM ${R[rssbig,cairn]} MiB after the copy; evict + cold read-back of the big file"
+  t0=$(now_ns)
+  run cairn-rss "$CAIRN" evict "$CUR_ARCH"
+  t1=$(now_ns)
+  NOTES+=("RSS phase: 'cairn evict' took $(secs $((t1 - t0))) s")
+  drop_caches
+  t0=$(now_ns)
+  run cairn-rss dd if="$DIR/big.bin" of=/dev/null bs=1M status=none
+  t1=$(now_ns)
+  kill -0 "$DPID" 2>/dev/null || die "cairn daemon (pid $DPID) died during the RSS phase read-back"
+  R[rssread,cairn]=$(vmhwm_mib "$DPID")
+  NOTES+=("RSS phase: cold read-back of the $(human_mib "$RSS_BIG_MIB") file at $(rate "$RSS_BIG_MIB" $((t1 - t0))) MiB/s; daemon VmRSS then $(vmrss_mib "$DPID") MiB, VmHWM ${R[rssread,cairn]} MiB")
+  log "RSS phase: daemon VmHWM ${R[rssread,cairn]} MiB after the read-back"
+  cairn_unmount_and_fsck "$CUR_ARCH" "$MNTS/cairn-rss" cairn-rss
+  rm -rf "$base/cairn-rss-archive" "$tarball"
+  CUR_ARCH=""
+}
+
+# ---------------------------------------------------------------- main
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+log "cairn benchmark ($( ((quick)) && echo quick || echo full), mode $mode, reps $reps) in $TMP"
+log "generating a $(human_mib "$SEQ_MIB") random source file on tmpfs"
+run setup dd if=/dev/urandom of="$T/src.bin" bs=1M count="$SEQ_MIB" iflag=fullblock status=none
+
+SYSTEMS=(tmpfs ptll mergerfs cairn)
+if [[ $mode != rss ]]; then
+  need_kib=$(((3 * SEQ_BYTES + 2 * GiB) / 1024))
+  (($(mem_avail_kib) > need_kib)) || die "not enough free memory: need about $((need_kib / 1024)) MiB"
+  log "generating a tarball of $(with_commas "$NFILES") files (0-8 KiB) in $NDIRS dirs"
+  run setup python3 "$BIN/mktar.py" "$T/small.tar" "$NFILES" "$NDIRS" 8192 1
+  for s in "${SYSTEMS[@]}"; do bench_system "$s"; done
+fi
+[[ $mode == norss ]] || rss_phase
+
+# ---------------------------------------------------------------- report
+fmt() { local v=${1:-}; [[ -z $v ]] && { echo "-"; return; }; awk -v v="$v" 'BEGIN { if (v >= 100) printf "%.0f", v; else printf "%.1f", v }'; }
+ratio() { [[ -n ${1:-} && -n ${2:-} ]] || { echo "-"; return; }; awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+verdict() {  # verdict KIND value: KIND ge:X (ratio >= X) or lt:X (value < X)
+  local k=${1%%:*} x=${1#*:} v=${2:-}
+  [[ -n $v && $v != - ]] || { echo "n/a"; return; }
+  v=${v%x}
+  awk -v k="$k" -v x="$x" -v v="$v" 'BEGIN { ok = (k == "ge") ? (v >= x) : (v < x); print ok ? "PASS" : "MISS" }'
+}
+
+rows=()
+row() {  # row KEY LABEL UNIT TARGETTEXT TARGETKIND TARGETON(ptll|mfs|abs|"")
+  local key=$1 label=$2 unit=$3 ttext=$4 tkind=$5 ton=$6
+  local c=${R[$key,cairn]:-} p=${R[$key,ptll]:-} m=${R[$key,mergerfs]:-}
+  local rp rmf res="" tv=""
+  rp=$(ratio "$c" "$p"); rmf=$(ratio "$c" "$m")
+  case $ton in
+    ptll) tv=$rp ;; mfs) tv=$rmf ;; abs) tv=$c ;;
+  esac
+  [[ -n $tkind ]] && res=$(verdict "$tkind" "$tv")
+  rows+=("$(printf '%-30s %-8s %10s %14s %10s %10s %11s %11s  %-22s %s' "$label" "$unit" \
+    "$(fmt "${R[$key,tmpfs]:-}")" "$(fmt "$p")" "$(fmt "$m")" "$(fmt "$c")" "$rp" "$rmf" "$ttext" "$res")")
+}
+if [[ $mode != rss ]]; then
+  row seqwrite "seq write $(human_mib "$SEQ_MIB") (1M, fsync)" "MiB/s" ">= 0.9x passthrough_ll" ge:0.9 ptll
+  row seqread "seq read $(human_mib "$SEQ_MIB") (1M, cold)" "MiB/s" ">= 0.9x passthrough_ll" ge:0.9 ptll
+  row tarx "tar -x $(with_commas "$NFILES") small files" "files/s" ">= 1.5x mergerfs" ge:1.5 mfs
+  row create "create $(with_commas "$NOPS") empty files" "ops/s" "" "" ""
+  row stat "stat $(with_commas "$NOPS") files (cold)" "ops/s" "" "" ""
+  row unlink "unlink $(with_commas "$NOPS") files" "ops/s" "" "" ""
+  row rss "daemon peak RSS (VmHWM)" "MiB" "< $RSS_TARGET_MIB MiB" lt:$RSS_TARGET_MIB abs
+fi
+if [[ $mode != norss ]]; then
+  row rssbig "peak RSS copy $(human_mib "$RSS_BIG_MIB")+$((RSS_FILES / 1000))k files" "MiB" "< $RSS_TARGET_MIB MiB" lt:$RSS_TARGET_MIB abs
+  row rssread "  ... + cold read of the big file" "MiB" "< $RSS_TARGET_MIB MiB" lt:$RSS_TARGET_MIB abs
+fi
+
+echo
+echo "cairn benchmark — $( ((quick)) && echo "quick" || echo "full") run, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $((mem_total_kib / 1024 / 1024)) GiB RAM, kernel $(uname -r)"
+echo "cairn: $CAIRN ($(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "?")$(git -C "$repo" diff --quiet HEAD -- src 2>/dev/null || echo "+dirty")), archive: 4 disks x 8 GiB on tmpfs; reps: $reps (median)"
+echo "load average at start: $LOAD_START (other work on this machine skews the numbers)"
+echo "baselines: tmpfs dir; libfuse $(pkg-config --modversion fuse3) passthrough_ll over tmpfs; $(mergerfs --version 2>&1 | head -n 1 | sed 's/ version: */ /') over one tmpfs branch"
+echo
+printf '%-30s %-8s %10s %14s %10s %10s %11s %11s  %-22s %s\n' test unit tmpfs passthrough_ll mergerfs cairn cairn/ptll cairn/mfs target result
+printf '%s\n' "$(printf '%.0s-' $(seq 1 150))"
+printf '%s\n' "${rows[@]}"
+echo
+for n in "${NOTES[@]}"; do echo "note: $n"; done
+if ((${#WARNINGS[@]})); then
+  echo
+  for w in "${WARNINGS[@]}"; do echo "WARNING: $w"; done
+fi
+exit 0
