@@ -24,11 +24,27 @@ struct DirtyFile {
   std::set<uint64_t> segments;  // segment indexes whose cache copy is newer than the disks
   bool all_cached = false;      // after a crash: every cache-resident segment is suspect
   int64_t last_write_ns = 0;
+  uint64_t written_bytes = 0;   // bytes written since it was last clean (space it may need)
 };
 
 struct FileState {
   std::unordered_map<uint64_t, LiveInode> live;
   std::map<uint64_t, DirtyFile> dirty;
+  uint64_t dirty_bytes = 0;  // sum of dirty[*].written_bytes
+
+  // Records a write of `bytes` to `ino`.
+  DirtyFile& MarkWritten(uint64_t ino, uint64_t bytes) {
+    DirtyFile& file = dirty[ino];
+    file.written_bytes += bytes;
+    dirty_bytes += bytes;
+    return file;
+  }
+  void EraseDirty(uint64_t ino) {
+    auto it = dirty.find(ino);
+    if (it == dirty.end()) return;
+    dirty_bytes -= it->second.written_bytes;
+    dirty.erase(it);
+  }
   // Files whose dirty data should be persisted at or after the given time.
   std::map<uint64_t, int64_t> persist_queue;
 

@@ -160,7 +160,7 @@ Status Filesystem::MaybeDelete(uint64_t ino) {
     CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(ino, 0));
     return catalog.DeleteInode(ino);
   }));
-  state_.dirty.erase(ino);
+  state_.EraseDirty(ino);
   state_.persist_queue.erase(ino);
   state_.DropCached(ino);
   archive_.RemoveCacheAfterFlush(ino);
@@ -436,7 +436,7 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       }
       truncate_cache = true;
       if (dirty.segments.empty() && !dirty.all_cached) {
-        state_.dirty.erase(ino);
+        state_.EraseDirty(ino);
       } else {
         inode.dirty = true;
         dirty.last_write_ns = now;
@@ -585,6 +585,11 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
     auto inode = archive_.catalog().GetInode(fh->ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
     segment_size = SegmentSizeOf(*inode);
+    uint64_t needed = state_.dirty_bytes + src.size();
+    needed += (needed / segment_size + 2) * kBlockSize;  // an extent header block per segment
+    if (FreeDiskBytes() < needed) {
+      return Status::Posix(ENOSPC, "the disks cannot hold more than what already waits to be persisted");
+    }
   }
   uint64_t first = offset / segment_size;
   uint64_t last = (offset + src.size() - 1) / segment_size;
@@ -613,7 +618,7 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
     inode->dirty = true;
     return catalog.UpdateInode(*inode);
   }));
-  DirtyFile& dirty = state_.dirty[fh->ino];
+  DirtyFile& dirty = state_.MarkWritten(fh->ino, src.size());
   for (uint64_t i = first; i <= last; i++) dirty.segments.insert(i);
   dirty.last_write_ns = now;
   state_.DropCached(fh->ino);
@@ -727,13 +732,18 @@ Status Filesystem::RemoveXattr(uint64_t ino, const std::string& name) {
   });
 }
 
+uint64_t Filesystem::FreeDiskBytes() {
+  uint64_t free = 0;
+  for (size_t i = 0; i < archive_.disk_count(); i++) free += archive_.allocator(i).free_bytes();
+  return free;
+}
+
 FsStats Filesystem::StatFs() {
   std::lock_guard lock(archive_.catalog_mutex());
   FsStats stats;
-  for (size_t i = 0; i < archive_.disk_count(); i++) {
-    stats.total_bytes += archive_.allocator(i).capacity();
-    stats.free_bytes += archive_.allocator(i).free_bytes();
-  }
+  for (size_t i = 0; i < archive_.disk_count(); i++) stats.total_bytes += archive_.allocator(i).capacity();
+  uint64_t free = FreeDiskBytes();
+  stats.free_bytes = free > state_.dirty_bytes ? free - state_.dirty_bytes : 0;
   stats.inodes = archive_.catalog().ComputeTotals().inodes;
   return stats;
 }
@@ -755,8 +765,8 @@ Status Filesystem::EvictFile(uint64_t ino) {
     if (catalog.GetSegments(ino).size() != count) return Status::OK();  // not fully persisted yet
     CAIRN_RETURN_IF_ERROR(catalog.SetSegmentsCached(ino, false));
     state_.DropCached(ino);
-    // The catalog must stop pointing at the cache before the cache copy disappears.
-    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(false));
+    // The catalog must stop pointing at the cache, durably, before the cache copy goes.
+    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(true));
   }
   return archive_.cache().Remove(ino);
 }

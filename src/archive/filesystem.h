@@ -135,6 +135,8 @@ class Filesystem {
   // Evicts least recently used clean files while the cache is over its budget.
   void EvictOverBudget();
   Status CheckName(const std::string& name) const;
+  // Free bytes on all disks. REQUIRES: catalog mutex.
+  uint64_t FreeDiskBytes();
 
   Archive& archive_;
   FileState state_;

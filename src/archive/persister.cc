@@ -111,7 +111,7 @@ Status Persister::PersistAll() {
       for (const auto& [ino, dirty] : state_.dirty) inos.push_back(ino);
       state_.persist_queue.clear();
     }
-    if (inos.empty()) return Status::OK();
+    if (inos.empty()) break;
     Status st = PersistFiles(inos);
     if (after_batch_) after_batch_();
     if (!st.ok()) return st;
@@ -120,19 +120,18 @@ Status Persister::PersistAll() {
   if (!state_.dirty.empty()) {
     return Status::Busy(fmt::format("{} file(s) are still being written; persist again later", state_.dirty.size()));
   }
-  return Status::OK();
+  return archive_.FlushCatalog(true);  // "persisted" must survive a power loss too
 }
 
 Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
   std::lock_guard run(run_mutex_);
   std::vector<Piece> pieces;
   uint64_t pending_bytes = 0;
-  Status result;
   auto flush = [&]() {
     Status st = WriteAndCommit(pieces);
-    if (!st.ok() && result.ok()) result = st;
     pieces.clear();
     pending_bytes = 0;
+    return st;
   };
   for (uint64_t ino : inos) {
     for (;;) {
@@ -140,17 +139,19 @@ Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
       Status st = Snapshot(ino, pieces);
       if (!st.ok()) {
         LogError("inode {}: cannot read dirty data from the staging cache: {}", ino, st.message());
-        if (result.ok()) result = st;
-        break;
+        flush();
+        return st;
       }
       for (size_t i = before; i < pieces.size(); i++) pending_bytes += pieces[i].data.size();
       bool more = pieces.size() - before == kSegmentsPerCommit;
-      if (pending_bytes >= kSegmentsPerCommit * archive_.options().segment_size || more) flush();
+      if (pending_bytes >= kSegmentsPerCommit * archive_.options().segment_size || more) {
+        // A failed batch goes back to the queue; retrying it here would spin.
+        CAIRN_RETURN_IF_ERROR(flush());
+      }
       if (!more) break;
     }
   }
-  flush();
-  return result;
+  return flush();
 }
 
 Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
@@ -162,7 +163,7 @@ Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
     auto record = archive_.catalog().GetInode(ino);
     auto dirty_it = state_.dirty.find(ino);
     if (!record.ok() || dirty_it == state_.dirty.end()) {
-      if (dirty_it != state_.dirty.end()) state_.dirty.erase(dirty_it);
+      state_.EraseDirty(ino);
       return Status::OK();
     }
     inode = *record;
@@ -319,7 +320,7 @@ Status Persister::WriteAndCommit(std::vector<Piece>& pieces) {
     inode->segment_size = piece.segment_size;
     auto dirty = state_.dirty.find(piece.ino);
     inode->dirty = dirty != state_.dirty.end() && (dirty->second.all_cached || !dirty->second.segments.empty());
-    if (!inode->dirty && dirty != state_.dirty.end()) state_.dirty.erase(dirty);
+    if (!inode->dirty && dirty != state_.dirty.end()) state_.EraseDirty(piece.ino);
     st = catalog.UpdateInode(*inode);
     inodes[piece.ino] = *inode;
   }

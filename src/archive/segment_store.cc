@@ -28,7 +28,8 @@ Result<SegmentStore::Payload> SegmentStore::Load(uint64_t extent_id) {
   auto bytes = archive_.ReadExtentPayload(extent);
   if (!bytes.ok()) {
     LogError("read of extent {} failed: {}", extent_id, bytes.status().message());
-    return bytes.status();
+    // Whatever went wrong (unreadable, damaged, unknown version), the reader gets EIO.
+    return Status::Corruption(bytes.status().message());
   }
   auto payload = std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
   std::lock_guard lock(mutex_);

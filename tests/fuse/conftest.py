@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import stat
@@ -143,11 +144,7 @@ def wait_pid_gone(pid, timeout):
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mountinfo") as f:
-        for line in f:
-            mp = line.split()[4].encode().decode("unicode_escape")
-            if mp == path:
-                return True
-    return False
+        return any(_unescape_mountinfo(line.split()[4]) == path for line in f)
 
 
 def run_as_nobody(python_code, *args):
@@ -347,6 +344,14 @@ def diff_r(a, b):
     assert r.returncode == 0, f"diff -r {a} {b} (exit {r.returncode}):\n{r.stdout[-4000:]}{r.stderr[-2000:]}"
 
 
+def tar_copy(src, dst, *extra):
+    """tar -c of src's contents piped into tar -x in dst (created if needed), POSIX format so
+    nanosecond mtimes survive; as root, tar -x keeps owners and modes."""
+    os.makedirs(dst, exist_ok=True)
+    opts = " ".join(extra)
+    sh(f'tar -C "{src}" --format=posix {opts} -cf - . | tar -C "{dst}" -xpf -')
+
+
 PAST_NS = 1_000_000_000 * 1_000_000_000  # 2001-09-09T01:46:40Z
 
 
@@ -502,7 +507,6 @@ class Archive:
             t0 = time.monotonic()
             gone = wait_pid_gone(pid, 10)
             self.late_exits.append((pid, state, round(time.monotonic() - t0, 3)))
-            print("LATE EXIT", self.late_exits[-1])
             assert gone, f"daemon {pid} still running 10 s after cairn umount returned (state {state})"
         return r
 
@@ -556,59 +560,73 @@ class Archive:
         return pid_alive(pid) and self.arch in pid_cmdline(pid)
 
     def own_daemons(self):
-        """Pids of live cairn processes serving this archive: the ones seen in ARCH/lock plus any
-        other process whose command line names this test's private archive path."""
+        """Pids of live cairn daemons serving this archive: the ones seen in ARCH/lock plus any
+        `cairn mount` process whose command line names this test's private archive path."""
         pids = set(self.pids)
         for entry in os.listdir("/proc"):
             if entry.isdigit() and int(entry) != os.getpid():
                 argv = pid_cmdline(int(entry))
-                if argv and os.path.basename(argv[0]) == "cairn" and self.arch in argv:
+                if (len(argv) > 2 and os.path.basename(argv[0]) == "cairn" and argv[1] in ("mount", self.arch)
+                        and self.arch in argv):
                     pids.add(int(entry))
         return sorted(p for p in pids if self._own_daemon(p))
 
     def _kill_own_daemons(self):
         killed = []
         for pid in self.own_daemons():
-            if self._own_daemon(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                except ProcessLookupError:
-                    pass
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
         for pid in killed:
             wait_pid_gone(pid, 30)
         return killed
 
+    def mounts_under_base(self):
+        return mounts_under(self.base)
+
     def cleanup(self):
-        """Leaves nothing behind: no mount, no daemon. Returns a list of problems seen."""
+        """Leaves nothing behind: no mount, no daemon. Never raises; returns the problems seen."""
         problems = []
         if self.watchdog_fired:
             problems.append(f"watchdog fired after {TIMEOUT:.0f}s: the test hung; daemon killed, mount detached")
-        for mnt in [self.mnt] + self.extra_mounts():
-            if is_mounted(mnt):
-                r = subprocess.run([CAIRN, "umount", mnt], capture_output=True, text=True, timeout=300) \
-                    if mnt == self.mnt else None
-                if r is None or r.returncode != 0 or is_mounted(mnt):
-                    if r is not None:
-                        problems.append(f"cairn umount {mnt} at teardown failed (exit {r.returncode}): "
-                                        f"{r.stdout}{r.stderr}")
-                    subprocess.run([FUSERMOUNT, "-u", "-z", mnt], capture_output=True, timeout=60)
+        if is_mounted(self.mnt):
+            try:
+                r = subprocess.run([CAIRN, "umount", self.mnt], capture_output=True, text=True, timeout=300)
+                if r.returncode != 0:
+                    problems.append(f"cairn umount {self.mnt} at teardown failed (exit {r.returncode}): "
+                                    f"{r.stdout}{r.stderr}")
+            except Exception as e:  # noqa: BLE001 - teardown must go on
+                problems.append(f"cairn umount {self.mnt} at teardown: {e!r}")
+        for mp in reversed(self.mounts_under_base()):
+            if mp != os.path.realpath(self.mnt):
+                problems.append(f"unexpected mount left at {mp}")
+            try:
+                subprocess.run([FUSERMOUNT, "-u", "-z", mp], capture_output=True, timeout=60)
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"fusermount3 -uz {mp}: {e!r}")
         for pid in self.own_daemons():
             if not wait_pid_gone(pid, 20):
-                problems.append(f"daemon {pid} still running after unmount; killed")
+                problems.append(f"daemon {pid} still running 20 s after unmount; killed")
         self._kill_own_daemons()
         return problems
 
-    def extra_mounts(self):
-        """Mount points under the temp dir other than .mnt (tests may mount elsewhere)."""
-        out = []
-        prefix = os.path.realpath(self.base) + os.sep
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                mp = line.split()[4].encode().decode("unicode_escape")
-                if mp.startswith(prefix) and mp != os.path.realpath(self.mnt):
-                    out.append(mp)
-        return out
+
+def _unescape_mountinfo(field):
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mounts_under(base):
+    """Mount points at or below base, outermost first."""
+    prefix = os.path.realpath(base)
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = _unescape_mountinfo(line.split()[4])
+            if mp == prefix or mp.startswith(prefix + os.sep):
+                out.append(mp)
+    return out
 
 
 @pytest.fixture
@@ -633,7 +651,13 @@ def archive(request):
                 r = cairn("fsck", a.arch, check=False, timeout=300)
                 if r.returncode != 0 or "clean" not in r.stdout:
                     problems.append(f"cairn fsck at teardown not clean (exit {r.returncode}):\n{r.stdout}{r.stderr}")
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"teardown: {e!r}")
         finally:
-            shutil.rmtree(base, ignore_errors=True)
+            left = mounts_under(base)
+            if left:  # never delete through a live mount
+                problems.append(f"could not detach {left}; {base} left in place")
+            else:
+                shutil.rmtree(base, ignore_errors=True)
     if problems:
         pytest.fail("teardown: " + "\n".join(problems), pytrace=False)

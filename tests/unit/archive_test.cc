@@ -306,3 +306,30 @@ TEST_CASE("Persister: a disk failure at any point loses nothing") {
     REQUIRE(fail_at < 100);
   }
 }
+
+TEST_CASE("Filesystem: a full archive answers ENOSPC and keeps what it accepted") {
+  Fixture f;  // three 16 MiB disks
+  InodeRecord attr;
+  auto fh = f.fs->Create(kRootInode, "filler", 0644, O_RDWR, Caller{}, &attr);
+  REQUIRE(fh.ok());
+  auto chunk = test::RandomBytes(1 << 20, 9);
+  uint64_t written = 0;
+  Status refused;
+  for (int i = 0; i < 64; i++) {
+    auto n = f.fs->Write(*fh, written, chunk);
+    if (!n.ok()) {
+      refused = n.status();
+      break;
+    }
+    written += *n;
+  }
+  f.fs->Release(*fh);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.sys_errno() == ENOSPC);
+  CHECK(written >= 40u << 20);
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());
+  auto back = f.ReadFile(attr.ino, written);
+  REQUIRE(back.size() == written);
+  CHECK(std::equal(chunk.begin(), chunk.end(), back.end() - static_cast<long>(chunk.size())));
+}

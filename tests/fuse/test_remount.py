@@ -1,0 +1,40 @@
+"""11. Everything survives an unmount/mount cycle: names, modes, owners, xattrs, data."""
+import os
+
+from conftest import MiB, assert_snapshots_equal, make_rich_tree, pid_alive, random_bytes, snapshot, write_file
+
+
+def test_remount_persists_everything(archive):
+    root = make_rich_tree(archive.m("tree"), devices=True)
+    for i in range(200):  # many small files share pack extents
+        write_file(archive.m("tree", "packed", f"p{i:03d}"), random_bytes(i * 37, 500 + i))
+    os.utime(archive.m("tree", "packed"), ns=(10**18, 10**18 + 5))
+    before = snapshot(root)
+    # while still in the cache
+    archive.remount()
+    assert_snapshots_equal(before, snapshot(root), "after remount")
+    # and after the data went to the disks only
+    archive.evict()
+    assert_snapshots_equal(before, snapshot(root), "after evict")
+    archive.remount()
+    archive.evict()
+    assert_snapshots_equal(before, snapshot(root), "after evict + remount")
+    # the mount root itself keeps its attributes
+    os.chmod(archive.mnt, 0o711)
+    os.chown(archive.mnt, 1234, 5678)
+    os.setxattr(archive.mnt, "user.root", b"yes")
+    archive.remount()
+    st = os.stat(archive.mnt)
+    assert (oct(st.st_mode & 0o7777), st.st_uid, st.st_gid) == (oct(0o711), 1234, 5678)
+    assert os.getxattr(archive.mnt, "user.root") == b"yes"
+
+
+def test_umount_returns_after_daemon_exit(archive):
+    """cairn umount is documented to wait until the daemon has exited."""
+    for i in range(5):
+        write_file(archive.m(f"f{i}"), random_bytes(8 * MiB, 600 + i))
+        pid = archive.daemon_pid()
+        archive.umount()
+        assert not pid_alive(pid) and not archive.late_exits, \
+            f"round {i}: cairn umount returned while daemon {pid} still ran: {archive.late_exits}"
+        archive.mount()
