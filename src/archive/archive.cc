@@ -117,6 +117,8 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
     archive->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (archive->lock_fd_ < 0) return Status::FromErrno(fmt::format("cannot open {}", lock_path), errno);
     if (::flock(archive->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(archive->lock_fd_);  // not ours: the destructor must not touch the holder's pid
+      archive->lock_fd_ = -1;
       return Status::Busy(fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first",
                                       root, LockHolder(root)));
     }
@@ -143,9 +145,11 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
 Archive::~Archive() {
   if (catalog_) FlushCatalog(false);
   catalog_.reset();
+  disks_.clear();
+  // Last: once the lock is gone, another process may open the archive.
   if (lock_fd_ >= 0) {
     if (::ftruncate(lock_fd_, 0) != 0) {
-      // The stale pid is harmless: the flock, not the file's content, is the lock.
+      // A stale pid is harmless: the flock, not the file's content, is the lock.
     }
     ::close(lock_fd_);
   }

@@ -97,7 +97,7 @@ class Archive {
   std::string dir_;
   ArchiveOptions options_;
   ArchiveId id_{};
-  int lock_fd_ = -1;
+  int lock_fd_ = -1;      // holds the flock while this process owns the archive
   std::mutex catalog_mutex_;
   std::unique_ptr<Catalog> catalog_;
   StagingCache cache_{""};

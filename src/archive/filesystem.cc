@@ -224,9 +224,11 @@ Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& nam
     if (!ino.ok()) return ino.status();
     node.ino = *ino;
     CAIRN_RETURN_IF_ERROR(catalog.InsertEntry(parent, name, node.ino));
-    if (!access_acl.empty()) {
+    if (!access_acl.empty() && !AclIsMinimal(access_acl)) {
       CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclAccessXattr, access_acl));
-      if (S_ISDIR(mode)) CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclDefaultXattr, *default_acl));
+    }
+    if (!access_acl.empty() && S_ISDIR(mode)) {
+      CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclDefaultXattr, *default_acl));
     }
     if (S_ISDIR(mode)) dir->nlink++;
     dir->mtime_ns = dir->ctime_ns = now;
@@ -702,6 +704,12 @@ Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<con
       int perms = AclPermissionBits(bytes);
       if (perms < 0) return Status::Posix(EINVAL, "malformed POSIX ACL");
       inode->mode = (inode->mode & ~0777u) | static_cast<uint32_t>(perms);
+      inode->ctime_ns = NowNs();
+      if (AclIsMinimal(bytes)) {  // the mode now says everything the ACL said
+        Status removed = catalog.RemoveXattr(ino, name);
+        if (!removed.ok() && !removed.IsNotFound()) return removed;
+        return catalog.UpdateInode(*inode);
+      }
     } else if (name == kAclDefaultXattr) {
       if (!IsDir(*inode)) return Status::Posix(EACCES, "only directories have default ACLs");
       if (AclPermissionBits(bytes) < 0) return Status::Posix(EINVAL, "malformed POSIX ACL");

@@ -72,8 +72,8 @@ void Persister::Run() {
     if (!due.empty()) {
       Status st = PersistFiles(due);
       if (!st.ok()) LogError("persisting {} file(s) failed, will retry: {}", due.size(), st.message());
-      if (after_batch_) after_batch_();
     }
+    if (after_batch_) after_batch_();  // also when idle: a file closed since may be evictable now
     // Commit the catalog's batch of metadata changes and make freed space reusable.
     std::lock_guard lock(archive_.catalog_mutex());
     Status st = archive_.has_freed_space() ? archive_.ReleaseFreedSpace() : archive_.FlushCatalog(false);

@@ -28,7 +28,7 @@ class Persister {
   Status Stop();
   // Persists every dirty file now, on the calling thread.
   Status PersistAll();
-  // Called after each batch, with no locks held (eviction hook).
+  // Called after every poll and batch, with no locks held (eviction hook).
   void SetAfterBatch(std::function<void()> fn) { after_batch_ = std::move(fn); }
 
  private:

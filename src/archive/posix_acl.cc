@@ -83,3 +83,15 @@ int AclPermissionBits(const std::vector<uint8_t>& acl) {
 }
 
 }  // namespace cairn
+
+namespace cairn {
+
+bool AclIsMinimal(const std::vector<uint8_t>& acl) {
+  if (!WellFormed(acl)) return false;
+  bool minimal = true;
+  auto copy = acl;
+  ForEachEntry(copy, [&](uint16_t tag, uint8_t*) { minimal &= tag == kUserObj || tag == kGroupObj || tag == kOther; });
+  return minimal;
+}
+
+}  // namespace cairn

@@ -19,5 +19,8 @@ bool AclApplyCreateMode(std::vector<uint8_t>& acl, uint32_t* mode);
 bool AclApplyChmod(std::vector<uint8_t>& acl, uint32_t mode);
 // The permission bits (0777 part of a mode) an access ACL stands for; -1 if malformed.
 int AclPermissionBits(const std::vector<uint8_t>& acl);
+// True when `acl` has only the owner, group and other entries: the mode says it all, so
+// (like ext4) it is not stored.
+bool AclIsMinimal(const std::vector<uint8_t>& acl);
 
 }  // namespace cairn

@@ -59,7 +59,11 @@ class Statement {
   void BindOne(int index, const std::string& v) { BindOne(index, std::string_view(v)); }
   void BindOne(int index, const char* v) { BindOne(index, std::string_view(v)); }
   void BindOne(int index, std::span<const uint8_t> v) {
-    sqlite3_bind_blob(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    if (v.empty()) {
+      sqlite3_bind_zeroblob(stmt_, index, 0);  // an empty value, not NULL
+    } else {
+      sqlite3_bind_blob(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    }
   }
   void BindOne(int index, const std::vector<uint8_t>& v) { BindOne(index, std::span<const uint8_t>(v)); }
   void BindOne(int index, std::nullptr_t) { sqlite3_bind_null(stmt_, index); }

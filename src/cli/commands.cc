@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -99,8 +100,11 @@ int CmdUmount(const Args& args) {
   int status = 0;
   ::waitpid(child, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Fail(1, fmt::format("fusermount3 -u {} failed", mountpoint));
-  // Wait for the daemon to persist what is left and release the archive.
-  while (pid > 0 && Archive::LockHolder(archive) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Wait for the daemon to persist what is left, release the archive and exit.
+  auto daemon_alive = [pid] { return pid > 0 && ::kill(pid, 0) == 0; };
+  while (Archive::LockHolder(archive) != 0 || daemon_alive()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   return 0;
 }
 
