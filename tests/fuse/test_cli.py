@@ -1,0 +1,90 @@
+"""The fstab mount forms, status, inspect, and a bad config key."""
+import json
+import os
+
+from conftest import CAIRN, is_mounted, read_file, run, write_file
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PATH_WITH_CAIRN = os.path.dirname(CAIRN) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
+
+
+def _mount_with_helper(archive, cmd):
+    """Mounts through an fstab helper (cairn found via PATH, as mount(8) would run it)."""
+    archive.umount()
+    env = dict(os.environ, PATH=PATH_WITH_CAIRN)
+    run(cmd, env=env, timeout=120)
+    assert is_mounted(archive.mnt)
+    archive.pids.add(archive.daemon_pid())
+
+
+def test_fstab_type_fuse_cairn(archive):
+    # fstab "ARCH MNT fuse.cairn defaults,persist_idle=3": mount(8) runs mount.fuse3 like this.
+    write_file(archive.m("kept"), b"before\n")
+    _mount_with_helper(archive, ["mount.fuse3", archive.arch, archive.mnt, "-t", "cairn", "-o",
+                                 "defaults,persist_idle=3"])
+    assert read_file(archive.m("kept")) == b"before\n"
+    with open("/proc/mounts") as f:
+        line = next(l for l in f if f" {archive.mnt} " in l)
+    assert line.split()[0] == archive.arch and line.split()[2] == "fuse.cairn"
+
+
+def test_fstab_type_cairn_helper(archive):
+    # fstab "ARCH MNT cairn noauto,cache_size=64M": mount(8) runs mount.cairn like this.
+    write_file(archive.m("kept"), b"before\n")
+    _mount_with_helper(archive, [os.path.join(REPO, "scripts", "mount.cairn"), archive.arch, archive.mnt,
+                                 "-o", "rw,noauto,cache_size=64M"])
+    assert read_file(archive.m("kept")) == b"before\n"
+    # mount -f (fake) must not mount
+    archive.umount()
+    run([os.path.join(REPO, "scripts", "mount.cairn"), archive.arch, archive.mnt, "-f"],
+        env=dict(os.environ, PATH=PATH_WITH_CAIRN))
+    assert not is_mounted(archive.mnt)
+    archive.mount()
+
+
+def test_status_reports_disks_cache_and_queue(archive):
+    write_file(archive.m("a"), os.urandom(3 << 20))
+    archive.persist()
+    s = archive.status()
+    assert s["mounted_by_pid"] == archive.daemon_pid()
+    assert len(s["disks"]) == 4 and s["extents"] >= 1
+    assert s["bytes_persisted"] == 3 << 20
+    assert s["files_queued"] == 0
+    assert sum(d["used"] for d in s["disks"]) == s["extent_bytes"]
+    text = run([CAIRN, "status", archive.arch]).stdout
+    assert "mounted (daemon pid" in text and "disk-000.img" in text
+    archive.umount()
+    assert json.loads(run([CAIRN, "status", archive.arch, "--json"]).stdout)["mounted_by_pid"] == 0
+    archive.mount()
+
+
+def test_inspect_dumps_an_extent_header(archive):
+    write_file(archive.m("big"), os.urandom(5 << 20))
+    archive.umount()
+    found = []
+    for disk in range(4):
+        r = run([CAIRN, "inspect", archive.arch, "--disk", str(disk), "--offset", "4096"], check=False)
+        if r.returncode == 0:
+            found.append(r.stdout)
+        else:
+            assert "all-zero" in r.stderr or "magic" in r.stderr, r.stderr
+    assert found, "no extent at offset 4096 on any disk"
+    assert any("file segment" in out and "payload 4194304 bytes" in out for out in found), found
+    archive.mount()
+
+
+def test_unknown_config_key_is_refused(archive):
+    archive.umount()
+    conf = os.path.join(archive.arch, "cairn.conf")
+    original = read_file(conf)
+    with open(conf, "ab") as f:
+        f.write(b"colour = blue\n")
+    try:
+        r = run([CAIRN, "mount", archive.arch, archive.mnt], check=False)
+        assert r.returncode != 0
+        assert "unknown option 'colour'" in r.stderr and "cairn.conf" in r.stderr, r.stderr
+        assert not is_mounted(archive.mnt)
+    finally:
+        with open(conf, "wb") as f:
+            f.write(original)
+    archive.mount()
