@@ -45,8 +45,10 @@ Result<SegmentStore::Payload> SegmentStore::Load(uint64_t extent_id) {
 }
 
 Status SegmentStore::Read(const SegmentRecord& segment, uint64_t offset, std::span<uint8_t> dst) {
-  std::memset(dst.data(), 0, dst.size());
-  if (offset >= segment.length || segment.extent_id == kHoleExtent) return Status::OK();
+  if (offset >= segment.length || segment.extent_id == kHoleExtent) {
+    std::memset(dst.data(), 0, dst.size());
+    return Status::OK();
+  }
   auto payload = Load(segment.extent_id);
   if (!payload.ok()) return payload.status();
   const auto& bytes = **payload;
@@ -58,6 +60,7 @@ Status SegmentStore::Read(const SegmentRecord& segment, uint64_t offset, std::sp
                                           segment.extent_id, bytes.size(), segment.ino, start + n));
   }
   std::memcpy(dst.data(), bytes.data() + start, n);
+  std::memset(dst.data() + n, 0, dst.size() - n);  // past the stored length: zeros
   return Status::OK();
 }
 

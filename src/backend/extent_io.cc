@@ -18,13 +18,13 @@ Status WriteExtent(Disk& disk, uint64_t offset, const ExtentHeader& header, std:
 
 Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const ExtentExpectation& expect) {
   std::string where = fmt::format("{} offset {}", disk.Name(), offset);
-  std::vector<uint8_t> buffer(kExtentHeaderSize + expect.payload_length);
-  if (offset + buffer.size() > disk.Size()) {
+  if (offset + kExtentHeaderSize + expect.payload_length > disk.Size()) {
     return Status::Corruption(fmt::format("{}: extent {} of {} bytes passes the end of the disk ({} bytes)", where,
-                                          expect.extent_id, buffer.size(), disk.Size()));
+                                          expect.extent_id, kExtentHeaderSize + expect.payload_length, disk.Size()));
   }
-  CAIRN_RETURN_IF_ERROR(disk.ReadAt(offset, buffer));
-  auto header = DecodeExtentHeader(buffer, where);
+  std::array<uint8_t, kExtentHeaderSize> header_bytes;
+  CAIRN_RETURN_IF_ERROR(disk.ReadAt(offset, header_bytes));
+  auto header = DecodeExtentHeader(header_bytes, where);
   if (!header.ok()) return header.status();
   if (header->archive_id != expect.archive_id) {
     return Status::Corruption(fmt::format("{}: extent belongs to archive {} (this archive is {})", where,
@@ -38,7 +38,9 @@ Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const Exten
     return Status::Corruption(fmt::format("{}: extent {} payload is {} bytes (catalog expects {})", where,
                                           expect.extent_id, header->payload_length, expect.payload_length));
   }
-  std::vector<uint8_t> payload(buffer.begin() + kExtentHeaderSize, buffer.end());
+  // The payload goes straight into its own buffer: no copy on the read path.
+  std::vector<uint8_t> payload(expect.payload_length);
+  CAIRN_RETURN_IF_ERROR(disk.ReadAt(offset + kExtentHeaderSize, payload));
   uint32_t actual = Crc32c(payload);
   if (actual != header->payload_crc || actual != expect.payload_crc) {
     return Status::Corruption(fmt::format("{}: extent {} payload checksum mismatch (want={:08x} have={:08x})", where,
