@@ -26,8 +26,8 @@ struct ArchiveOptions {
   // Once persisted data in the staging cache passes this many bytes, whole files are
   // evicted, least recently used first, down to 90 % of it. Default: 1 GiB.
   uint64_t cache_size = 1ull << 30;
-  // Decoded segments kept in memory to serve reads of evicted files. Default: 16.
-  uint32_t read_buffer_segments = 16;
+  // Decoded segments kept in memory to serve reads of evicted files. Default: 8.
+  uint32_t read_buffer_segments = 8;
 
   // --- Identity and layout (written by mkfs)
 

@@ -1,8 +1,9 @@
 // FileState is the in-memory side of the namespace: kernel lookup counts, open handles,
 // which segments of which files are dirty in the staging cache, and the LRU of cached
 // files that eviction walks. Everything here is guarded by Archive::catalog_mutex(),
-// except data_lock(), which serializes data movement of one file (write, fetch,
-// persist snapshot, truncate, evict) and is taken BEFORE catalog_mutex.
+// except data_lock(), which serializes data movement of one file (exclusive: write,
+// fetch, persist snapshot, truncate, evict; shared: read) and is taken BEFORE
+// catalog_mutex.
 #pragma once
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <unordered_map>
 
 namespace cairn {
@@ -69,8 +71,8 @@ struct FileState {
     cached.erase(it);
   }
 
-  std::mutex& data_lock(uint64_t ino) { return data_locks[ino % data_locks.size()]; }
-  std::array<std::mutex, 64> data_locks;
+  std::shared_mutex& data_lock(uint64_t ino) { return data_locks[ino % data_locks.size()]; }
+  std::array<std::shared_mutex, 64> data_locks;
 };
 
 }  // namespace cairn

@@ -377,7 +377,7 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
 }
 
 Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& request) {
-  std::unique_lock<std::mutex> data_lock;
+  std::unique_lock<std::shared_mutex> data_lock;
   if (request.size) data_lock = std::unique_lock(state_.data_lock(ino));
   int fetch_fd = -1;
   if (request.size) {
@@ -545,6 +545,8 @@ Status Filesystem::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t 
 }
 
 Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t> dst) {
+  // Shared: a segment's cache copy cannot be evicted between the lookup and the read.
+  std::shared_lock data(state_.data_lock(fh->ino));
   uint64_t segment_size;
   uint64_t length;
   std::vector<std::optional<SegmentRecord>> segments;
@@ -580,7 +582,7 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
 Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src) {
   if (!fh->writable || fh->cache_fd < 0) return Status::Posix(EBADF, "file not open for writing");
   if (src.empty()) return size_t{0};
-  std::lock_guard data(state_.data_lock(fh->ino));
+  std::unique_lock data(state_.data_lock(fh->ino));
   uint64_t segment_size;
   {
     std::lock_guard lock(archive_.catalog_mutex());
@@ -757,7 +759,7 @@ FsStats Filesystem::StatFs() {
 }
 
 Status Filesystem::EvictFile(uint64_t ino) {
-  std::lock_guard data(state_.data_lock(ino));
+  std::unique_lock data(state_.data_lock(ino));
   {
     std::lock_guard lock(archive_.catalog_mutex());
     Catalog& catalog = archive_.catalog();
@@ -779,23 +781,65 @@ Status Filesystem::EvictFile(uint64_t ino) {
   return archive_.cache().Remove(ino);
 }
 
-void Filesystem::EvictOverBudget() {
-  std::vector<uint64_t> victims;
+Status Filesystem::EvictCleanSegments(uint64_t ino) {
+  std::unique_lock data(state_.data_lock(ino));
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // offset, length
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    uint64_t budget = archive_.options().cache_size;
-    if (state_.cached_bytes <= budget) return;
-    uint64_t to_free = state_.cached_bytes - budget * 9 / 10;
+    Catalog& catalog = archive_.catalog();
+    auto inode = catalog.GetInode(ino);
+    if (!inode.ok()) return Status::OK();
+    auto dirty = state_.dirty.find(ino);
+    if (dirty != state_.dirty.end() && dirty->second.all_cached) return Status::OK();
+    uint64_t segment_size = SegmentSizeOf(*inode);
+    CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+      for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
+        if (!segment.cached || (dirty != state_.dirty.end() && dirty->second.segments.contains(segment.index))) {
+          continue;
+        }
+        CAIRN_RETURN_IF_ERROR(catalog.SetSegmentCached(ino, segment.index, false));
+        ranges.emplace_back(segment.index * segment_size, segment_size);
+      }
+      return Status::OK();
+    }));
+    if (ranges.empty()) return Status::OK();
+    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(true));
+  }
+  for (const auto& [offset, length] : ranges) CAIRN_RETURN_IF_ERROR(archive_.cache().PunchHole(ino, offset, length));
+  return Status::OK();
+}
+
+void Filesystem::EvictOverBudget() {
+  std::vector<uint64_t> victims;
+  std::vector<uint64_t> writing;
+  uint64_t budget = archive_.options().cache_size;
+  uint64_t writing_bytes = 0;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    for (const auto& [ino, live] : state_.live) {
+      if (live.nwriters > 0) writing.push_back(ino);
+    }
+    for (uint64_t ino : writing) writing_bytes += archive_.cache().Usage(ino);
+    uint64_t total = state_.cached_bytes + writing_bytes;
+    if (total <= budget) return;
+    uint64_t to_free = total - budget * 9 / 10;
     for (const auto& [tick, ino] : state_.lru_by_tick) {
       if (to_free == 0) break;
       uint64_t bytes = state_.cached[ino].second;
       victims.push_back(ino);
       to_free -= std::min(to_free, bytes);
     }
+    if (to_free == 0) writing.clear();  // closed files alone bring the cache back under budget
   }
   for (uint64_t ino : victims) {
     Status st = EvictFile(ino);
     if (!st.ok()) LogError("inode {}: eviction failed: {}", ino, st.message());
+  }
+  // Files still being written: drop what is already persisted (a 10 GiB copy must not need
+  // 10 GiB of cache).
+  for (uint64_t ino : writing) {
+    Status st = EvictCleanSegments(ino);
+    if (!st.ok()) LogError("inode {}: eviction of persisted segments failed: {}", ino, st.message());
   }
 }
 

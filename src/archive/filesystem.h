@@ -132,7 +132,10 @@ class Filesystem {
   Status FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t last);
   // Evicts one clean file from the staging cache if it is still evictable.
   Status EvictFile(uint64_t ino);
-  // Evicts least recently used clean files while the cache is over its budget.
+  // Drops the persisted, unmodified segments of a file that is still open from the cache.
+  Status EvictCleanSegments(uint64_t ino);
+  // Evicts least recently used clean files (then persisted parts of files still being
+  // written) while the cache is over its budget.
   void EvictOverBudget();
   Status CheckName(const std::string& name) const;
   // Free bytes on all disks. REQUIRES: catalog mutex.

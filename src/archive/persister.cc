@@ -95,7 +95,11 @@ std::vector<uint64_t> Persister::DueFiles(int64_t now_ns) {
   for (const auto& [ino, dirty] : state_.dirty) {
     auto live = state_.live.find(ino);
     bool open_for_write = live != state_.live.end() && live->second.nwriters > 0;
-    if (open_for_write && dirty.last_write_ns + idle_ns <= now_ns && !state_.persist_queue.contains(ino) &&
+    // Open files are persisted when idle, and behind the writer once enough segments are
+    // dirty (a long copy must not wait for close to reach the disks).
+    bool idle = dirty.last_write_ns + idle_ns <= now_ns;
+    bool behind = dirty.segments.size() > kSegmentsPerCommit;
+    if (open_for_write && (idle || behind) && !state_.persist_queue.contains(ino) &&
         std::find(due.begin(), due.end(), ino) == due.end()) {
       due.push_back(ino);
     }
@@ -155,7 +159,7 @@ Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
 }
 
 Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
-  std::lock_guard data(state_.data_lock(ino));
+  std::unique_lock data(state_.data_lock(ino));
   InodeRecord inode;
   std::vector<uint64_t> indexes;
   {
@@ -179,7 +183,15 @@ Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
       }
       dirty.all_cached = false;
     }
+    // The last dirty segment of a file still being written is most likely half done:
+    // leave it for a later pass instead of writing it twice.
+    auto live = state_.live.find(ino);
+    bool active = live != state_.live.end() && live->second.nwriters > 0 &&
+                  dirty.last_write_ns + static_cast<int64_t>(archive_.options().persist_idle_seconds) * 1'000'000'000 >
+                      NowNs();
+    uint64_t skip = active && !dirty.segments.empty() ? *dirty.segments.rbegin() : UINT64_MAX;
     for (auto it = dirty.segments.begin(); it != dirty.segments.end() && indexes.size() < kSegmentsPerCommit;) {
+      if (*it == skip) break;
       if (*it < count) indexes.push_back(*it);
       it = dirty.segments.erase(it);
     }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +39,17 @@ Status StagingCache::Truncate(uint64_t ino, uint64_t size) const {
   if (::truncate(PathOf(ino).c_str(), static_cast<off_t>(size)) != 0 && errno != ENOENT) {
     return Status::FromErrno(fmt::format("staging cache: cannot truncate {}", PathOf(ino)), errno);
   }
+  return Status::OK();
+}
+
+Status StagingCache::PunchHole(uint64_t ino, uint64_t offset, uint64_t length) const {
+  int fd = ::open(PathOf(ino).c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? Status::OK() : Status::FromErrno("staging cache: open " + PathOf(ino), errno);
+  int rc = ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                       static_cast<off_t>(length));
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::FromErrno(fmt::format("staging cache: punch hole in {}", PathOf(ino)), err);
   return Status::OK();
 }
 

@@ -22,6 +22,8 @@ class StagingCache {
   uint64_t Usage(uint64_t ino) const;
   Status Remove(uint64_t ino) const;
   Status Truncate(uint64_t ino, uint64_t size) const;
+  // Frees [offset, offset + length) of the cache file of `ino`, keeping its size.
+  Status PunchHole(uint64_t ino, uint64_t offset, uint64_t length) const;
   // Calls fn(ino, allocated_bytes, mtime_seconds) for every cache file.
   void ForEach(const std::function<void(uint64_t, uint64_t, int64_t)>& fn) const;
 

@@ -126,7 +126,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, bool rea
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA journal_mode=WAL"));
     // NORMAL: a commit survives a crash of the daemon; SyncDurable() adds power-loss durability for fsync.
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA synchronous=NORMAL"));
-    CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA cache_size=-65536"));  // 64 MiB of pages
+    CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA cache_size=-32768"));  // 32 MiB of pages
   }
   return catalog;
 }

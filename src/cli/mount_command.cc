@@ -2,6 +2,7 @@
 // daemon child. The parent exits 0 only once the mount is live; otherwise it prints the
 // child's reason and exits 1.
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,6 +74,10 @@ struct StartupChannel {
 };
 
 int RunDaemon(const MountRequest& request, StartupChannel& channel) {
+  // Large buffers (segments, 1 MiB FUSE replies) come and go on many threads; without
+  // this glibc keeps them in per-thread arenas and the daemon's RSS only grows.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_ARENA_MAX, 4);
   Archive::OpenOptions open;
   open.overrides = request.overrides;
   auto archive = Archive::Open(request.archive, open);

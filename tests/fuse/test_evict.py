@@ -1,4 +1,5 @@
 """10. Eviction from the staging cache; reads then come from the disks, byte-identical."""
+import hashlib
 import time
 
 from conftest import KiB, MiB, random_bytes, sha256, sha256_file, write_file
@@ -79,3 +80,26 @@ def test_cache_shrinks_once_open_file_is_closed(archive):
     assert cached <= 8 * MiB, (f"{cached / MiB:.1f} MiB still cached 10 s after the last file was closed "
                                f"and `cairn persist` ran (cache_size=8M)")
     check_set(expected)
+
+
+def test_large_file_written_behind_and_evicted_while_open(archive):
+    """A file much larger than cache_size, written in one open: its finished segments are
+    persisted and dropped from the cache before the file is closed."""
+    archive.remount("cache_size=16M")
+    path = archive.m("large")
+    expected = hashlib.sha256()
+    peak_cached = 0
+    with open(path, "wb") as f:
+        for i in range(160):
+            chunk = random_bytes(MiB, 1000 + i)
+            f.write(chunk)
+            expected.update(chunk)
+            if i % 8 == 7:
+                f.flush()
+                time.sleep(0.3)  # give the persister its polls, as a slow source would
+                peak_cached = max(peak_cached, archive.status()["bytes_cached"])
+        before_close = archive.status()
+    assert before_close["bytes_persisted"] >= 100 * MiB, before_close
+    assert peak_cached < 96 * MiB, f"cache reached {peak_cached / MiB:.0f} MiB with cache_size=16M"
+    archive.evict()
+    assert sha256_file(path) == expected.hexdigest()
