@@ -95,10 +95,10 @@ std::vector<uint64_t> Persister::DueFiles(int64_t now_ns) {
   for (const auto& [ino, dirty] : state_.dirty) {
     auto live = state_.live.find(ino);
     bool open_for_write = live != state_.live.end() && live->second.nwriters > 0;
-    // Open files are persisted when idle, and behind the writer once enough segments are
-    // dirty (a long copy must not wait for close to reach the disks).
+    // Open files are persisted when idle, and behind the writer once unpersisted data fills
+    // half the cache (a long copy must not wait for close to reach the disks).
     bool idle = dirty.last_write_ns + idle_ns <= now_ns;
-    bool behind = dirty.segments.size() > kSegmentsPerCommit;
+    bool behind = dirty.segments.size() > kSegmentsPerCommit && state_.dirty_bytes > archive_.options().cache_size / 2;
     if (open_for_write && (idle || behind) && !state_.persist_queue.contains(ino) &&
         std::find(due.begin(), due.end(), ino) == due.end()) {
       due.push_back(ino);

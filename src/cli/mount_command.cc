@@ -74,10 +74,9 @@ struct StartupChannel {
 };
 
 int RunDaemon(const MountRequest& request, StartupChannel& channel) {
-  // Large buffers (segments, 1 MiB FUSE replies) come and go on many threads; without
-  // this glibc keeps them in per-thread arenas and the daemon's RSS only grows.
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
-  mallopt(M_ARENA_MAX, 4);
+  // Large buffers (segments, 1 MiB FUSE replies) come and go on many threads; with an
+  // arena per thread glibc would keep a copy of the peak in each, and RSS only grows.
+  mallopt(M_ARENA_MAX, 2);
   Archive::OpenOptions open;
   open.overrides = request.overrides;
   auto archive = Archive::Open(request.archive, open);
