@@ -49,6 +49,8 @@ struct FileState {
   }
   // Files whose dirty data should be persisted at or after the given time.
   std::map<uint64_t, int64_t> persist_queue;
+  // Last write, create or close: the persister prefers quiet moments.
+  int64_t last_activity_ns = 0;
 
   // Clean files resident in the staging cache: LRU order and bytes.
   uint64_t lru_clock = 0;

@@ -623,6 +623,7 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
     return catalog.UpdateInode(*inode);
   }));
   DirtyFile& dirty = state_.MarkWritten(fh->ino, src.size());
+  state_.last_activity_ns = now;
   for (uint64_t i = first; i <= last; i++) dirty.segments.insert(i);
   dirty.last_write_ns = now;
   state_.DropCached(fh->ino);
@@ -657,6 +658,7 @@ void Filesystem::Release(FileHandle* fh) {
   if (handle->writable) live.nwriters -= std::min<uint32_t>(1, live.nwriters);
   if (live.nwriters == 0 && state_.dirty.contains(handle->ino)) {
     state_.persist_queue[handle->ino] = NowNs();  // the persister polls; a wakeup per close costs more
+    state_.last_activity_ns = NowNs();
   } else if (live.nwriters == 0 && handle->writable && !state_.cached.contains(handle->ino)) {
     // Persisted while open (idle rule): it is clean now, so it may be evicted.
     state_.TouchCached(handle->ino, archive_.cache().Usage(handle->ino));

@@ -24,6 +24,8 @@ bool IsAllZero(const std::vector<uint8_t>& data) {
 }
 
 constexpr auto kPollInterval = std::chrono::milliseconds(250);
+constexpr int64_t kQuietNs = 500'000'000;
+constexpr size_t kPiecesPerCommit = 512;  // bounds how long one commit holds the catalog
 constexpr int64_t kRetryDelayNs = 5'000'000'000;
 constexpr uint64_t kSegmentsPerCommit = 16;  // bounds memory: 16 segments in flight
 
@@ -83,15 +85,20 @@ void Persister::Run() {
 
 std::vector<uint64_t> Persister::DueFiles(int64_t now_ns) {
   std::vector<uint64_t> due;
+  int64_t idle_ns = static_cast<int64_t>(archive_.options().persist_idle_seconds) * 1'000'000'000;
+  // Closed files wait for a quiet moment (while tar or rsync runs, persisting would only
+  // compete with them), for persist_idle seconds at most, or until the cache fills.
+  bool quiet = now_ns - state_.last_activity_ns >= kQuietNs;
+  bool pressure = state_.dirty_bytes > archive_.options().cache_size / 4;
+  int64_t horizon = quiet || pressure ? now_ns : now_ns - idle_ns;
   for (auto it = state_.persist_queue.begin(); it != state_.persist_queue.end();) {
-    if (it->second <= now_ns) {
+    if (it->second <= horizon) {
       due.push_back(it->first);
       it = state_.persist_queue.erase(it);
     } else {
       ++it;
     }
   }
-  int64_t idle_ns = static_cast<int64_t>(archive_.options().persist_idle_seconds) * 1'000'000'000;
   for (const auto& [ino, dirty] : state_.dirty) {
     auto live = state_.live.find(ino);
     bool open_for_write = live != state_.live.end() && live->second.nwriters > 0;
@@ -148,7 +155,8 @@ Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
       }
       for (size_t i = before; i < pieces.size(); i++) pending_bytes += pieces[i].data.size();
       bool more = pieces.size() - before == kSegmentsPerCommit;
-      if (pending_bytes >= kSegmentsPerCommit * archive_.options().segment_size || more) {
+      if (pending_bytes >= kSegmentsPerCommit * archive_.options().segment_size || more ||
+          pieces.size() >= kPiecesPerCommit) {
         // A failed batch goes back to the queue; retrying it here would spin.
         CAIRN_RETURN_IF_ERROR(flush());
       }

@@ -160,10 +160,10 @@ Status Catalog::Begin() {
     return Status::OK();
   }
   if (!batch_open_) {
-    CAIRN_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    CAIRN_RETURN_IF_ERROR(Prepare("BEGIN IMMEDIATE").Bind().Run());
     batch_open_ = true;
   }
-  CAIRN_RETURN_IF_ERROR(Exec("SAVEPOINT op"));
+  CAIRN_RETURN_IF_ERROR(Prepare("SAVEPOINT op").Bind().Run());
   txn_depth_ = 1;
   return Status::OK();
 }
@@ -171,12 +171,13 @@ Status Catalog::Begin() {
 Status Catalog::Commit() {
   if (txn_depth_ == 0) return Status::InvalidArgument("catalog: commit without begin");
   if (--txn_depth_ > 0) return Status::OK();
-  return Exec("RELEASE op");
+  return Prepare("RELEASE op").Bind().Run();
 }
 
 void Catalog::Rollback() {
   if (txn_depth_ == 0) return;
   txn_depth_ = 0;
+  inode_cache_.clear();
   Exec("ROLLBACK TO op; RELEASE op");
 }
 
@@ -186,6 +187,7 @@ Status Catalog::Flush(bool durable) {
     batch_open_ = false;
     Status st = Exec("COMMIT");
     if (!st.ok()) {
+      inode_cache_.clear();
       Exec("ROLLBACK");
       return st;
     }
@@ -212,9 +214,13 @@ Status Catalog::SetMeta(const std::string& key, const std::string& value) {
 }
 
 Result<InodeRecord> Catalog::GetInode(uint64_t ino) {
+  if (auto it = inode_cache_.find(ino); it != inode_cache_.end()) return it->second;
   auto& s = Prepare("SELECT " INODE_COLUMNS " FROM inodes WHERE ino = ?");
   s.Bind(ino);
-  if (s.Step()) return ReadInode(s);
+  if (s.Step()) {
+    if (inode_cache_.size() >= kInodeCacheLimit) inode_cache_.clear();
+    return inode_cache_[ino] = ReadInode(s);
+  }
   if (!s.status().ok()) return s.status();
   return Status::NotFound(fmt::format("inode {}", ino));
 }
@@ -226,19 +232,28 @@ Result<uint64_t> Catalog::InsertInode(const InodeRecord& r) {
   CAIRN_RETURN_IF_ERROR(s.Bind(r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns,
                                r.segment_size, r.dirty, r.symlink)
                             .Run());
-  return static_cast<uint64_t>(sqlite3_last_insert_rowid(db_));
+  uint64_t ino = static_cast<uint64_t>(sqlite3_last_insert_rowid(db_));
+  if (inode_cache_.size() < kInodeCacheLimit) {
+    inode_cache_[ino] = r;
+    inode_cache_[ino].ino = ino;
+  }
+  return ino;
 }
 
 Status Catalog::UpdateInode(const InodeRecord& r) {
-  return Prepare(
+  inode_cache_.erase(r.ino);  // re-read (and re-cached) after the update succeeds
+  Status st = Prepare(
              "UPDATE inodes SET mode=?, uid=?, gid=?, nlink=?, size=?, rdev=?, atime_ns=?, mtime_ns=?, ctime_ns=?, "
              "segment_size=?, dirty=?, symlink=? WHERE ino=?")
       .Bind(r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns, r.segment_size,
             r.dirty, r.symlink, r.ino)
       .Run();
+  if (st.ok() && inode_cache_.size() < kInodeCacheLimit) inode_cache_[r.ino] = r;
+  return st;
 }
 
 Status Catalog::DeleteInode(uint64_t ino) {
+  inode_cache_.erase(ino);
   CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM xattrs WHERE ino = ?").Bind(ino).Run());
   return Prepare("DELETE FROM inodes WHERE ino = ?").Bind(ino).Run();
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,10 @@ class Catalog {
   sqlite3* db_;
   int txn_depth_ = 0;
   bool batch_open_ = false;
+  // Write-through copy of inode rows: nearly every operation reads one or two inodes.
+  // Dropped whole on Rollback, since the rows it mirrors may have been rolled back.
+  std::unordered_map<uint64_t, InodeRecord> inode_cache_;
+  static constexpr size_t kInodeCacheLimit = 200000;
   std::map<const char*, std::unique_ptr<Statement>> statements_;
 };
 
