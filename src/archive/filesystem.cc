@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <cerrno>
 #include <ctime>
 
@@ -760,27 +761,39 @@ FsStats Filesystem::StatFs() {
   return stats;
 }
 
-Status Filesystem::EvictFile(uint64_t ino) {
-  std::unique_lock data(state_.data_lock(ino));
-  {
-    std::lock_guard lock(archive_.catalog_mutex());
-    Catalog& catalog = archive_.catalog();
-    auto live = state_.live.find(ino);
-    bool open = live != state_.live.end() && live->second.nopen > 0;
-    auto inode = catalog.GetInode(ino);
-    if (open || state_.dirty.contains(ino) || !inode.ok()) {
-      if (!inode.ok()) state_.DropCached(ino);
-      return Status::OK();
+Status Filesystem::EvictFiles(const std::vector<uint64_t>& inos) {
+  constexpr size_t kGroup = 256;  // files per durable commit
+  for (size_t first = 0; first < inos.size(); first += kGroup) {
+    std::vector<uint64_t> group(inos.begin() + first, inos.begin() + std::min(inos.size(), first + kGroup));
+    // Every data lock of the group, in stripe order (nobody else holds two, so no deadlock).
+    std::set<std::shared_mutex*> stripes;
+    for (uint64_t ino : group) stripes.insert(&state_.data_lock(ino));
+    std::vector<std::unique_lock<std::shared_mutex>> held;
+    for (std::shared_mutex* stripe : stripes) held.emplace_back(*stripe);
+    std::vector<uint64_t> evicted;
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      Catalog& catalog = archive_.catalog();
+      for (uint64_t ino : group) {
+        auto live = state_.live.find(ino);
+        bool open = live != state_.live.end() && live->second.nopen > 0;
+        auto inode = catalog.GetInode(ino);
+        if (!inode.ok()) state_.DropCached(ino);
+        if (open || state_.dirty.contains(ino) || !inode.ok()) continue;
+        uint64_t segment_size = SegmentSizeOf(*inode);
+        uint64_t count = (inode->size + segment_size - 1) / segment_size;
+        if (catalog.GetSegments(ino).size() != count) continue;  // not fully persisted yet
+        CAIRN_RETURN_IF_ERROR(catalog.SetSegmentsCached(ino, false));
+        state_.DropCached(ino);
+        evicted.push_back(ino);
+      }
+      if (evicted.empty()) continue;
+      // The catalog must stop pointing at the cache, durably, before the cache copies go.
+      CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(true));
     }
-    uint64_t segment_size = SegmentSizeOf(*inode);
-    uint64_t count = (inode->size + segment_size - 1) / segment_size;
-    if (catalog.GetSegments(ino).size() != count) return Status::OK();  // not fully persisted yet
-    CAIRN_RETURN_IF_ERROR(catalog.SetSegmentsCached(ino, false));
-    state_.DropCached(ino);
-    // The catalog must stop pointing at the cache, durably, before the cache copy goes.
-    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(true));
+    for (uint64_t ino : evicted) CAIRN_RETURN_IF_ERROR(archive_.cache().Remove(ino));
   }
-  return archive_.cache().Remove(ino);
+  return Status::OK();
 }
 
 Status Filesystem::EvictCleanSegments(uint64_t ino) {
@@ -833,10 +846,7 @@ void Filesystem::EvictOverBudget() {
     }
     if (to_free == 0) writing.clear();  // closed files alone bring the cache back under budget
   }
-  for (uint64_t ino : victims) {
-    Status st = EvictFile(ino);
-    if (!st.ok()) LogError("inode {}: eviction failed: {}", ino, st.message());
-  }
+  if (Status st = EvictFiles(victims); !st.ok()) LogError("eviction failed: {}", st.message());
   // Files still being written: drop what is already persisted (a 10 GiB copy must not need
   // 10 GiB of cache).
   for (uint64_t ino : writing) {
@@ -852,8 +862,7 @@ Status Filesystem::EvictAll() {
     std::lock_guard lock(archive_.catalog_mutex());
     for (const auto& [ino, entry] : state_.cached) inos.push_back(ino);
   }
-  for (uint64_t ino : inos) CAIRN_RETURN_IF_ERROR(EvictFile(ino));
-  return Status::OK();
+  return EvictFiles(inos);
 }
 
 }  // namespace cairn

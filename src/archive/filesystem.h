@@ -130,8 +130,8 @@ class Filesystem {
   // Brings persisted segments [first, last] of `ino` back into the staging cache.
   // REQUIRES: data_lock(ino) held, catalog mutex NOT held.
   Status FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t last);
-  // Evicts one clean file from the staging cache if it is still evictable.
-  Status EvictFile(uint64_t ino);
+  // Evicts the clean files among `inos` from the staging cache, a durable commit per group.
+  Status EvictFiles(const std::vector<uint64_t>& inos);
   // Drops the persisted, unmodified segments of a file that is still open from the cache.
   Status EvictCleanSegments(uint64_t ino);
   // Evicts least recently used clean files (then persisted parts of files still being
