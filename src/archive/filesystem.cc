@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 
 #include "archive/posix_acl.h"
+#include "policy/resolver.h"
+#include "policy/vocabulary.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -430,7 +432,9 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       uint64_t old_count = (old_size + segment_size - 1) / segment_size;
       uint64_t new_count = (new_size + segment_size - 1) / segment_size;
       DirtyFile& dirty = state_.dirty[ino];
-      if (new_size < old_size) {
+      if (inode.segment_size == 0) {
+        dirty.all_cached = true;  // segment size not decided yet (see Write)
+      } else if (new_size < old_size) {
         CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(ino, new_count));
         for (auto it = dirty.segments.lower_bound(new_count); it != dirty.segments.end();) it = dirty.segments.erase(it);
         if (new_size % segment_size != 0) dirty.segments.insert(new_size / segment_size);
@@ -615,9 +619,11 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   int64_t now = NowNs();
+  bool never_persisted = false;
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
     auto inode = catalog.GetInode(fh->ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    never_persisted = inode->segment_size == 0;
     inode->size = std::max<uint64_t>(inode->size, offset + src.size());
     inode->mtime_ns = inode->ctime_ns = now;
     inode->dirty = true;
@@ -625,7 +631,13 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
   }));
   DirtyFile& dirty = state_.MarkWritten(fh->ino, src.size());
   state_.last_activity_ns = now;
-  for (uint64_t i = first; i <= last; i++) dirty.segments.insert(i);
+  // A file's segment size is decided by its policy when it is first persisted, so until
+  // then the whole file is dirty rather than segments of a size not yet known.
+  if (never_persisted) {
+    dirty.all_cached = true;
+  } else {
+    for (uint64_t i = first; i <= last; i++) dirty.segments.insert(i);
+  }
   dirty.last_write_ns = now;
   state_.DropCached(fh->ino);
   return src.size();
@@ -690,12 +702,24 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(uint64_t dir, uint64_t cookie,
 
 Result<std::vector<uint8_t>> Filesystem::GetXattr(uint64_t ino, const std::string& name) {
   std::lock_guard lock(archive_.catalog_mutex());
+  if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
+    auto text = ComputedPolicyValue(ino, name.substr(kPolicyPrefix.size()));
+    if (!text.ok()) return text.status();
+    return std::vector<uint8_t>(text->begin(), text->end());
+  }
   auto value = archive_.catalog().GetXattr(ino, name);
   if (!value.ok() && value.status().IsNotFound()) return Status::Posix(ENODATA, name);
   return value;
 }
 
 Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags) {
+  std::vector<uint8_t> canonical;
+  if (name.starts_with(kPolicyPrefix)) {
+    auto checked = CheckPolicyXattr(name, value);
+    if (!checked.ok()) return checked.status();
+    canonical.assign(checked->begin(), checked->end());
+    value = canonical;
+  }
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {
@@ -725,6 +749,58 @@ Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<con
   });
 }
 
+Result<std::string> Filesystem::CheckPolicyXattr(const std::string& name, std::span<const uint8_t> value) {
+  std::string_view suffix = std::string_view(name).substr(kPolicyPrefix.size());
+  if (IsComputedPolicyKey(suffix)) {
+    return Status::Posix(EPERM, fmt::format("{} is computed by cairn and cannot be set", name));
+  }
+  auto key = ParsePolicyKey(suffix);
+  std::string text(value.begin(), value.end());
+  Result<std::string> canonical = key.ok() ? CanonicalPolicyValue(*key, text) : Result<std::string>(key.status());
+  if (!canonical.ok()) {
+    LogWarning("setxattr {}='{}' refused: {}", name, text, canonical.status().message());
+    return Status::Posix(EINVAL, canonical.status().message());
+  }
+  return canonical;
+}
+
+Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::string& suffix) {
+  Catalog& catalog = archive_.catalog();
+  auto inode = catalog.GetInode(ino);
+  if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  auto policy = ResolvePolicy(catalog, ino, archive_.options().segment_size);
+  if (!policy.ok()) return policy.status();
+  if (suffix == "effective") return policy->Effective();
+  if (suffix == "effective.source") return policy->Sources();
+  if (suffix == "state") {
+    if (!S_ISREG(inode->mode)) return std::string("persisted");
+    auto dirty = state_.dirty.find(ino);
+    if (dirty != state_.dirty.end() || inode->dirty) {
+      auto live = state_.live.find(ino);
+      bool writing = live != state_.live.end() && live->second.nwriters > 0;
+      return std::string(writing ? "cached" : "queued");
+    }
+    if (inode->segment_size != 0 && inode->segment_size != policy->segment_size()) return std::string("out-of-policy");
+    return std::string("persisted");
+  }
+  if (suffix == "location") {
+    std::string out;
+    for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
+      std::string where = "hole";
+      if (segment.extent_id != kHoleExtent) {
+        auto extent = catalog.GetExtent(segment.extent_id);
+        if (!extent.ok()) return extent.status();
+        where = fmt::format("disk{}@{}+{}", extent->disk, extent->offset + kExtentHeaderSize + segment.extent_offset,
+                            segment.length);
+      }
+      out += fmt::format("{}{}={}{}", out.empty() ? "" : " ", segment.index, where, segment.cached ? ",cached" : "");
+    }
+    return out.empty() ? std::string(S_ISREG(inode->mode) && inode->size > 0 ? "cache" : "none") : out;
+  }
+  // digest and scrubbed come with whole-file digests and scrubbing.
+  return Status::Posix(ENODATA, fmt::format("user.cairn.{} is not computed by this build", suffix));
+}
+
 Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino) {
   std::lock_guard lock(archive_.catalog_mutex());
   if (!archive_.catalog().GetInode(ino).ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
@@ -732,6 +808,9 @@ Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino) {
 }
 
 Status Filesystem::RemoveXattr(uint64_t ino, const std::string& name) {
+  if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
+    return Status::Posix(EPERM, fmt::format("{} is computed by cairn and cannot be removed", name));
+  }
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {

@@ -138,6 +138,10 @@ class Filesystem {
   // written) while the cache is over its budget.
   void EvictOverBudget();
   Status CheckName(const std::string& name) const;
+  // Validates a user.cairn.* value; returns its canonical spelling or EINVAL/EPERM.
+  Result<std::string> CheckPolicyXattr(const std::string& name, std::span<const uint8_t> value);
+  // user.cairn.effective, .effective.source, .state, .location. REQUIRES: catalog mutex.
+  Result<std::string> ComputedPolicyValue(uint64_t ino, const std::string& suffix);
   // Free bytes on all disks. REQUIRES: catalog mutex.
   uint64_t FreeDiskBytes();
 

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "policy/resolver.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -180,7 +181,14 @@ Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
     }
     inode = *record;
     DirtyFile& dirty = dirty_it->second;
-    uint64_t segment_size = inode.segment_size ? inode.segment_size : archive_.options().segment_size;
+    // The policy is decided now, at first persist, not at create: rsync's rename and
+    // tar's late setfattr have happened by then.
+    uint64_t segment_size = inode.segment_size;
+    if (segment_size == 0) {
+      auto policy = ResolvePolicy(archive_.catalog(), ino, archive_.options().segment_size);
+      if (!policy.ok()) return policy.status();
+      segment_size = policy->segment_size();
+    }
     uint64_t count = (inode.size + segment_size - 1) / segment_size;
     if (dirty.all_cached) {
       std::map<uint64_t, bool> cached;

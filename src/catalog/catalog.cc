@@ -316,6 +316,14 @@ Result<uint64_t> Catalog::ParentOf(uint64_t ino) {
   return Status::NotFound(fmt::format("inode {} has no name", ino));
 }
 
+Result<std::pair<uint64_t, std::string>> Catalog::NameOf(uint64_t ino) {
+  auto& s = Prepare("SELECT parent, name FROM dentries WHERE ino = ? LIMIT 1");
+  s.Bind(ino);
+  if (s.Step()) return std::make_pair(s.UInt(0), s.Text(1));
+  if (!s.status().ok()) return s.status();
+  return Status::NotFound(fmt::format("inode {} has no name", ino));
+}
+
 Result<std::vector<uint8_t>> Catalog::GetXattr(uint64_t ino, const std::string& name) {
   auto& s = Prepare("SELECT value FROM xattrs WHERE ino = ? AND name = ?");
   s.Bind(ino, name);

@@ -113,6 +113,8 @@ class Catalog {
   std::vector<DirEntryRecord> ListEntries(uint64_t dir, uint64_t after, size_t limit);
   // The directory holding `ino` (any one of its names), for ".." and loop checks.
   Result<uint64_t> ParentOf(uint64_t ino);
+  // One name of `ino`: (directory, name).
+  Result<std::pair<uint64_t, std::string>> NameOf(uint64_t ino);
 
   // --- extended attributes
   Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name);

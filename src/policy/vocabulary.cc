@@ -1,0 +1,189 @@
+#include "policy/vocabulary.h"
+
+#include <charconv>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "util/size.h"
+
+namespace cairn {
+namespace {
+
+constexpr uint64_t kMinSegment = 64 << 10;
+constexpr uint64_t kMaxSegment = 1ull << 30;
+
+bool ParseUint(std::string_view text, uint64_t* out) {
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && ptr == text.data() + text.size() && !text.empty();
+}
+
+Status NotYet(PolicyKey key, std::string_view value, std::string_view today) {
+  return Status::NotSupported(fmt::format("user.cairn.{}={} is valid but not available in this build ({})",
+                                          PolicyKeyName(key), value, today));
+}
+
+Status Bad(PolicyKey key, std::string_view value, std::string_view allowed) {
+  return Status::InvalidArgument(
+      fmt::format("user.cairn.{}: '{}' is not a valid value (allowed: {})", PolicyKeyName(key), value, allowed));
+}
+
+// raid: none | mirror-N | rs-K-M | 2d
+Result<std::string> CheckRaid(std::string_view v) {
+  constexpr const char* kAllowed = "none, mirror-N (2..8), rs-K-M (K 1..128, M 1..32), 2d";
+  if (v == "none") return std::string(v);
+  std::string text(v);
+  std::smatch m;
+  if (std::regex_match(text, m, std::regex("mirror-([0-9]+)"))) {
+    uint64_t n = 0;
+    if (!ParseUint(m[1].str(), &n) || n < 2 || n > 8) return Bad(PolicyKey::kRaid, v, kAllowed);
+    return NotYet(PolicyKey::kRaid, v, "every segment is stored once: raid=none");
+  }
+  if (std::regex_match(text, m, std::regex("rs-([0-9]+)-([0-9]+)"))) {
+    uint64_t k = 0, parity = 0;
+    if (!ParseUint(m[1].str(), &k) || !ParseUint(m[2].str(), &parity) || k < 1 || k > 128 || parity < 1 ||
+        parity > 32) {
+      return Bad(PolicyKey::kRaid, v, kAllowed);
+    }
+    return NotYet(PolicyKey::kRaid, v, "every segment is stored once: raid=none");
+  }
+  if (v == "2d") return NotYet(PolicyKey::kRaid, v, "there is no lonestar disk group yet");
+  return Bad(PolicyKey::kRaid, v, kAllowed);
+}
+
+Result<std::string> CheckIdr(std::string_view v) {
+  if (v == "none") return std::string(v);
+  std::string text(v);
+  std::smatch m;
+  if (v == "spc-16-1") return NotYet(PolicyKey::kIdr, v, "only idr=none");
+  if (std::regex_match(text, m, std::regex("spc-16-1-s([0-9]+)"))) {
+    uint64_t s = 0;
+    if (ParseUint(m[1].str(), &s) && s >= 1 && s <= 64) return NotYet(PolicyKey::kIdr, v, "only idr=none");
+  }
+  return Bad(PolicyKey::kIdr, v, "none, spc-16-1, spc-16-1-sS (S 1..64)");
+}
+
+Result<std::string> CheckCompress(std::string_view v) {
+  if (v == "off") return std::string(v);
+  if (v == "lz4" || v == "zstd" || v == "auto") return NotYet(PolicyKey::kCompress, v, "only compress=off");
+  if (v.starts_with("zstd-")) {
+    uint64_t level = 0;
+    if (ParseUint(v.substr(5), &level) && level >= 1 && level <= 22) {
+      return NotYet(PolicyKey::kCompress, v, "only compress=off");
+    }
+  }
+  return Bad(PolicyKey::kCompress, v, "off, lz4, zstd, zstd-N (1..22), auto");
+}
+
+Result<std::string> CheckName(PolicyKey key, std::string_view v, std::string_view today) {
+  static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  if (!std::regex_match(std::string(v), kName)) {
+    return Bad(key, v, "a name of 1..64 letters, digits, '.', '_' or '-'");
+  }
+  return NotYet(key, v, today);
+}
+
+Result<std::string> CheckPlacement(std::string_view v) {
+  static const std::regex kTerm("(group|tier|pack)=[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  std::string text(v);
+  size_t start = 0;
+  bool any = false;
+  while (start <= text.size()) {
+    size_t end = text.find_first_of(", ", start);
+    std::string term = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!term.empty()) {
+      if (!std::regex_match(term, kTerm)) {
+        return Bad(PolicyKey::kPlacement, v, "group=NAME, tier=NAME and/or pack=TAG, separated by commas");
+      }
+      any = true;
+    }
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  if (!any) return Bad(PolicyKey::kPlacement, v, "group=NAME, tier=NAME and/or pack=TAG, separated by commas");
+  return NotYet(PolicyKey::kPlacement, v, "one pool of disks, balanced by free space");
+}
+
+Result<std::string> CheckSegmentSize(std::string_view v) {
+  auto size = ParseSize(v);
+  if (!size.ok()) return Bad(PolicyKey::kSegmentSize, v, "a size from 64K to 1G in multiples of 4K, e.g. 4M");
+  if (*size < kMinSegment || *size > kMaxSegment || *size % 4096 != 0) {
+    return Bad(PolicyKey::kSegmentSize, v, "a size from 64K to 1G in multiples of 4K, e.g. 4M");
+  }
+  return std::to_string(*size);
+}
+
+}  // namespace
+
+bool IsComputedPolicyKey(std::string_view suffix) {
+  return suffix == "effective" || suffix == "effective.source" || suffix == "state" || suffix == "location" ||
+         suffix == "digest" || suffix == "scrubbed";
+}
+
+std::string_view PolicyKeyName(PolicyKey key) {
+  switch (key) {
+    case PolicyKey::kRaid: return "raid";
+    case PolicyKey::kIdr: return "idr";
+    case PolicyKey::kCompress: return "compress";
+    case PolicyKey::kEncrypt: return "encrypt";
+    case PolicyKey::kKey: return "key";
+    case PolicyKey::kChecksum: return "checksum";
+    case PolicyKey::kPlacement: return "placement";
+    case PolicyKey::kSegmentSize: return "segment_size";
+    case PolicyKey::kPlugins: return "plugins";
+    case PolicyKey::kPolicy: return "policy";
+  }
+  return "?";
+}
+
+Result<PolicyKey> ParsePolicyKey(std::string_view suffix) {
+  for (PolicyKey key : kAllPolicyKeys) {
+    if (PolicyKeyName(key) == suffix) return key;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "user.cairn.{} is not a cairn policy key (keys: raid, idr, compress, encrypt, key, checksum, placement, "
+      "segment_size, plugins, policy)",
+      suffix));
+}
+
+Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value) {
+  switch (key) {
+    case PolicyKey::kRaid: return CheckRaid(value);
+    case PolicyKey::kIdr: return CheckIdr(value);
+    case PolicyKey::kCompress: return CheckCompress(value);
+    case PolicyKey::kEncrypt:
+      if (value == "off") return std::string(value);
+      if (value == "aes-256-gcm") return NotYet(key, value, "only encrypt=off");
+      return Bad(key, value, "off, aes-256-gcm");
+    case PolicyKey::kKey: return CheckName(key, value, "encryption is not available");
+    case PolicyKey::kChecksum:
+      if (value == "crc32c") return std::string(value);
+      if (value == "xxh3" || value == "blake3" || value == "sha256") return NotYet(key, value, "only checksum=crc32c");
+      return Bad(key, value, "crc32c, xxh3, blake3, sha256");
+    case PolicyKey::kPlacement: return CheckPlacement(value);
+    case PolicyKey::kSegmentSize: return CheckSegmentSize(value);
+    case PolicyKey::kPlugins:
+      if (value.empty() || value == "none") return std::string("none");
+      return NotYet(key, value, "no transform plugins are installed");
+    case PolicyKey::kPolicy: return CheckName(key, value, "the admin has defined no named policies");
+  }
+  return Bad(key, value, "?");
+}
+
+std::string DefaultPolicyValue(PolicyKey key, uint64_t default_segment_size) {
+  switch (key) {
+    case PolicyKey::kRaid: return "none";
+    case PolicyKey::kIdr: return "none";
+    case PolicyKey::kCompress: return "off";
+    case PolicyKey::kEncrypt: return "off";
+    case PolicyKey::kKey: return "none";
+    case PolicyKey::kChecksum: return "crc32c";
+    case PolicyKey::kPlacement: return "balanced";
+    case PolicyKey::kSegmentSize: return std::to_string(default_segment_size);
+    case PolicyKey::kPlugins: return "none";
+    case PolicyKey::kPolicy: return "none";
+  }
+  return "";
+}
+
+}  // namespace cairn

@@ -1,0 +1,39 @@
+// The user.cairn.* extended-attribute vocabulary (DESIGN.md, "Policy surface"): which
+// keys exist, which values each accepts, and which of those this build can honour.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cairn/status.h"
+
+namespace cairn {
+
+inline constexpr std::string_view kPolicyPrefix = "user.cairn.";
+
+// Settable keys, in the order `user.cairn.effective` prints them.
+enum class PolicyKey { kRaid, kIdr, kCompress, kEncrypt, kKey, kChecksum, kPlacement, kSegmentSize, kPlugins, kPolicy };
+inline constexpr PolicyKey kAllPolicyKeys[] = {PolicyKey::kRaid,      PolicyKey::kIdr,       PolicyKey::kCompress,
+                                               PolicyKey::kEncrypt,   PolicyKey::kKey,       PolicyKey::kChecksum,
+                                               PolicyKey::kPlacement, PolicyKey::kSegmentSize, PolicyKey::kPlugins,
+                                               PolicyKey::kPolicy};
+
+// Read-only keys answered by exact name and never listed: effective, effective.source,
+// state, location, digest, scrubbed.
+bool IsComputedPolicyKey(std::string_view suffix);
+
+std::string_view PolicyKeyName(PolicyKey key);  // "raid", "segment_size", ...
+// `suffix` is the part after "user.cairn.". Unknown keys are InvalidArgument.
+Result<PolicyKey> ParsePolicyKey(std::string_view suffix);
+
+// Checks `value` for `key` and returns its canonical spelling (sizes in bytes).
+// A well-formed value this build cannot honour yet is NotSupported, saying so; a
+// malformed one is InvalidArgument naming the key, the value and what is allowed.
+Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value);
+
+// The archive default of each key, as printed by user.cairn.effective.
+std::string DefaultPolicyValue(PolicyKey key, uint64_t default_segment_size);
+
+}  // namespace cairn

@@ -1,0 +1,97 @@
+"""Policy xattrs: vocabulary checks, computed keys, inheritance decided at persist time."""
+import errno
+import os
+import subprocess
+
+import pytest
+
+from conftest import MiB, random_bytes, read_file, run, sha256_file, write_file
+
+
+def getx(path, key):
+    return os.getxattr(path, "user.cairn." + key).decode()
+
+
+def test_segment_size_inherited_from_directory(archive):
+    os.makedirs(archive.m("logs", "2019"))
+    os.setxattr(archive.m("logs"), "user.cairn.segment_size", b"64K")
+    assert os.getxattr(archive.m("logs"), "user.cairn.segment_size") == b"65536"  # printed back in bytes
+    data = random_bytes(MiB + 5, 1)
+    write_file(archive.m("logs", "2019", "big.log"), data)
+    archive.persist()
+    path = archive.m("logs", "2019", "big.log")
+    assert "segment_size=65536" in getx(path, "effective").split()
+    assert "segment_size=dir:/logs" in getx(path, "effective.source").split()
+    assert "raid=default" in getx(path, "effective.source").split()
+    assert len(getx(path, "location").split()) == 17  # 16 full segments of 64 KiB + a 5-byte tail
+    assert getx(path, "state") == "persisted"
+    archive.evict()
+    assert read_file(path) == data
+    # setfattr -x means "inherit again"
+    os.removexattr(archive.m("logs"), "user.cairn.segment_size")
+    assert "segment_size=default" in getx(path, "effective.source").split()
+    assert getx(path, "state") == "out-of-policy"  # its layout no longer matches; re-encoding comes later
+
+
+def test_policy_decided_at_persist_not_at_create(archive):
+    """tar and rsync set xattrs after creating the file: the value set last wins."""
+    write_file(archive.m("late"), random_bytes(300 * 1024, 2))
+    os.setxattr(archive.m("late"), "user.cairn.segment_size", b"128K")
+    archive.persist()
+    assert "segment_size=131072" in getx(archive.m("late"), "effective").split()
+    assert len(getx(archive.m("late"), "location").split()) == 3
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("raid", b"rs-10-4", "not available in this build"),
+    ("compress", b"zstd-9", "not available in this build"),
+    ("raid", b"raid5", "is not a valid value"),
+    ("segment_size", b"1K", "is not a valid value"),
+    ("colour", b"blue", "is not a cairn policy key"),
+])
+def test_bad_or_unavailable_values_are_einval_and_logged(archive, key, value, message):
+    write_file(archive.m("f"), b"x")
+    with pytest.raises(OSError) as e:
+        os.setxattr(archive.m("f"), "user.cairn." + key, value)
+    assert e.value.errno == errno.EINVAL
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert any(message in line and key in line for line in log), f"no log line with {message!r}"
+    assert "user.cairn." + key not in os.listxattr(archive.m("f"))
+
+
+def test_computed_keys_are_read_only_and_not_listed(archive):
+    write_file(archive.m("f"), b"data")
+    os.setxattr(archive.m("f"), "user.cairn.segment_size", b"1M")
+    for key in ("effective", "effective.source", "state", "location"):
+        assert getx(archive.m("f"), key)
+        with pytest.raises(OSError) as e:
+            os.setxattr(archive.m("f"), "user.cairn." + key, b"x")
+        assert e.value.errno == errno.EPERM
+        with pytest.raises(OSError) as e:
+            os.removexattr(archive.m("f"), "user.cairn." + key)
+        assert e.value.errno == errno.EPERM
+    assert [n for n in os.listxattr(archive.m("f")) if n.startswith("user.cairn.")] == ["user.cairn.segment_size"]
+    dump = run(["getfattr", "-d", "-m", "-", archive.m("f")]).stdout
+    assert "effective" not in dump and 'user.cairn.segment_size="1048576"' in dump
+
+
+def test_cp_tar_rsync_copy_policy_keys(archive):
+    src = archive.m("src")
+    os.makedirs(os.path.join(src, "sub"))
+    os.setxattr(src, "user.cairn.segment_size", b"128K")
+    write_file(os.path.join(src, "sub", "a"), random_bytes(400 * 1024, 3))
+    os.setxattr(os.path.join(src, "sub", "a"), "user.cairn.checksum", b"crc32c")
+    run(["cp", "-a", src, archive.m("by-cp")])
+    run(["bash", "-c", f"tar -C {src} --xattrs --xattrs-include='user.*' -cf - . | "
+                       f"(mkdir -p {archive.m('by-tar')} && tar -C {archive.m('by-tar')} --xattrs "
+                       f"--xattrs-include='user.*' -xf -)"])
+    run(["rsync", "-aX", src + "/", archive.m("by-rsync") + "/"])
+    archive.persist()
+    for copy in ("by-cp", "by-tar", "by-rsync"):
+        root = archive.m(copy)
+        assert os.getxattr(root, "user.cairn.segment_size") == b"131072", copy
+        a = os.path.join(root, "sub", "a")
+        assert os.getxattr(a, "user.cairn.checksum") == b"crc32c", copy
+        assert sha256_file(a) == sha256_file(os.path.join(src, "sub", "a")), copy
+        assert "segment_size=131072" in getx(a, "effective").split(), copy
+        assert len(getx(a, "location").split()) == 4, copy  # 400 KiB in 128 KiB segments
