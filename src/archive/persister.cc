@@ -106,7 +106,8 @@ std::vector<uint64_t> Persister::DueFiles(int64_t now_ns) {
     // Open files are persisted when idle, and behind the writer once unpersisted data fills
     // half the cache (a long copy must not wait for close to reach the disks).
     bool idle = dirty.last_write_ns + idle_ns <= now_ns;
-    bool behind = dirty.segments.size() > kSegmentsPerCommit && state_.dirty_bytes > archive_.options().cache_size / 2;
+    bool behind = (dirty.all_cached || dirty.segments.size() > kSegmentsPerCommit) &&
+                  state_.dirty_bytes > archive_.options().cache_size / 2;
     if (open_for_write && (idle || behind) && !state_.persist_queue.contains(ino) &&
         std::find(due.begin(), due.end(), ino) == due.end()) {
       due.push_back(ino);
