@@ -17,6 +17,7 @@ int CmdFsck(const Args& args);
 int CmdInspect(const Args& args);
 int CmdPersist(const Args& args);
 int CmdEvict(const Args& args);
+int CmdPolicy(const Args& args);
 
 // Sends one control command to the daemon serving `archive_dir`; prints its reply.
 int SendControl(const std::string& archive_dir, const std::string& command, std::string* reply = nullptr);

@@ -21,6 +21,7 @@ commands:
   persist ARCHIVE            persist every dirty file now (mounted archive)
   evict ARCHIVE              persist, then drop persisted data from the staging cache
   fsck ARCHIVE               check an unmounted archive
+  policy explain PATH        the effective policy of a file, field by field, and where each came from
   inspect ARCHIVE --disk N --offset BYTES
 
 See cairn(8).
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   static const std::map<std::string, int (*)(const Args&)> kCommands = {
       {"mkfs", CmdMkfs},       {"mount", CmdMount},     {"umount", CmdUmount}, {"status", CmdStatus},
       {"persist", CmdPersist}, {"evict", CmdEvict},     {"fsck", CmdFsck},     {"inspect", CmdInspect},
+      {"policy", CmdPolicy},
   };
   auto command = kCommands.find(args[0]);
   if (command != kCommands.end()) return command->second(Args(args.begin() + 1, args.end()));

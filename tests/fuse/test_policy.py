@@ -95,3 +95,15 @@ def test_cp_tar_rsync_copy_policy_keys(archive):
         assert sha256_file(a) == sha256_file(os.path.join(src, "sub", "a")), copy
         assert "segment_size=131072" in getx(a, "effective").split(), copy
         assert len(getx(a, "location").split()) == 4, copy  # 400 KiB in 128 KiB segments
+
+
+def test_policy_explain(archive):
+    os.makedirs(archive.m("logs"))
+    os.setxattr(archive.m("logs"), "user.cairn.segment_size", b"64K")
+    write_file(archive.m("logs", "a"), b"hello\n")
+    out = run([os.environ.get("CAIRN_BIN", "cairn"), "policy", "explain", archive.m("logs", "a")]).stdout
+    lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    assert "65536" in lines["segment_size"] and "inherited from directory /logs" in lines["segment_size"]
+    assert "archive default" in lines["raid"]
+    bad = run([os.environ.get("CAIRN_BIN", "cairn"), "policy", "explain", archive.arch], check=False)
+    assert bad.returncode == 1 and "mounted cairn archive" in bad.stderr
