@@ -57,9 +57,6 @@ struct SegmentRecord {
   bool cached = false;
 };
 
-// Persisted values: never renumber.
-enum class ExtentKindCode : int { kFileSegment = 1, kPack = 2 };
-
 struct ExtentRecord {
   uint64_t id = 0;
   uint32_t disk = 0;
@@ -67,7 +64,7 @@ struct ExtentRecord {
   uint64_t alloc_length = 0;
   uint64_t payload_length = 0;
   uint32_t payload_crc = 0;
-  int kind = 1;
+  int kind = 1;       // an ExtentKind (backend/extent_format.h)
   uint64_t refs = 0;  // segments that point into this extent
 };
 
@@ -90,7 +87,6 @@ class Catalog {
   // `durable`, also fsyncs the WAL so the commit survives power loss, not just a crash
   // of the daemon.
   Status Flush(bool durable = false);
-  bool batch_open() const { return batch_open_; }
 
   Result<std::string> GetMeta(const std::string& key);
   Status SetMeta(const std::string& key, const std::string& value);

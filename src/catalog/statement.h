@@ -42,7 +42,6 @@ class Statement {
 
   int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
   uint64_t UInt(int column) const { return static_cast<uint64_t>(sqlite3_column_int64(stmt_, column)); }
-  bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
   std::string Text(int column) const;
   std::vector<uint8_t> Blob(int column) const;
 
