@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 #include <fstream>
@@ -135,6 +136,25 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   auto catalog = Catalog::Open(catalog_path, open.read_only);
   if (!catalog.ok()) return catalog.status();
   archive->catalog_ = std::move(*catalog);
+  Archive* a = archive.get();
+  archive->catalog_->SetListener(Catalog::Listener{
+      [a] {
+        a->freed_.insert(a->freed_.end(), a->op_freed_.begin(), a->op_freed_.end());
+        a->cache_removals_.insert(a->cache_removals_.end(), a->op_cache_removals_.begin(),
+                                  a->op_cache_removals_.end());
+        a->op_freed_.clear();
+        a->op_cache_removals_.clear();
+      },
+      [a] {
+        a->op_freed_.clear();
+        a->op_cache_removals_.clear();
+      },
+      [a] {
+        // The catalog went back to its last commit: what this batch freed is in use again.
+        // (Space it allocated is leaked until the next mount rebuilds the allocators.)
+        a->freed_.clear();
+        a->cache_removals_.clear();
+      }});
   archive->cache_ = StagingCache(root + "/cache");
   CAIRN_RETURN_IF_ERROR(archive->LoadDisks(open));
   if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildAllocators());
@@ -222,17 +242,22 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
   record.payload_crc = Crc32c(payload);
   {
     std::lock_guard lock(catalog_mutex_);
-    size_t best = disks_.size();
-    for (size_t i = 0; i < disks_.size(); i++) {
-      if (allocators_[i].free_bytes() < record.alloc_length) continue;
-      if (best == disks_.size() || allocators_[i].free_bytes() > allocators_[best].free_bytes()) best = i;
-    }
+    // Most free space first; a fragmented disk falls through to the next.
+    std::vector<size_t> order(disks_.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return allocators_[x].free_bytes() > allocators_[y].free_bytes(); });
     std::optional<uint64_t> offset;
-    if (best < disks_.size()) offset = allocators_[best].Allocate(record.alloc_length);
+    for (size_t i : order) {
+      offset = allocators_[i].Allocate(record.alloc_length);
+      if (offset) {
+        record.disk = static_cast<uint32_t>(i);
+        break;
+      }
+    }
     if (!offset) {
       return Status::NoSpace(fmt::format("no disk has {} contiguous free bytes for a new extent", record.alloc_length));
     }
-    record.disk = static_cast<uint32_t>(best);
     record.offset = *offset;
   }
   ExtentHeader header;

@@ -67,14 +67,18 @@ class Archive {
   // reused only after ReleaseFreedSpace() made that deletion durable, so a power loss can
   // never roll the catalog back to an extent whose blocks were overwritten.
   // REQUIRES: catalog_mutex held.
-  void FreeAfterDurableCommit(const ExtentRecord& extent) { freed_.push_back(extent); }
+  void FreeAfterDurableCommit(const ExtentRecord& extent) {
+    (catalog_->in_operation() ? op_freed_ : freed_).push_back(extent);
+  }
   // Commits the catalog's batch (durable: fsync it too), then removes the staging cache
   // files of inodes the batch deleted. REQUIRES: catalog_mutex held.
   Status FlushCatalog(bool durable);
   // Removes the cache file of a deleted inode once its deletion is committed, so a crash
   // before that commit cannot leave a live inode without its unpersisted data.
   // REQUIRES: catalog_mutex held.
-  void RemoveCacheAfterFlush(uint64_t ino) { cache_removals_.push_back(ino); }
+  void RemoveCacheAfterFlush(uint64_t ino) {
+    (catalog_->in_operation() ? op_cache_removals_ : cache_removals_).push_back(ino);
+  }
   // Syncs the catalog to stable storage, then releases and discards the queued space.
   // REQUIRES: catalog_mutex held, no open transaction.
   Status ReleaseFreedSpace();
@@ -104,8 +108,12 @@ class Archive {
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<SpaceAllocator> allocators_;
   std::atomic<uint64_t> next_extent_id_{1};
-  std::vector<ExtentRecord> freed_;      // guarded by catalog_mutex_
-  std::vector<uint64_t> cache_removals_;  // guarded by catalog_mutex_
+  // Guarded by catalog_mutex_. The op_ lists belong to the catalog operation in progress:
+  // they join the others when it commits and vanish if it is rolled back.
+  std::vector<ExtentRecord> freed_;
+  std::vector<uint64_t> cache_removals_;
+  std::vector<ExtentRecord> op_freed_;
+  std::vector<uint64_t> op_cache_removals_;
 };
 
 }  // namespace cairn

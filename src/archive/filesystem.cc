@@ -413,6 +413,7 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
   InodeRecord inode;
   bool queue = false;
   bool truncate_cache = false;
+  uint64_t old_size_for_cache = 0;
   Status st = InTransaction(catalog, [&]() -> Status {
     auto record = catalog.GetInode(ino);
     if (!record.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
@@ -427,6 +428,7 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
     if (request.gid) inode.gid = *request.gid;
     if (request.size && *request.size != inode.size) {
       uint64_t old_size = inode.size;
+      old_size_for_cache = old_size;
       uint64_t new_size = *request.size;
       uint64_t segment_size = SegmentSizeOf(inode);
       uint64_t old_count = (old_size + segment_size - 1) / segment_size;
@@ -444,6 +446,7 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       truncate_cache = true;
       if (dirty.segments.empty() && !dirty.all_cached) {
         state_.EraseDirty(ino);
+        inode.dirty = false;
       } else {
         inode.dirty = true;
         dirty.last_write_ns = now;
@@ -462,6 +465,9 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
   if (truncate_cache) {
     // The new size is committed before the cache copy shrinks (data lock held throughout).
     CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(false));
+    // Growing: cut first, so bytes a failed or crashed write left past the old end read
+    // as zeros, as POSIX wants for the extension.
+    if (old_size_for_cache < inode.size) CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, old_size_for_cache));
     CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, inode.size));
   }
   if (queue) {
@@ -484,6 +490,9 @@ Result<std::string> Filesystem::ReadLink(uint64_t ino) {
 
 Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags) {
   bool writable = (flags & O_ACCMODE) != O_RDONLY;
+  // Shared: an eviction (exclusive) is either finished or not begun while the handle
+  // counts itself open and opens the cache file.
+  std::shared_lock data(state_.data_lock(ino));
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = archive_.catalog().GetInode(ino);
@@ -497,16 +506,14 @@ Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags) {
   auto handle = std::make_unique<FileHandle>();
   handle->ino = ino;
   handle->writable = writable;
-  if (writable) {
-    auto fd = archive_.cache().Open(ino);
-    if (!fd.ok()) {
-      Release(handle.release());
-      return fd.status();
-    }
-    handle->cache_fd = *fd;
-  } else {
-    handle->cache_fd = ::open(fmt::format("{}/{}", archive_.cache().dir(), ino).c_str(), O_RDONLY | O_CLOEXEC);
+  // Read-only handles too: another handle may bring segments into the cache later.
+  auto fd = archive_.cache().Open(ino);
+  if (!fd.ok()) {
+    data.unlock();
+    Release(handle.release());
+    return fd.status();
   }
+  handle->cache_fd = *fd;
   return handle.release();
 }
 
@@ -559,7 +566,7 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = archive_.catalog().GetInode(fh->ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
-    if (offset >= inode->size) return size_t{0};
+    if (offset >= inode->size || dst.empty()) return size_t{0};
     length = std::min<uint64_t>(dst.size(), inode->size - offset);
     segment_size = SegmentSizeOf(*inode);
     for (uint64_t i = offset / segment_size; i <= (offset + length - 1) / segment_size; i++) {
@@ -603,12 +610,28 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
   uint64_t first = offset / segment_size;
   uint64_t last = (offset + src.size() - 1) / segment_size;
   CAIRN_RETURN_IF_ERROR(FetchSegments(fh->ino, fh->cache_fd, first, last));
+  int64_t now = NowNs();
   {
-    // Changing a persisted file in the cache: make the dirty mark durable first, or a
-    // crash could leave a changed cache copy that the catalog believes is clean.
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = archive_.catalog().GetInode(fh->ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    // Mark the segments dirty in memory before the cache changes, with the segment size
+    // the file has now (a persist may have fixed it since we looked): a commit of the
+    // persister in between then keeps the file dirty.
+    DirtyFile& dirty = state_.MarkWritten(fh->ino, src.size());
+    if (inode->segment_size == 0) {
+      // Decided by the policy at first persist; until then the whole file is dirty.
+      dirty.all_cached = true;
+    } else {
+      for (uint64_t i = offset / inode->segment_size; i <= (offset + src.size() - 1) / inode->segment_size; i++) {
+        dirty.segments.insert(i);
+      }
+    }
+    dirty.last_write_ns = now;
+    state_.last_activity_ns = now;
+    state_.DropCached(fh->ino);
+    // Changing a persisted file in the cache: make the dirty mark durable first, or a
+    // crash could leave a changed cache copy that the catalog believes is clean.
     if (inode->segment_size != 0 && !inode->dirty) {
       inode->dirty = true;
       CAIRN_RETURN_IF_ERROR(archive_.catalog().UpdateInode(*inode));
@@ -618,28 +641,14 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
   CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt(fh->cache_fd, offset, src));
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
-  int64_t now = NowNs();
-  bool never_persisted = false;
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
     auto inode = catalog.GetInode(fh->ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
-    never_persisted = inode->segment_size == 0;
     inode->size = std::max<uint64_t>(inode->size, offset + src.size());
     inode->mtime_ns = inode->ctime_ns = now;
     inode->dirty = true;
     return catalog.UpdateInode(*inode);
   }));
-  DirtyFile& dirty = state_.MarkWritten(fh->ino, src.size());
-  state_.last_activity_ns = now;
-  // A file's segment size is decided by its policy when it is first persisted, so until
-  // then the whole file is dirty rather than segments of a size not yet known.
-  if (never_persisted) {
-    dirty.all_cached = true;
-  } else {
-    for (uint64_t i = first; i <= last; i++) dirty.segments.insert(i);
-  }
-  dirty.last_write_ns = now;
-  state_.DropCached(fh->ino);
   return src.size();
 }
 
@@ -842,6 +851,7 @@ FsStats Filesystem::StatFs() {
 
 Status Filesystem::EvictFiles(const std::vector<uint64_t>& inos) {
   constexpr size_t kGroup = 256;  // files per durable commit
+  std::lock_guard batch(persister_.batch_mutex());
   for (size_t first = 0; first < inos.size(); first += kGroup) {
     std::vector<uint64_t> group(inos.begin() + first, inos.begin() + std::min(inos.size(), first + kGroup));
     // Every data lock of the group, in stripe order (nobody else holds two, so no deadlock).
@@ -876,6 +886,7 @@ Status Filesystem::EvictFiles(const std::vector<uint64_t>& inos) {
 }
 
 Status Filesystem::EvictCleanSegments(uint64_t ino) {
+  std::lock_guard batch(persister_.batch_mutex());
   std::unique_lock data(state_.data_lock(ino));
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // offset, length
   {

@@ -74,7 +74,15 @@ void Persister::Run() {
     }
     if (!due.empty()) {
       Status st = PersistFiles(due);
-      if (!st.ok()) LogError("persisting {} file(s) failed, will retry: {}", due.size(), st.message());
+      if (!st.ok()) {
+        LogError("persisting {} file(s) failed, will retry: {}", due.size(), st.message());
+        std::lock_guard lock(archive_.catalog_mutex());
+        for (uint64_t ino : due) {  // DueFiles took them off the queue; put back what is left
+          if (state_.dirty.contains(ino) && !state_.persist_queue.contains(ino)) {
+            state_.persist_queue[ino] = NowNs() + kRetryDelayNs;
+          }
+        }
+      }
     }
     if (after_batch_) after_batch_();  // also when idle: a file closed since may be evictable now
     // Commit the catalog's batch of metadata changes and make freed space reusable.

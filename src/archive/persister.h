@@ -28,6 +28,10 @@ class Persister {
   Status Stop();
   // Persists every dirty file now, on the calling thread.
   Status PersistAll();
+  // Held while a batch is being persisted. Eviction takes it too: a segment taken out of
+  // the dirty set by a snapshot is not clean until its commit, and must not be evicted.
+  // Lock order: this, then data locks, then the catalog mutex.
+  std::mutex& batch_mutex() { return run_mutex_; }
   // Called after every poll and batch, with no locks held (eviction hook).
   void SetAfterBatch(std::function<void()> fn) { after_batch_ = std::move(fn); }
 

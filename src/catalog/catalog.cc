@@ -171,7 +171,9 @@ Status Catalog::Begin() {
 Status Catalog::Commit() {
   if (txn_depth_ == 0) return Status::InvalidArgument("catalog: commit without begin");
   if (--txn_depth_ > 0) return Status::OK();
-  return Prepare("RELEASE op").Bind().Run();
+  Status st = Prepare("RELEASE op").Bind().Run();
+  if (st.ok() && listener_.op_committed) listener_.op_committed();
+  return st;
 }
 
 void Catalog::Rollback() {
@@ -179,6 +181,7 @@ void Catalog::Rollback() {
   txn_depth_ = 0;
   inode_cache_.clear();
   Exec("ROLLBACK TO op; RELEASE op");
+  if (listener_.op_rolled_back) listener_.op_rolled_back();
 }
 
 Status Catalog::Flush(bool durable) {
@@ -189,6 +192,7 @@ Status Catalog::Flush(bool durable) {
     if (!st.ok()) {
       inode_cache_.clear();
       Exec("ROLLBACK");
+      if (listener_.batch_lost) listener_.batch_lost();
       return st;
     }
   }

@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -83,6 +84,15 @@ class Catalog {
   Status Begin();
   Status Commit();
   void Rollback();
+  // Told when an operation's savepoint is released or rolled back, and when a failed
+  // commit lost the whole batch, so in-memory side effects can follow the catalog.
+  struct Listener {
+    std::function<void()> op_committed;
+    std::function<void()> op_rolled_back;
+    std::function<void()> batch_lost;
+  };
+  void SetListener(Listener listener) { listener_ = std::move(listener); }
+  bool in_operation() const { return txn_depth_ > 0; }
   // Commits the batch (no-op when none is open or an operation is in progress). With
   // `durable`, also fsyncs the WAL so the commit survives power loss, not just a crash
   // of the daemon.
@@ -153,6 +163,7 @@ class Catalog {
   sqlite3* db_;
   int txn_depth_ = 0;
   bool batch_open_ = false;
+  Listener listener_;
   // Write-through copy of inode rows: nearly every operation reads one or two inodes.
   // Dropped whole on Rollback, since the rows it mirrors may have been rolled back.
   std::unordered_map<uint64_t, InodeRecord> inode_cache_;

@@ -333,3 +333,22 @@ TEST_CASE("Filesystem: a full archive answers ENOSPC and keeps what it accepted"
   REQUIRE(back.size() == written);
   CHECK(std::equal(chunk.begin(), chunk.end(), back.end() - static_cast<long>(chunk.size())));
 }
+
+TEST_CASE("Archive: space freed by a rolled-back operation stays in use") {
+  Fixture f;
+  f.WriteFile("x", test::RandomBytes(kSegment, 21));
+  REQUIRE(f.fs->PersistAll().ok());
+  ExtentRecord extent = f.Extents().at(0);
+  std::lock_guard lock(f.archive->catalog_mutex());
+  Catalog& catalog = f.archive->catalog();
+  REQUIRE(catalog.Begin().ok());
+  REQUIRE(f.archive->UnrefExtent(extent.id).ok());
+  catalog.Rollback();
+  CHECK_FALSE(f.archive->has_freed_space());
+  CHECK(catalog.GetExtent(extent.id).ok());
+  REQUIRE(catalog.Begin().ok());
+  REQUIRE(f.archive->UnrefExtent(extent.id).ok());
+  REQUIRE(catalog.Commit().ok());
+  CHECK(f.archive->has_freed_space());
+  REQUIRE(f.archive->ReleaseFreedSpace().ok());
+}
