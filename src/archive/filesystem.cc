@@ -382,7 +382,6 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
 Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& request) {
   std::unique_lock<std::shared_mutex> data_lock;
   if (request.size) data_lock = std::unique_lock(state_.data_lock(ino));
-  int fetch_fd = -1;
   if (request.size) {
     // Shrinking into a persisted segment that is not cached: bring it back first, so the
     // bytes before the new end survive the copy-on-write re-persist.
@@ -402,9 +401,8 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
     if (need_fetch) {
       auto fd = archive_.cache().Open(ino);
       if (!fd.ok()) return fd.status();
-      fetch_fd = *fd;
-      Status st = FetchSegments(ino, fetch_fd, boundary, boundary);
-      ::close(fetch_fd);
+      Status st = FetchSegments(ino, *fd, boundary, boundary);
+      ::close(*fd);
       if (!st.ok()) return st;
     }
   }
@@ -581,10 +579,8 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
     std::span<uint8_t> out = dst.subspan(done, n);
     if (segment && !segment->cached) {
       CAIRN_RETURN_IF_ERROR(store_.Read(*segment, in_segment, out));
-    } else if (fh->cache_fd >= 0) {
+    } else {  // every handle has a cache fd; never-written bytes read as zeros
       CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fh->cache_fd, position, out));
-    } else {
-      std::fill(out.begin(), out.end(), 0);  // never written: a hole
     }
     done += n;
   }
@@ -653,7 +649,7 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
 }
 
 Status Filesystem::Fsync(FileHandle* fh) {
-  if (fh->cache_fd >= 0 && ::fdatasync(fh->cache_fd) != 0) {
+  if (::fdatasync(fh->cache_fd) != 0) {
     return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
   }
   std::lock_guard lock(archive_.catalog_mutex());

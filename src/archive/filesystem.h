@@ -40,7 +40,7 @@ struct SetAttrRequest {
 // One open file. Owned by the Filesystem between Open/Create and Release.
 struct FileHandle {
   uint64_t ino = 0;
-  int cache_fd = -1;
+  int cache_fd = -1;  // the inode's staging cache file, open for every handle
   bool writable = false;
 };
 

@@ -260,15 +260,21 @@ wait_mounted() {  # wait_mounted MNT PID LOGFILE
 setup_tmpfs() { DIR=$T/native; mkdir -p "$DIR"; DPID=""; }
 teardown_tmpfs() { rm -rf "$DIR"; }
 
+# start_fuse NAME MOUNTPOINT CMD...: runs a FUSE daemon in the foreground, in the background.
+start_fuse() {
+  local name=$1 m=$2; shift 2
+  "$@" >"$LOGS/$name.log" 2>&1 &
+  DPID=$!; PID_TAG[$DPID]=$m; FUSE_MOUNTS+=("$m")
+  wait_mounted "$m" "$DPID" "$LOGS/$name.log"
+  DIR=$m
+}
+
 setup_ptll() {
   local src=$T/ptll-src m=$MNTS/ptll
   mkdir -p "$src" "$m"
   # passthrough_ll keeps an O_PATH fd open for every inode the kernel knows: give it room for the small-files tests
-  (ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec "$BIN/passthrough_ll" -f -o "source=$src" "$m") \
-    >"$LOGS/ptll.log" 2>&1 &
-  DPID=$!; PID_TAG[$DPID]=$m; FUSE_MOUNTS+=("$m")
-  wait_mounted "$m" "$DPID" "$LOGS/ptll.log"
-  DIR=$m
+  start_fuse ptll "$m" bash -c 'ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"' \
+    "$BIN/passthrough_ll" -f -o "source=$src" "$m"
 }
 teardown_ptll() {
   local m=$MNTS/ptll
@@ -278,10 +284,7 @@ teardown_ptll() {
 setup_mergerfs() {
   local src=$T/mergerfs-branch m=$MNTS/mergerfs
   mkdir -p "$src" "$m"
-  mergerfs -f -o cache.files=partial,dropcacheonclose=false,category.create=mfs "$src" "$m" >"$LOGS/mergerfs.log" 2>&1 &
-  DPID=$!; PID_TAG[$DPID]=$m; FUSE_MOUNTS+=("$m")
-  wait_mounted "$m" "$DPID" "$LOGS/mergerfs.log"
-  DIR=$m
+  start_fuse mergerfs "$m" mergerfs -f -o cache.files=partial,dropcacheonclose=false,category.create=mfs "$src" "$m"
 }
 teardown_mergerfs() {
   local m=$MNTS/mergerfs
