@@ -28,6 +28,12 @@ struct ArchiveOptions {
   uint64_t cache_size = 1ull << 30;
   // Decoded segments kept in memory to serve reads of evicted files. Default: 8.
   uint32_t read_buffer_segments = 8;
+  // Bytes per second the background reconciler may re-encode (out-of-policy files);
+  // 0 = unlimited. `cairn policy apply` is never throttled. Default: 64 MiB.
+  uint64_t reconcile_rate = 64ull << 20;
+  // The background reconciler starts only after this many seconds without writes,
+  // creates or closes. Default: 2.
+  uint32_t reconcile_idle_seconds = 2;
 
   // --- Identity and layout (written by mkfs)
 

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <ctime>
 #include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,7 @@
 #include "backend/extent_io.h"
 #include "util/clock.h"
 #include "util/coding.h"
+#include "util/log.h"
 
 namespace cairn {
 namespace {
@@ -159,7 +161,47 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   CAIRN_RETURN_IF_ERROR(archive->LoadDisks(open));
   if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildAllocators());
   archive->next_extent_id_ = archive->catalog_->MaxExtentIdEverUsed() + 1;
+  if (!open.check_only && !open.read_only) CAIRN_RETURN_IF_ERROR(archive->LoadRules());
   return archive;
+}
+
+PolicyContext Archive::policy_context() const {
+  std::lock_guard lock(rules_mutex_);
+  return PolicyContext{rules_, options_.segment_size};
+}
+
+Status Archive::LoadRules() {
+  std::string text;
+  auto rules = std::make_shared<RuleSet>(RuleSet::BuiltIn());
+  if (::access(rules_path().c_str(), F_OK) == 0) {
+    std::ifstream in(rules_path(), std::ios::binary);
+    std::ostringstream content;
+    content << in.rdbuf();
+    if (!in) return Status::IOError(fmt::format("cannot read {}", rules_path()));
+    text = content.str();
+    auto parsed = RuleSet::Parse(text, rules_path());
+    if (!parsed.ok()) return parsed.status();
+    *rules = std::move(*parsed);
+  }
+  {
+    std::lock_guard lock(rules_mutex_);
+    rules_ = std::move(rules);
+  }
+  std::string digest = fmt::format("{:08x}-{}", Crc32c({reinterpret_cast<const uint8_t*>(text.data()), text.size()}),
+                                   text.size());
+  std::lock_guard lock(catalog_mutex_);
+  auto seen = catalog_->GetMeta("rules_digest");
+  if (seen.ok() ? *seen == digest : text.empty()) return Status::OK();
+  CAIRN_RETURN_IF_ERROR(catalog_->Begin());
+  Status st = catalog_->QueuePolicyCheck(kRootInode);
+  if (st.ok()) st = catalog_->SetMeta("rules_digest", digest);
+  if (!st.ok()) {
+    catalog_->Rollback();
+    return st;
+  }
+  CAIRN_RETURN_IF_ERROR(catalog_->Commit());
+  LogInfo("rules {} changed: every file's policy will be checked", text.empty() ? "(none)" : rules_path());
+  return Status::OK();
 }
 
 Archive::~Archive() {
@@ -233,7 +275,7 @@ Status Archive::RebuildAllocators() {
 }
 
 Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
-                                                std::span<const uint8_t> payload) {
+                                                std::span<const uint8_t> payload, const std::string& policy_stamp) {
   ExtentRecord record;
   record.id = NewExtentId();
   record.kind = static_cast<int>(kind);
@@ -268,6 +310,7 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
   header.file_offset = file_offset;
   header.payload_length = payload.size();
   header.payload_crc = record.payload_crc;
+  header.policy_stamp = policy_stamp;
   Status st = WriteExtent(*disks_[record.disk], record.offset, header, payload);
   if (!st.ok()) {
     std::lock_guard lock(catalog_mutex_);

@@ -17,6 +17,7 @@
 #include "cairn/disk.h"
 #include "cairn/options.h"
 #include "catalog/catalog.h"
+#include "policy/resolver.h"
 
 namespace cairn {
 
@@ -49,6 +50,15 @@ class Archive {
   size_t disk_count() const { return disks_.size(); }
   Disk& disk(size_t index) { return *disks_[index]; }
 
+  // The admin rules in force (ARCHIVE/rules, or built-in defaults when there is none)
+  // and the rest of what policy resolution needs. Thread-safe.
+  PolicyContext policy_context() const;
+  std::string rules_path() const { return dir_ + "/rules"; }
+  // (Re)reads ARCHIVE/rules. A broken file is an error naming file:line:column and the
+  // rules in force stay. When the rules differ from those the catalog last saw, the whole
+  // tree is queued for a policy check. Takes the catalog mutex.
+  Status LoadRules();
+
   std::mutex& catalog_mutex() { return catalog_mutex_; }
   Catalog& catalog() { return *catalog_; }                              // REQUIRES: catalog_mutex held
   SpaceAllocator& allocator(size_t disk) { return allocators_[disk]; }  // REQUIRES: catalog_mutex held
@@ -57,10 +67,11 @@ class Archive {
   uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
 
   // Chooses a disk (most free space first), reserves room for `payload` and writes the
-  // extent there, without syncing. On success the caller owns the reservation: commit the
-  // returned record to the catalog, or hand it back with ReleaseSpace. Thread-safe.
+  // extent there, stamped with `policy_stamp`, without syncing. On success the caller owns
+  // the reservation: commit the returned record to the catalog, or hand it back with
+  // ReleaseSpace. Thread-safe.
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
-                                         std::span<const uint8_t> payload);
+                                         std::span<const uint8_t> payload, const std::string& policy_stamp);
   // Returns the space of an extent that was never committed. REQUIRES: catalog_mutex held.
   void ReleaseUncommitted(const ExtentRecord& extent);
   // Queues the space of an extent whose deletion is in the current transaction; it is
@@ -108,6 +119,8 @@ class Archive {
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<SpaceAllocator> allocators_;
   std::atomic<uint64_t> next_extent_id_{1};
+  mutable std::mutex rules_mutex_;
+  std::shared_ptr<const RuleSet> rules_;  // guarded by rules_mutex_
   // Guarded by catalog_mutex_. The op_ lists belong to the catalog operation in progress:
   // they join the others when it commits and vanish if it is rolled back.
   std::vector<ExtentRecord> freed_;

@@ -59,8 +59,16 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
     o.read_buffer_segments = static_cast<uint32_t>(*n);
     return Status::OK();
   }
+  if (key == "reconcile_rate") return SetSize(o.reconcile_rate, key, value, 0);
+  if (key == "reconcile_idle") {
+    auto n = ParseCount(key, value);
+    if (!n.ok()) return n.status();
+    o.reconcile_idle_seconds = static_cast<uint32_t>(*n);
+    return Status::OK();
+  }
   return Status::InvalidArgument(fmt::format(
-      "unknown option '{}' (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments)",
+      "unknown option '{}' (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
+      "reconcile_rate, reconcile_idle)",
       key));
 }
 
@@ -116,6 +124,8 @@ std::string FormatConfig(const ArchiveOptions& o) {
   out += fmt::format("cache_size = {}\n", o.cache_size);
   out += fmt::format("persist_idle = {}\n", o.persist_idle_seconds);
   out += fmt::format("read_buffer_segments = {}\n", o.read_buffer_segments);
+  out += fmt::format("reconcile_rate = {}\n", o.reconcile_rate);
+  out += fmt::format("reconcile_idle = {}\n", o.reconcile_idle_seconds);
   for (size_t i = 0; i < o.disks.size(); i++) out += fmt::format("disk.{} = {}\n", i, o.disks[i]);
   return out;
 }

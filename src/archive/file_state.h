@@ -51,6 +51,8 @@ struct FileState {
   std::map<uint64_t, int64_t> persist_queue;
   // Last write, create or close: the persister prefers quiet moments.
   int64_t last_activity_ns = 0;
+  // The file the reconciler is re-encoding (0: none), for user.cairn.state.
+  uint64_t migrating = 0;
 
   // Clean files resident in the staging cache: LRU order and bytes.
   uint64_t lru_clock = 0;

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <ctime>
 
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "archive/posix_acl.h"
@@ -23,16 +25,6 @@ namespace cairn {
 namespace {
 
 bool IsDir(const InodeRecord& r) { return S_ISDIR(r.mode); }
-
-// Runs `body` inside a catalog transaction: commits when it returns OK, rolls back otherwise.
-template <typename Body>
-Status InTransaction(Catalog& catalog, Body body) {
-  CAIRN_RETURN_IF_ERROR(catalog.Begin());
-  Status st = body();
-  if (st.ok()) st = catalog.Commit();
-  if (!st.ok()) catalog.Rollback();
-  return st;
-}
 
 Result<InodeRecord> GetDir(Catalog& catalog, uint64_t ino) {
   auto dir = catalog.GetInode(ino);
@@ -52,7 +44,8 @@ Result<uint64_t> LookupOrENOENT(Catalog& catalog, uint64_t parent, const std::st
 Filesystem::Filesystem(Archive& archive)
     : archive_(archive),
       store_(archive, archive.options().read_buffer_segments),
-      persister_(archive, state_, store_) {
+      persister_(archive, state_, store_),
+      reconciler_(archive, state_, store_) {
   persister_.SetAfterBatch([this] { EvictOverBudget(); });
 }
 
@@ -102,7 +95,13 @@ Status Filesystem::Recover() {
   return Status::OK();
 }
 
+void Filesystem::StartBackground() {
+  persister_.Start();
+  reconciler_.Start();
+}
+
 Status Filesystem::Stop() {
+  reconciler_.Stop();
   Status st = persister_.Stop();
   std::lock_guard lock(archive_.catalog_mutex());
   Status release = archive_.ReleaseFreedSpace();
@@ -367,6 +366,10 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
     }
     src->ctime_ns = now;
     CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*src));
+    // A new name or directory may mean a new effective policy for what was persisted.
+    for (const InodeRecord* moved : {&*src, (flags & RENAME_EXCHANGE) ? &*dst : nullptr}) {
+      if (moved && (IsDir(*moved) || moved->layout_id != 0)) CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(moved->ino));
+    }
     from_dir->mtime_ns = from_dir->ctime_ns = now;
     if (same_dir) {  // one directory, two copies of its record: to_dir holds the changes
       to_dir->mtime_ns = to_dir->ctime_ns = now;
@@ -718,18 +721,20 @@ Result<std::vector<uint8_t>> Filesystem::GetXattr(uint64_t ino, const std::strin
 }
 
 Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags) {
+  bool policy_key = IsPolicyXattr(name);
   std::vector<uint8_t> canonical;
-  if (name.starts_with(kPolicyPrefix)) {
-    auto checked = CheckPolicyXattr(name, value);
-    if (!checked.ok()) return checked.status();
-    canonical.assign(checked->begin(), checked->end());
-    value = canonical;
-  }
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {
     auto inode = catalog.GetInode(ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    if (policy_key) {
+      auto checked = CheckPolicyXattr(ino, name, value);
+      if (!checked.ok()) return checked.status();
+      canonical.assign(checked->begin(), checked->end());
+      value = canonical;
+      CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));  // it may be out of policy now
+    }
     bool exists = catalog.GetXattr(ino, name).ok();
     if ((flags & XATTR_CREATE) && exists) return Status::Posix(EEXIST, name);
     if ((flags & XATTR_REPLACE) && !exists) return Status::Posix(ENODATA, name);
@@ -754,17 +759,43 @@ Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<con
   });
 }
 
-Result<std::string> Filesystem::CheckPolicyXattr(const std::string& name, std::span<const uint8_t> value) {
-  std::string_view suffix = std::string_view(name).substr(kPolicyPrefix.size());
-  if (IsComputedPolicyKey(suffix)) {
-    return Status::Posix(EPERM, fmt::format("{} is computed by cairn and cannot be set", name));
+Result<std::string> Filesystem::CheckPolicyXattr(uint64_t ino, const std::string& name,
+                                                 std::span<const uint8_t> value) {
+  bool trusted = name.starts_with(kTrustedPolicyPrefix);
+  std::string_view suffix = std::string_view(name).substr(trusted ? kTrustedPolicyPrefix.size() : kPolicyPrefix.size());
+  std::string text(value.begin(), value.end());
+  auto refuse = [&](int error, const std::string& why) {
+    LogWarning("setxattr {}='{}' refused: {}", name, text, why);
+    return Status::Posix(error, why);
+  };
+  if (!trusted && IsComputedPolicyKey(suffix)) return refuse(EPERM, fmt::format("{} is computed by cairn", name));
+  if (trusted && suffix == "lock") {
+    auto keys = CanonicalLockValue(text);
+    if (!keys.ok()) return refuse(EINVAL, keys.status().message());
+    return keys;
   }
   auto key = ParsePolicyKey(suffix);
-  std::string text(value.begin(), value.end());
   Result<std::string> canonical = key.ok() ? CanonicalPolicyValue(*key, text) : Result<std::string>(key.status());
-  if (!canonical.ok()) {
-    LogWarning("setxattr {}='{}' refused: {}", name, text, canonical.status().message());
-    return Status::Posix(EINVAL, canonical.status().message());
+  if (!canonical.ok()) return refuse(EINVAL, canonical.status().message());
+  Catalog& catalog = archive_.catalog();
+  if (*key == PolicyKey::kPolicy) {
+    PolicyContext context = archive_.policy_context();
+    const NamedPolicy* policy = context.rules->FindPolicy(*canonical);
+    if (!policy) {
+      std::string menu;
+      for (const auto& p : context.rules->policies()) menu += fmt::format("{}{}", menu.empty() ? "" : ", ", p.name);
+      return refuse(EINVAL, fmt::format("no policy named '{}' in {} (defined: {})", *canonical,
+                                        archive_.rules_path(), menu.empty() ? "none" : menu));
+    }
+    if (!trusted && !policy->selectable) {
+      return refuse(EPERM, fmt::format("policy '{}' is not selectable by users; an admin can pin it with "
+                                       "trusted.cairn.policy",
+                                       *canonical));
+    }
+  }
+  if (!trusted) {
+    std::string lock = LockCovering(catalog, ino, *key);
+    if (!lock.empty()) return refuse(EPERM, fmt::format("{} is locked by the admin at {}", name, lock));
   }
   return canonical;
 }
@@ -773,7 +804,7 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
   Catalog& catalog = archive_.catalog();
   auto inode = catalog.GetInode(ino);
   if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
-  auto policy = ResolvePolicy(catalog, ino, archive_.options().segment_size);
+  auto policy = ResolvePolicy(catalog, ino, archive_.policy_context());
   if (!policy.ok()) return policy.status();
   if (suffix == "effective") return policy->Effective();
   if (suffix == "effective.source") return policy->Sources();
@@ -785,7 +816,12 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
       bool writing = live != state_.live.end() && live->second.nwriters > 0;
       return std::string(writing ? "cached" : "queued");
     }
-    if (inode->segment_size != 0 && inode->segment_size != policy->segment_size()) return std::string("out-of-policy");
+    if (state_.migrating == ino) return std::string("migrating");
+    if (inode->layout_id != 0) {
+      auto stamp = catalog.LayoutStamp(inode->layout_id);
+      if (!stamp.ok()) return stamp.status();
+      if (!LayoutMatches(*stamp, *policy)) return std::string("out-of-policy");
+    }
     return std::string("persisted");
   }
   if (suffix == "location") {
@@ -816,6 +852,7 @@ Status Filesystem::RemoveXattr(uint64_t ino, const std::string& name) {
   if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
     return Status::Posix(EPERM, fmt::format("{} is computed by cairn and cannot be removed", name));
   }
+  bool policy_key = IsPolicyXattr(name);
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {
@@ -824,9 +861,65 @@ Status Filesystem::RemoveXattr(uint64_t ino, const std::string& name) {
     Status st = catalog.RemoveXattr(ino, name);
     if (st.IsNotFound()) return Status::Posix(ENODATA, name);
     CAIRN_RETURN_IF_ERROR(st);
+    if (policy_key) CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
     inode->ctime_ns = NowNs();
     return catalog.UpdateInode(*inode);
   });
+}
+
+Result<uint64_t> Filesystem::LookupPath(const std::string& path) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  uint64_t ino = kRootInode;
+  std::istringstream names(path);
+  std::string name;
+  while (std::getline(names, name, '/')) {
+    if (name.empty() || name == ".") continue;
+    auto next = archive_.catalog().Lookup(ino, name);
+    if (!next.ok()) return Status::NotFound(fmt::format("{}: no such file or directory in the archive", path));
+    ino = *next;
+  }
+  return ino;
+}
+
+Status Filesystem::ApplyPolicy(const std::string& path, const Reconciler::ProgressFn& report) {
+  auto ino = LookupPath(path);
+  if (!ino.ok()) return ino.status();
+  return reconciler_.Apply(*ino, report);
+}
+
+Status Filesystem::DryRunRules(std::shared_ptr<const RuleSet> candidate, const std::string& path,
+                               const std::function<bool(const std::string&)>& report) {
+  auto root = LookupPath(path);
+  if (!root.ok()) return root.status();
+  PolicyContext now = archive_.policy_context();
+  PolicyContext then = now;
+  then.rules = std::move(candidate);
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  Status st;
+  catalog.VisitTree(*root, [&](const InodeRecord& inode) {
+    if (!S_ISREG(inode.mode)) return true;
+    auto before = ResolvePolicy(catalog, inode.ino, now);
+    auto after = ResolvePolicy(catalog, inode.ino, then);
+    if (!before.ok() || !after.ok()) {
+      st = before.ok() ? after.status() : before.status();
+      return false;
+    }
+    std::string changes;
+    for (size_t i = 0; i < after->fields.size(); i++) {
+      const ResolvedField& a = after->fields[i];
+      const ResolvedField& b = before->fields[i];
+      if (a.value == b.value && a.source == b.source) continue;
+      changes += fmt::format(" {}={}->{}", PolicyKeyName(a.key), b.value, a.value);
+      if (a.source != b.source) changes += fmt::format(" ({})", a.source);
+    }
+    if (changes.empty()) return true;
+    auto stamp = inode.layout_id != 0 ? catalog.LayoutStamp(inode.layout_id) : Result<std::string>(std::string());
+    bool reencode = inode.layout_id != 0 && stamp.ok() && !LayoutMatches(*stamp, *after);
+    return report(fmt::format("{}:{}{}", PathOf(catalog, inode.ino), changes,
+                              reencode ? " [persisted: would be re-encoded]" : ""));
+  });
+  return st;
 }
 
 uint64_t Filesystem::FreeDiskBytes() {

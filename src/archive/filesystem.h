@@ -15,6 +15,7 @@
 #include "archive/archive.h"
 #include "archive/file_state.h"
 #include "archive/persister.h"
+#include "archive/reconciler.h"
 #include "archive/segment_store.h"
 
 namespace cairn {
@@ -64,9 +65,9 @@ class Filesystem {
   // Purges orphans left by a crash and queues files left dirty. Starts no thread, so it
   // runs before the daemon forks and its errors reach the user.
   Status Recover();
-  // Starts the persister thread.
-  void StartBackground() { persister_.Start(); }
-  // Persists everything still dirty and stops the persister.
+  // Starts the persister and reconciler threads.
+  void StartBackground();
+  // Stops the reconciler, persists everything still dirty and stops the persister.
   Status Stop();
 
   // Entry-returning calls add one kernel lookup reference to the inode they return.
@@ -112,6 +113,18 @@ class Filesystem {
   // Persists everything, then drops all clean files from the staging cache (cairn evict).
   Status EvictAll();
 
+  // The inode at `path` inside the archive ("/a/b"; "/" is the root).
+  Result<uint64_t> LookupPath(const std::string& path);
+  // cairn policy apply: re-encodes the out-of-policy files at or below `path` now.
+  Status ApplyPolicy(const std::string& path, const Reconciler::ProgressFn& report);
+  // cairn rules reload and SIGHUP: re-reads ARCHIVE/rules; a broken file changes nothing.
+  Status ReloadRules() { return archive_.LoadRules(); }
+  // cairn rules dry-run: one line per regular file at or below `path` whose effective
+  // policy `candidate` would change ("/a/f: segment_size=4194304->65536 (rule:x) ...");
+  // `report` returns false to stop.
+  Status DryRunRules(std::shared_ptr<const RuleSet> candidate, const std::string& path,
+                     const std::function<bool(const std::string&)>& report);
+
   Archive& archive() { return archive_; }
 
  private:
@@ -138,8 +151,10 @@ class Filesystem {
   // written) while the cache is over its budget.
   void EvictOverBudget();
   Status CheckName(const std::string& name) const;
-  // Validates a user.cairn.* value; returns its canonical spelling or EINVAL/EPERM.
-  Result<std::string> CheckPolicyXattr(const std::string& name, std::span<const uint8_t> value);
+  // Validates a user.cairn.* or trusted.cairn.* value set on `ino`: key, value, named
+  // policy (defined; selectable by users), admin locks. Returns the canonical spelling,
+  // or EINVAL/EPERM with the reason (also logged). REQUIRES: catalog mutex.
+  Result<std::string> CheckPolicyXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value);
   // user.cairn.effective, .effective.source, .state, .location. REQUIRES: catalog mutex.
   Result<std::string> ComputedPolicyValue(uint64_t ino, const std::string& suffix);
   // Free bytes on all disks. REQUIRES: catalog mutex.
@@ -149,6 +164,7 @@ class Filesystem {
   FileState state_;
   SegmentStore store_;
   Persister persister_;
+  Reconciler reconciler_;
 };
 
 }  // namespace cairn

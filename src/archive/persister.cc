@@ -13,16 +13,13 @@
 
 #include "policy/resolver.h"
 #include "util/clock.h"
+#include "util/coding.h"
 #include "util/log.h"
 
 namespace cairn {
 namespace {
 
 constexpr size_t kNoExtent = SIZE_MAX;
-
-bool IsAllZero(const std::vector<uint8_t>& data) {
-  return data.empty() || (data[0] == 0 && std::memcmp(data.data(), data.data() + 1, data.size() - 1) == 0);
-}
 
 constexpr auto kPollInterval = std::chrono::milliseconds(250);
 constexpr int64_t kQuietNs = 500'000'000;
@@ -36,6 +33,7 @@ struct Persister::Piece {
   uint64_t ino = 0;
   uint64_t index = 0;
   uint64_t segment_size = 0;
+  std::string stamp;  // the policy the file's extents are written with
   std::vector<uint8_t> data;
 };
 
@@ -179,6 +177,7 @@ Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
 Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
   std::unique_lock data(state_.data_lock(ino));
   InodeRecord inode;
+  std::string stamp;
   std::vector<uint64_t> indexes;
   {
     std::lock_guard lock(archive_.catalog_mutex());
@@ -191,12 +190,18 @@ Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
     inode = *record;
     DirtyFile& dirty = dirty_it->second;
     // The policy is decided now, at first persist, not at create: rsync's rename and
-    // tar's late setfattr have happened by then.
+    // tar's late setfattr have happened by then. Later writes keep it; changing it is
+    // the reconciler's job.
     uint64_t segment_size = inode.segment_size;
-    if (segment_size == 0) {
-      auto policy = ResolvePolicy(archive_.catalog(), ino, archive_.options().segment_size);
+    if (inode.layout_id == 0) {
+      auto policy = ResolvePolicy(archive_.catalog(), ino, archive_.policy_context());
       if (!policy.ok()) return policy.status();
       segment_size = policy->segment_size();
+      stamp = policy->Effective();
+    } else {
+      auto stamped = archive_.catalog().LayoutStamp(inode.layout_id);
+      if (!stamped.ok()) return stamped.status();
+      stamp = std::move(*stamped);
     }
     uint64_t count = (inode.size + segment_size - 1) / segment_size;
     if (dirty.all_cached) {
@@ -226,6 +231,7 @@ Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
       Piece marker;
       marker.ino = ino;
       marker.segment_size = segment_size;
+      marker.stamp = stamp;
       marker.index = UINT64_MAX;
       pieces.push_back(std::move(marker));
     }
@@ -239,6 +245,7 @@ Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
     piece.ino = ino;
     piece.index = index;
     piece.segment_size = inode.segment_size;
+    piece.stamp = stamp;
     uint64_t start = index * inode.segment_size;
     piece.data.resize(std::min(inode.segment_size, inode.size - start));
     st = StagingCache::ReadAt(*fd, start, piece.data);
@@ -266,8 +273,9 @@ Status Persister::WriteAndCommit(std::vector<Piece>& pieces) {
   std::set<uint32_t> disks_written;
   Status failure;
 
-  auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> payload) {
-    auto record = archive_.WriteExtentToDisk(kind, ino, file_offset, payload);
+  auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> payload,
+                          const std::string& stamp) {
+    auto record = archive_.WriteExtentToDisk(kind, ino, file_offset, payload, stamp);
     if (!record.ok()) {
       if (failure.ok()) failure = record.status();
       return false;
@@ -277,19 +285,24 @@ Status Persister::WriteAndCommit(std::vector<Piece>& pieces) {
     return true;
   };
 
-  std::vector<uint8_t> pack;
-  std::vector<size_t> pack_members;
-  auto flush_pack = [&]() {
-    if (pack_members.empty()) return;
-    if (write_extent(ExtentKind::kPack, 0, 0, pack)) {
+  // Small pieces share pack extents, one pack per policy stamp so that the stamp is true
+  // for every member.
+  struct Pack {
+    std::vector<uint8_t> bytes;
+    std::vector<size_t> members;
+  };
+  std::map<std::string, Pack> packs;
+  auto flush_pack = [&](const std::string& stamp, Pack& pack) {
+    if (pack.members.empty()) return;
+    if (write_extent(ExtentKind::kPack, 0, 0, pack.bytes, stamp)) {
       uint64_t offset = 0;
-      for (size_t member : pack_members) {
+      for (size_t member : pack.members) {
         placements.push_back({member, extents.size() - 1, offset});
         offset += pieces[member].data.size();
       }
     }
-    pack.clear();
-    pack_members.clear();
+    pack.bytes.clear();
+    pack.members.clear();
   };
 
   for (size_t i = 0; i < pieces.size() && failure.ok(); i++) {
@@ -300,16 +313,22 @@ Status Persister::WriteAndCommit(std::vector<Piece>& pieces) {
       continue;
     }
     if (piece.data.size() > options.pack_threshold) {
-      if (write_extent(ExtentKind::kFileSegment, piece.ino, piece.index * piece.segment_size, piece.data)) {
+      if (write_extent(ExtentKind::kFileSegment, piece.ino, piece.index * piece.segment_size, piece.data,
+                       piece.stamp)) {
         placements.push_back({i, extents.size() - 1, 0});
       }
       continue;
     }
-    if (!pack.empty() && pack.size() + piece.data.size() > options.segment_size) flush_pack();
-    pack.insert(pack.end(), piece.data.begin(), piece.data.end());
-    pack_members.push_back(i);
+    Pack& pack = packs[piece.stamp];
+    if (!pack.bytes.empty() && pack.bytes.size() + piece.data.size() > options.segment_size) {
+      flush_pack(piece.stamp, pack);
+    }
+    pack.bytes.insert(pack.bytes.end(), piece.data.begin(), piece.data.end());
+    pack.members.push_back(i);
   }
-  if (failure.ok()) flush_pack();
+  for (auto& [stamp, pack] : packs) {
+    if (failure.ok()) flush_pack(stamp, pack);
+  }
   for (uint32_t disk : disks_written) {
     if (!failure.ok()) break;
     failure = archive_.disk(disk).Sync();
@@ -355,6 +374,12 @@ Status Persister::WriteAndCommit(std::vector<Piece>& pieces) {
     auto inode = catalog.GetInode(piece.ino);
     if (!inode.ok()) continue;
     inode->segment_size = piece.segment_size;
+    auto layout = catalog.InternLayout(piece.stamp);
+    if (!layout.ok()) {
+      st = layout.status();
+      break;
+    }
+    inode->layout_id = *layout;
     auto dirty = state_.dirty.find(piece.ino);
     inode->dirty = dirty != state_.dirty.end() && (dirty->second.all_cached || !dirty->second.segments.empty());
     if (!inode->dirty && dirty != state_.dirty.end()) state_.EraseDirty(piece.ino);

@@ -91,15 +91,17 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
   return sb;
 }
 
-// Extent header layout (little-endian), 72 bytes:
-//   0 magic[8] | 8 u16 version | 10 u16 header_len | 12 u8 kind | 13 u8[3] reserved
+// Extent header layout (little-endian), one 4096-byte block:
+//   0 magic[8] | 8 u16 version | 10 u16 header_len (76 + stamp_len) | 12 u8 kind | 13 u8[3] reserved
 //   16 archive_id[16] | 32 u64 extent_id | 40 u64 inode | 48 u64 file_offset
-//   56 u64 payload_length | 64 u32 masked crc32c(payload) | 68 u32 masked crc32c(bytes [0, 68))
+//   56 u64 payload_length | 64 u32 masked crc32c(payload) | 68 u16 stamp_len | 70 u16 reserved
+//   72 policy stamp[stamp_len] | 72+stamp_len u32 masked crc32c(bytes [0, 72+stamp_len)) | zeros
 std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h) {
   std::array<uint8_t, kExtentHeaderSize> out{};
+  size_t stamp_len = std::min(h.policy_stamp.size(), kMaxPolicyStamp);
   std::memcpy(out.data(), kExtentMagic, 8);
   PutFixed16(&out[8], h.version);
-  PutFixed16(&out[10], kExtentHeaderSize);
+  PutFixed16(&out[10], static_cast<uint16_t>(76 + stamp_len));
   out[12] = static_cast<uint8_t>(h.kind);
   std::memcpy(&out[16], h.archive_id.data(), 16);
   PutFixed64(&out[32], h.extent_id);
@@ -107,7 +109,9 @@ std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h)
   PutFixed64(&out[48], h.file_offset);
   PutFixed64(&out[56], h.payload_length);
   PutFixed32(&out[64], MaskCrc(h.payload_crc));
-  PutFixed32(&out[68], MaskCrc(Crc32c({out.data(), 68})));
+  PutFixed16(&out[68], static_cast<uint16_t>(stamp_len));
+  std::memcpy(&out[72], h.policy_stamp.data(), stamp_len);
+  PutFixed32(&out[72 + stamp_len], MaskCrc(Crc32c({out.data(), 72 + stamp_len})));
   return out;
 }
 
@@ -116,14 +120,21 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
     return Status::Corruption(
         fmt::format("{}: extent header truncated: {} of {} bytes", where, bytes.size(), kExtentHeaderSize));
   }
-  if (std::all_of(bytes.begin(), bytes.begin() + kExtentHeaderSize, [](uint8_t b) { return b == 0; })) {
+  if (std::all_of(bytes.begin(), bytes.begin() + 76, [](uint8_t b) { return b == 0; })) {
     return Status::Corruption(fmt::format("{}: no extent here (all-zero header)", where));
   }
   if (std::memcmp(bytes.data(), kExtentMagic, 8) != 0) {
     return Status::Corruption(fmt::format("{}: bad extent magic (want CAIRNEXT)", where));
   }
-  uint32_t stored = UnmaskCrc(GetFixed32(&bytes[68]));
-  uint32_t actual = Crc32c(bytes.first(68));
+  uint16_t header_len = GetFixed16(&bytes[10]);
+  uint16_t stamp_len = GetFixed16(&bytes[68]);
+  if (stamp_len > kMaxPolicyStamp || header_len != 76 + stamp_len) {
+    return Status::Corruption(
+        fmt::format("{}: extent header length {} does not fit its policy stamp of {} bytes", where, header_len,
+                    stamp_len));
+  }
+  uint32_t stored = UnmaskCrc(GetFixed32(&bytes[72 + stamp_len]));
+  uint32_t actual = Crc32c(bytes.first(72 + stamp_len));
   if (stored != actual) {
     return Status::Corruption(
         fmt::format("{}: extent header checksum mismatch (want={:08x} have={:08x})", where, stored, actual));
@@ -134,12 +145,7 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
     return Status::NotSupported(fmt::format("{}: extent format version {} is not supported (this cairn reads {})",
                                             where, h.version, kFormatVersion));
   }
-  uint16_t header_len = GetFixed16(&bytes[10]);
-  if (header_len != kExtentHeaderSize) {
-    return Status::Corruption(fmt::format("{}: extent header length {} (want {})", where, header_len,
-                                          kExtentHeaderSize));
-  }
-  uint8_t kind = bytes[12];
+uint8_t kind = bytes[12];
   if (kind != static_cast<uint8_t>(ExtentKind::kFileSegment) && kind != static_cast<uint8_t>(ExtentKind::kPack)) {
     return Status::Corruption(fmt::format("{}: unknown extent kind {}", where, kind));
   }
@@ -150,6 +156,7 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
   h.file_offset = GetFixed64(&bytes[48]);
   h.payload_length = GetFixed64(&bytes[56]);
   h.payload_crc = UnmaskCrc(GetFixed32(&bytes[64]));
+  h.policy_stamp.assign(reinterpret_cast<const char*>(&bytes[72]), stamp_len);
   return h;
 }
 

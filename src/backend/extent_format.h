@@ -1,4 +1,4 @@
-// On-disk format v1: the disk superblock and the self-describing extent header.
+// On-disk format v2: the disk superblock and the self-describing extent header.
 // Layouts, field widths and reader rules are documented in man/cairn-format.5.
 #pragma once
 
@@ -16,7 +16,7 @@ std::string ArchiveIdToString(const ArchiveId& id);
 Result<ArchiveId> ArchiveIdFromString(std::string_view text);
 ArchiveId NewArchiveId();
 
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 constexpr uint64_t kBlockSize = 4096;  // allocation unit and superblock size
 inline uint64_t RoundUpToBlock(uint64_t n) { return (n + kBlockSize - 1) / kBlockSize * kBlockSize; }
 
@@ -38,7 +38,10 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
 
 // --- Extent header: precedes every extent's payload. --------------------------------
 constexpr char kExtentMagic[8] = {'C', 'A', 'I', 'R', 'N', 'E', 'X', 'T'};
-constexpr uint16_t kExtentHeaderSize = 72;
+// The header fills one block, so payloads start block aligned; it holds 76 fixed bytes
+// and the policy stamp.
+constexpr uint16_t kExtentHeaderSize = 4096;
+constexpr size_t kMaxPolicyStamp = kExtentHeaderSize - 76;
 
 // Persisted values: never renumber.
 enum class ExtentKind : uint8_t {
@@ -55,8 +58,12 @@ struct ExtentHeader {
   uint64_t file_offset = 0;
   uint64_t payload_length = 0;
   uint32_t payload_crc = 0;  // unmasked CRC32C of the payload
+  // The fully resolved policy the payload was written with ("raid=none ... plugins=none
+  // policy=cold"), so the extent decodes after the policy definitions change.
+  std::string policy_stamp;
 };
 
+// REQUIRES: header.policy_stamp.size() <= kMaxPolicyStamp.
 std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& header);
 // Checks magic, version and header checksum. `where` names disk and offset in messages.
 Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const std::string& where);

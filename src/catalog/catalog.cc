@@ -1,5 +1,9 @@
 #include "catalog/catalog.h"
 
+#include <sys/stat.h>
+
+#include <unordered_set>
+
 #include <fmt/format.h>
 
 namespace cairn {
@@ -12,7 +16,8 @@ CREATE TABLE inodes(
   mode INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL, nlink INTEGER NOT NULL,
   size INTEGER NOT NULL, rdev INTEGER NOT NULL,
   atime_ns INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
-  segment_size INTEGER NOT NULL DEFAULT 0, dirty INTEGER NOT NULL DEFAULT 0, symlink BLOB);
+  segment_size INTEGER NOT NULL DEFAULT 0, dirty INTEGER NOT NULL DEFAULT 0, symlink BLOB,
+  layout INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX inodes_dirty ON inodes(dirty) WHERE dirty = 1;
 CREATE TABLE dentries(
   cookie INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -31,6 +36,8 @@ CREATE TABLE segments(
   extent_offset INTEGER NOT NULL, length INTEGER NOT NULL, cached INTEGER NOT NULL,
   PRIMARY KEY(ino, idx)) WITHOUT ROWID;
 CREATE INDEX segments_extent ON segments(extent);
+CREATE TABLE layouts(id INTEGER PRIMARY KEY, stamp TEXT NOT NULL UNIQUE);
+CREATE TABLE policy_queue(ino INTEGER PRIMARY KEY);
 )sql";
 
 Status SqliteError(sqlite3* db, const std::string& what) {
@@ -65,6 +72,7 @@ InodeRecord ReadInode(Statement& s) {
   r.segment_size = s.UInt(10);
   r.dirty = s.Int(11) != 0;
   r.symlink = s.Text(12);
+  r.layout_id = s.UInt(13);
   return r;
 }
 
@@ -77,7 +85,7 @@ ExtentRecord ReadExtentRow(Statement& s) {
                       s.UInt(4), static_cast<uint32_t>(s.Int(5)), static_cast<int>(s.Int(6)), s.UInt(7)};
 }
 
-#define INODE_COLUMNS "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink"
+#define INODE_COLUMNS "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink, layout"
 #define SEGMENT_COLUMNS "ino, idx, extent, extent_offset, length, cached"
 #define EXTENT_COLUMNS "id, disk, offset, alloc_length, payload_length, payload_crc, kind, refs"
 
@@ -99,10 +107,10 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
   root.gid = gid;
   root.nlink = 2;
   root.atime_ns = root.mtime_ns = root.ctime_ns = now_ns;
-  Statement insert(catalog->db_, "INSERT INTO inodes(" INODE_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  Statement insert(catalog->db_, "INSERT INTO inodes(" INODE_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   CAIRN_RETURN_IF_ERROR(insert
                             .Bind(root.ino, root.mode, root.uid, root.gid, root.nlink, root.size, root.rdev,
-                                  root.atime_ns, root.mtime_ns, root.ctime_ns, root.segment_size, root.dirty, nullptr)
+                                  root.atime_ns, root.mtime_ns, root.ctime_ns, root.segment_size, root.dirty, nullptr, 0)
                             .Run());
   CAIRN_RETURN_IF_ERROR(catalog->Commit());
   CAIRN_RETURN_IF_ERROR(catalog->Flush(true));
@@ -180,6 +188,7 @@ void Catalog::Rollback() {
   if (txn_depth_ == 0) return;
   txn_depth_ = 0;
   inode_cache_.clear();
+  layout_ids_.clear();
   Exec("ROLLBACK TO op; RELEASE op");
   if (listener_.op_rolled_back) listener_.op_rolled_back();
 }
@@ -191,6 +200,7 @@ Status Catalog::Flush(bool durable) {
     Status st = Exec("COMMIT");
     if (!st.ok()) {
       inode_cache_.clear();
+      layout_ids_.clear();
       Exec("ROLLBACK");
       if (listener_.batch_lost) listener_.batch_lost();
       return st;
@@ -232,9 +242,9 @@ Result<InodeRecord> Catalog::GetInode(uint64_t ino) {
 Result<uint64_t> Catalog::InsertInode(const InodeRecord& r) {
   auto& s = Prepare(
       "INSERT INTO inodes(mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, "
-      "symlink) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+      "symlink, layout) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
   CAIRN_RETURN_IF_ERROR(s.Bind(r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns,
-                               r.segment_size, r.dirty, r.symlink)
+                               r.segment_size, r.dirty, r.symlink, r.layout_id)
                             .Run());
   uint64_t ino = static_cast<uint64_t>(sqlite3_last_insert_rowid(db_));
   if (inode_cache_.size() < kInodeCacheLimit) {
@@ -248,9 +258,9 @@ Status Catalog::UpdateInode(const InodeRecord& r) {
   inode_cache_.erase(r.ino);  // re-read (and re-cached) after the update succeeds
   Status st = Prepare(
              "UPDATE inodes SET mode=?, uid=?, gid=?, nlink=?, size=?, rdev=?, atime_ns=?, mtime_ns=?, ctime_ns=?, "
-             "segment_size=?, dirty=?, symlink=? WHERE ino=?")
+             "segment_size=?, dirty=?, symlink=?, layout=? WHERE ino=?")
       .Bind(r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns, r.segment_size,
-            r.dirty, r.symlink, r.ino)
+            r.dirty, r.symlink, r.layout_id, r.ino)
       .Run();
   if (st.ok() && inode_cache_.size() < kInodeCacheLimit) inode_cache_[r.ino] = r;
   return st;
@@ -259,6 +269,7 @@ Status Catalog::UpdateInode(const InodeRecord& r) {
 Status Catalog::DeleteInode(uint64_t ino) {
   inode_cache_.erase(ino);
   CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM xattrs WHERE ino = ?").Bind(ino).Run());
+  CAIRN_RETURN_IF_ERROR(DequeuePolicyCheck(ino));
   return Prepare("DELETE FROM inodes WHERE ino = ?").Bind(ino).Run();
 }
 
@@ -266,6 +277,61 @@ std::vector<uint64_t> Catalog::InodesWhere(const char* condition) {
   std::vector<uint64_t> out;
   Statement s(db_, fmt::format("SELECT ino FROM inodes WHERE {} ORDER BY ino", condition));
   s.Bind();
+  while (s.Step()) out.push_back(s.UInt(0));
+  return out;
+}
+
+void Catalog::VisitTree(uint64_t root, const std::function<bool(const InodeRecord&)>& visit) {
+  constexpr size_t kChunk = 1024;
+  std::vector<uint64_t> stack{root};
+  std::unordered_set<uint64_t> seen;
+  while (!stack.empty()) {
+    uint64_t at = stack.back();
+    stack.pop_back();
+    if (!seen.insert(at).second) continue;
+    auto inode = GetInode(at);
+    if (!inode.ok()) continue;
+    if (!visit(*inode)) return;
+    if (!S_ISDIR(inode->mode)) continue;
+    for (uint64_t after = 0;;) {
+      auto entries = ListEntries(at, after, kChunk);
+      for (const auto& entry : entries) stack.push_back(entry.ino);
+      if (entries.size() < kChunk) break;
+      after = entries.back().cookie;
+    }
+  }
+}
+
+Result<uint64_t> Catalog::InternLayout(const std::string& stamp) {
+  if (auto it = layout_ids_.find(stamp); it != layout_ids_.end()) return it->second;
+  auto& find = Prepare("SELECT id FROM layouts WHERE stamp = ?");
+  find.Bind(stamp);
+  if (find.Step()) return layout_ids_[stamp] = find.UInt(0);
+  CAIRN_RETURN_IF_ERROR(find.status());
+  CAIRN_RETURN_IF_ERROR(Prepare("INSERT INTO layouts(stamp) VALUES(?)").Bind(stamp).Run());
+  return layout_ids_[stamp] = static_cast<uint64_t>(sqlite3_last_insert_rowid(db_));
+}
+
+Result<std::string> Catalog::LayoutStamp(uint64_t id) {
+  auto& s = Prepare("SELECT stamp FROM layouts WHERE id = ?");
+  s.Bind(id);
+  if (s.Step()) return s.Text(0);
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return Status::NotFound(fmt::format("catalog: no layout {}", id));
+}
+
+Status Catalog::QueuePolicyCheck(uint64_t ino) {
+  return Prepare("INSERT OR IGNORE INTO policy_queue(ino) VALUES(?)").Bind(ino).Run();
+}
+
+Status Catalog::DequeuePolicyCheck(uint64_t ino) {
+  return Prepare("DELETE FROM policy_queue WHERE ino = ?").Bind(ino).Run();
+}
+
+std::vector<uint64_t> Catalog::PolicyQueue(size_t limit) {
+  std::vector<uint64_t> out;
+  auto& s = Prepare("SELECT ino FROM policy_queue ORDER BY ino LIMIT ?");
+  s.Bind(static_cast<uint64_t>(limit));
   while (s.Step()) out.push_back(s.UInt(0));
   return out;
 }
@@ -351,6 +417,17 @@ std::vector<std::string> Catalog::ListXattrs(uint64_t ino) {
   auto& s = Prepare("SELECT name FROM xattrs WHERE ino = ? ORDER BY name");
   s.Bind(ino);
   while (s.Step()) out.push_back(s.Text(0));
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> Catalog::XattrsWithPrefix(uint64_t ino, std::string_view prefix) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto& s = Prepare("SELECT name, value FROM xattrs WHERE ino = ?");
+  s.Bind(ino);
+  while (s.Step()) {
+    std::string name = s.Text(0);
+    if (name.starts_with(prefix)) out.emplace_back(std::move(name), s.Text(1));
+  }
   return out;
 }
 

@@ -19,7 +19,7 @@
 
 namespace cairn {
 
-constexpr int kCatalogSchemaVersion = 1;
+constexpr int kCatalogSchemaVersion = 2;
 constexpr uint64_t kRootInode = 1;
 
 struct InodeRecord {
@@ -36,6 +36,7 @@ struct InodeRecord {
   uint64_t segment_size = 0;  // fixed at first persist; 0 = never persisted
   bool dirty = false;         // the staging cache holds data not yet persisted
   std::string symlink;        // target, for symlinks
+  uint64_t layout_id = 0;     // the policy its extents were written with (InternLayout); 0 = none yet
 };
 
 struct DirEntryRecord {
@@ -117,6 +118,9 @@ class Catalog {
   bool HasEntries(uint64_t dir);
   // Up to `limit` entries of `dir` with cookie > `after`, in cookie order.
   std::vector<DirEntryRecord> ListEntries(uint64_t dir, uint64_t after, size_t limit);
+  // Calls `visit` for `root` and every inode below it, depth first, each inode once (hard
+  // links); stops early when `visit` returns false.
+  void VisitTree(uint64_t root, const std::function<bool(const InodeRecord&)>& visit);
   // The directory holding `ino` (any one of its names), for ".." and loop checks.
   Result<uint64_t> ParentOf(uint64_t ino);
   // One name of `ino`: (directory, name).
@@ -127,6 +131,18 @@ class Catalog {
   Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value);
   Status RemoveXattr(uint64_t ino, const std::string& name);  // NotFound if absent
   std::vector<std::string> ListXattrs(uint64_t ino);
+  // (name, value) of the attributes of `ino` whose names start with `prefix`.
+  std::vector<std::pair<std::string, std::string>> XattrsWithPrefix(uint64_t ino, std::string_view prefix);
+
+  // --- policy stamps: the resolved policy each file's extents were written with
+  Result<uint64_t> InternLayout(const std::string& stamp);  // id of an existing or new stamp
+  Result<std::string> LayoutStamp(uint64_t id);
+
+  // --- inodes (files, or directories standing for their subtree) whose effective policy
+  // may have changed since they were persisted: the reconciler's persistent to-do list
+  Status QueuePolicyCheck(uint64_t ino);
+  Status DequeuePolicyCheck(uint64_t ino);
+  std::vector<uint64_t> PolicyQueue(size_t limit);
 
   // --- segments and extents
   std::vector<SegmentRecord> GetSegments(uint64_t ino);
@@ -168,7 +184,18 @@ class Catalog {
   // Dropped whole on Rollback, since the rows it mirrors may have been rolled back.
   std::unordered_map<uint64_t, InodeRecord> inode_cache_;
   static constexpr size_t kInodeCacheLimit = 200000;
+  std::unordered_map<std::string, uint64_t> layout_ids_;  // stamp -> id; few distinct stamps exist
   std::map<const char*, std::unique_ptr<Statement>> statements_;
 };
+
+// Runs `body` inside a catalog operation: commits when it returns OK, rolls back otherwise.
+template <typename Body>
+Status InTransaction(Catalog& catalog, Body body) {
+  CAIRN_RETURN_IF_ERROR(catalog.Begin());
+  Status st = body();
+  if (st.ok()) st = catalog.Commit();
+  if (!st.ok()) catalog.Rollback();
+  return st;
+}
 
 }  // namespace cairn

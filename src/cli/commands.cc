@@ -79,18 +79,10 @@ int CmdMkfs(const Args& args) {
 
 int CmdUmount(const Args& args) {
   if (args.size() != 1) return Fail(2, "usage: cairn umount MOUNTPOINT");
-  char* real = ::realpath(args[0].c_str(), nullptr);
-  if (!real) return Fail(1, fmt::format("{}: {}", args[0], std::strerror(errno)));
-  std::string mountpoint = real;
-  free(real);
-  // The mount's source (fsname) is the archive directory; its lock names the daemon.
-  std::ifstream mounts("/proc/mounts");
-  std::string source, target, type, rest;
-  std::string archive;
-  while (mounts >> source >> target >> type && std::getline(mounts, rest)) {
-    if (target == mountpoint && type == "fuse.cairn") archive = source;
-  }
-  if (archive.empty()) return Fail(1, fmt::format("{} is not a cairn mount", mountpoint));
+  auto where = LocateInMount(args[0]);
+  if (!where.ok() || where->inside != "/") return Fail(1, fmt::format("{} is not a cairn mount", args[0]));
+  std::string archive = where->archive;
+  std::string mountpoint = where->mountpoint;
   int pid = Archive::LockHolder(archive);
   pid_t child = ::fork();
   if (child == 0) {
@@ -214,11 +206,11 @@ int CmdInspect(const Args& args) {
   auto header = DecodeExtentHeader(bytes, fmt::format("{} offset {}", d.Name(), offset));
   if (!header.ok()) return Fail(1, header.status().message());
   fmt::print("extent {} at {} offset {}\n  version {}\n  kind {}\n  archive {}\n  inode {}\n  file offset {}\n"
-             "  payload {} bytes, crc32c {:08x}\n  allocated {} bytes\n",
+             "  payload {} bytes, crc32c {:08x}\n  allocated {} bytes\n  policy {}\n",
              header->extent_id, d.Name(), offset, header->version,
              header->kind == ExtentKind::kPack ? "pack" : "file segment", ArchiveIdToString(header->archive_id),
              header->inode, header->file_offset, header->payload_length, header->payload_crc,
-             ExtentAllocation(header->payload_length));
+             ExtentAllocation(header->payload_length), header->policy_stamp);
   return 0;
 }
 

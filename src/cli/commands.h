@@ -2,8 +2,11 @@
 // subcommand name) and returns the process exit code: 0 ok, 1 failure, 2 usage.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "cairn/status.h"
 
 namespace cairn {
 
@@ -18,9 +21,22 @@ int CmdInspect(const Args& args);
 int CmdPersist(const Args& args);
 int CmdEvict(const Args& args);
 int CmdPolicy(const Args& args);
+int CmdRules(const Args& args);
 
-// Sends one control command to the daemon serving `archive_dir`; prints its reply.
-int SendControl(const std::string& archive_dir, const std::string& command, std::string* reply = nullptr);
+// Sends one control command (fields separated by tabs) to the daemon serving
+// `archive_dir`. Reply lines before the final "ok" go to `on_line` and into *reply; an
+// "error: ..." reply is printed. Returns the exit code.
+int SendControl(const std::string& archive_dir, const std::string& command, std::string* reply = nullptr,
+                const std::function<void(const std::string&)>& on_line = {});
+
+// Where a path on a mounted archive is: the archive directory (the mount's source), the
+// mountpoint, and the path inside the archive ("/a/b").
+struct MountedPath {
+  std::string archive;
+  std::string mountpoint;
+  std::string inside;
+};
+Result<MountedPath> LocateInMount(const std::string& path);
 
 // Prints "cairn: <message>" to stderr and returns `code`.
 int Fail(int code, const std::string& message);

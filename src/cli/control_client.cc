@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -13,7 +14,8 @@
 
 namespace cairn {
 
-int SendControl(const std::string& archive_dir, const std::string& command, std::string* reply_out) {
+int SendControl(const std::string& archive_dir, const std::string& command, std::string* reply_out,
+                const std::function<void(const std::string&)>& on_line) {
   char* real = ::realpath(archive_dir.c_str(), nullptr);
   if (!real) return Fail(1, fmt::format("{}: {}", archive_dir, std::strerror(errno)));
   std::string dir = real;
@@ -34,14 +36,44 @@ int SendControl(const std::string& archive_dir, const std::string& command, std:
     ::close(fd);
     return Fail(1, "cannot send to the daemon");
   }
-  std::string reply;
+  std::string pending;
+  std::string last;
   char buffer[4096];
   ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) reply.append(buffer, static_cast<size_t>(n));
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) {
+    pending.append(buffer, static_cast<size_t>(n));
+    for (size_t eol; (eol = pending.find('\n')) != std::string::npos; pending.erase(0, eol + 1)) {
+      last = pending.substr(0, eol);
+      if (last == "ok" || last.starts_with("error: ")) continue;
+      if (on_line) on_line(last);
+      if (reply_out) *reply_out += last + "\n";
+    }
+  }
   ::close(fd);
-  if (reply_out) *reply_out = reply;
-  if (reply.ends_with("ok\n")) return 0;
-  return Fail(1, reply.empty() ? "the daemon closed the connection without answering" : reply.substr(0, reply.size() - 1));
+  if (last == "ok") return 0;
+  if (last.starts_with("error: ")) return Fail(1, last.substr(7));
+  return Fail(1, "the daemon closed the connection without answering");
+}
+
+Result<MountedPath> LocateInMount(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (!real) return Status::FromErrno(path, errno);
+  std::string full = real;
+  free(real);
+  // The mount's source (fsname) is the archive directory.
+  std::ifstream mounts("/proc/mounts");
+  std::string source, target, type, rest;
+  MountedPath found;
+  while (mounts >> source >> target >> type && std::getline(mounts, rest)) {
+    if (type != "fuse.cairn" || target.size() < found.mountpoint.size()) continue;
+    bool inside = full == target || (full.starts_with(target) && (target == "/" || full[target.size()] == '/'));
+    if (!inside) continue;
+    found.archive = source;
+    found.mountpoint = target;
+    found.inside = full == target ? "/" : full.substr(target == "/" ? 0 : target.size());
+  }
+  if (found.archive.empty()) return Status::NotFound(fmt::format("{} is not inside a mounted cairn archive", path));
+  return found;
 }
 
 int CmdPersist(const Args& args) {

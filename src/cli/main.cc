@@ -22,6 +22,10 @@ commands:
   evict ARCHIVE              persist, then drop persisted data from the staging cache
   fsck ARCHIVE               check an unmounted archive
   policy explain PATH        the effective policy of a file, field by field, and where each came from
+  policy apply PATH [--progress]   re-encode the out-of-policy files at or below PATH now
+  rules check FILE           check an admin rules file (errors as FILE:LINE:COLUMN)
+  rules dry-run FILE --path DIR    which existing files below DIR the rules would change, and how
+  rules reload ARCHIVE|MOUNTPOINT  make the daemon re-read ARCHIVE/rules (as SIGHUP does)
   inspect ARCHIVE --disk N --offset BYTES
 
 See cairn(8).
@@ -48,7 +52,7 @@ int main(int argc, char** argv) {
   static const std::map<std::string, int (*)(const Args&)> kCommands = {
       {"mkfs", CmdMkfs},       {"mount", CmdMount},     {"umount", CmdUmount}, {"status", CmdStatus},
       {"persist", CmdPersist}, {"evict", CmdEvict},     {"fsck", CmdFsck},     {"inspect", CmdInspect},
-      {"policy", CmdPolicy},
+      {"policy", CmdPolicy},   {"rules", CmdRules},
   };
   auto command = kCommands.find(args[0]);
   if (command != kCommands.end()) return command->second(Args(args.begin() + 1, args.end()));

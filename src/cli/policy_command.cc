@@ -1,8 +1,12 @@
 // cairn policy explain PATH: the effective policy of a file in a mounted archive, one
 // field per line with where it came from (reads the computed user.cairn.* keys).
+// cairn policy apply PATH [--progress]: re-encodes its out-of-policy files now.
 #include <sys/xattr.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -12,6 +16,8 @@
 
 #include "cairn/status.h"
 #include "cli/commands.h"
+#include "util/clock.h"
+#include "util/size.h"
 
 namespace cairn {
 namespace {
@@ -38,6 +44,20 @@ std::map<std::string, std::string> Fields(const std::string& text, std::vector<s
   return out;
 }
 
+// "dir:/logs" -> "inherited from directory /logs", and so on (see resolver.h).
+std::string DescribeSource(const std::string& source) {
+  size_t at = source.starts_with("policy:") ? source.find('@') : std::string::npos;
+  if (at != std::string::npos) {
+    return fmt::format("policy '{}', {}", source.substr(7, at - 7), DescribeSource(source.substr(at + 1)));
+  }
+  if (source == "file") return "set on the file";
+  if (source.starts_with("dir:")) return fmt::format("inherited from directory {}", source.substr(4));
+  if (source.starts_with("pin:")) return fmt::format("pinned by the admin at {} (trusted.cairn.*)", source.substr(4));
+  if (source == "rule:default") return "the rules' default";
+  if (source.starts_with("rule:")) return fmt::format("admin rule '{}'", source.substr(5));
+  return "archive default";
+}
+
 int Explain(const std::string& path) {
   auto effective = ReadXattr(path, "user.cairn.effective");
   if (!effective.ok()) {
@@ -51,12 +71,33 @@ int Explain(const std::string& path) {
   auto from = Fields(*sources, nullptr);
   fmt::print("{}\n  state: {}\n", path, *state);
   for (const auto& key : order) {
-    std::string source = from[key];
-    std::string why = source == "file"              ? "set on the file"
-                      : source.starts_with("dir:") ? fmt::format("inherited from directory {}", source.substr(4))
-                                                   : "archive default";
-    fmt::print("  {:<13} {:<22} {}\n", key, values[key], why);
+    fmt::print("  {:<13} {:<22} {}\n", key, values[key], DescribeSource(from[key]));
   }
+  return 0;
+}
+
+int Apply(const std::string& path, bool progress) {
+  auto where = LocateInMount(path);
+  if (!where.ok()) return Fail(1, where.status().message());
+  bool tty = ::isatty(STDERR_FILENO);
+  uint64_t files_done = 0, files_total = 0, busy = 0;
+  int64_t start = NowNs();
+  int rc = SendControl(where->archive, fmt::format("apply\t{}", where->inside), nullptr, [&](const std::string& line) {
+    uint64_t bytes_done = 0, bytes_total = 0;
+    if (std::sscanf(line.c_str(), "progress %lu %lu %lu %lu %lu", &files_done, &files_total, &bytes_done,
+                    &bytes_total, &busy) != 5 ||
+        !progress) {
+      return;
+    }
+    double seconds = std::max(1e-3, (NowNs() - start) / 1e9);
+    fmt::print(stderr, "{}re-encoded {}/{} files, {} of {} ({:.1f} MiB/s){}", tty ? "\r" : "", files_done,
+               files_total, FormatSize(bytes_done), FormatSize(bytes_total), bytes_done / seconds / (1 << 20),
+               tty ? "   " : "\n");
+  });
+  if (progress && tty) fmt::print(stderr, "\n");
+  if (rc != 0) return rc;
+  fmt::print("{}: {} out-of-policy file(s), {} re-encoded{}\n", path, files_total, files_done,
+             busy ? fmt::format(", {} being written (left queued for the background)", busy) : "");
   return 0;
 }
 
@@ -64,7 +105,10 @@ int Explain(const std::string& path) {
 
 int CmdPolicy(const Args& args) {
   if (args.size() == 2 && args[0] == "explain") return Explain(args[1]);
-  return Fail(2, "usage: cairn policy explain PATH");
+  if ((args.size() == 2 || (args.size() == 3 && args[2] == "--progress")) && args[0] == "apply") {
+    return Apply(args[1], args.size() == 3);
+  }
+  return Fail(2, "usage: cairn policy explain PATH\n       cairn policy apply PATH [--progress]");
 }
 
 }  // namespace cairn

@@ -37,6 +37,8 @@ Status ControlServer::Start() {
 void ControlServer::Stop() {
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
+  for (auto& connection : connections_) connection.thread.join();
+  connections_.clear();
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
     ::unlink(SocketPath(fs_.archive().dir()).c_str());
@@ -50,31 +52,80 @@ void ControlServer::Serve() {
     if (::poll(&pfd, 1, 200) <= 0) continue;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    std::string command;
-    char c;
-    while (command.size() < 256 && ::read(fd, &c, 1) == 1 && c != '\n') command += c;
-    std::string reply;
-    try {
-      reply = Handle(command);
-    } catch (const std::exception& e) {
-      reply = fmt::format("error: {}\n", e.what());
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if (!it->done) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = connections_.erase(it);
     }
-    size_t done = 0;
-    while (done < reply.size()) {
-      ssize_t n = ::write(fd, reply.data() + done, reply.size() - done);
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    ::close(fd);
+    Connection& connection = connections_.emplace_back();
+    connection.thread = std::thread([this, fd, &connection] {
+      Answer(fd);
+      connection.done = true;
+    });
   }
 }
 
-std::string ControlServer::Handle(const std::string& command) {
-  auto finish = [](const Status& st) { return st.ok() ? std::string("ok\n") : fmt::format("error: {}\n", st.ToString()); };
-  if (command == "persist") return finish(fs_.PersistAll());
-  if (command == "evict") return finish(fs_.EvictAll());
-  if (command == "status") return fmt::format("pid {}\nok\n", ::getpid());
-  return fmt::format("error: unknown control command '{}'\n", command);
+void ControlServer::Answer(int fd) {
+  std::string line;
+  char c;
+  while (line.size() < 16384 && ::read(fd, &c, 1) == 1 && c != '\n') line += c;
+  std::vector<std::string> command;
+  for (size_t start = 0;;) {
+    size_t tab = line.find('\t', start);
+    command.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+    if (tab == std::string::npos) break;
+    start = tab + 1;
+  }
+  auto send = [fd](const std::string& text) {
+    std::string out = text + "\n";
+    size_t done = 0;
+    while (done < out.size()) {
+      ssize_t n = ::send(fd, out.data() + done, out.size() - done, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  Status st;
+  try {
+    st = Handle(command, send);
+  } catch (const std::exception& e) {
+    st = Status::IOError(e.what());
+  }
+  send(st.ok() ? "ok" : fmt::format("error: {}", st.message()));
+  ::close(fd);
+}
+
+Status ControlServer::Handle(const std::vector<std::string>& command,
+                             const std::function<bool(const std::string&)>& send) {
+  const std::string& verb = command[0];
+  if (verb == "persist") return fs_.PersistAll();
+  if (verb == "evict") return fs_.EvictAll();
+  if (verb == "status") {
+    send(fmt::format("pid {}", ::getpid()));
+    return Status::OK();
+  }
+  if (verb == "rules-reload") {
+    Status st = fs_.ReloadRules();
+    if (!st.ok()) LogError("rules reload refused, the old rules stay in force: {}", st.message());
+    return st;
+  }
+  if (verb == "apply" && command.size() == 2) {
+    return fs_.ApplyPolicy(command[1], [&](const Reconciler::Progress& p) {
+      return !stopping_ && send(fmt::format("progress {} {} {} {} {}", p.files_done, p.files_total, p.bytes_done,
+                                            p.bytes_total, p.files_busy));
+    });
+  }
+  if (verb == "dry-run" && command.size() == 3) {
+    auto rules = RuleSet::Load(command[1]);
+    if (!rules.ok()) return rules.status();
+    return fs_.DryRunRules(std::make_shared<const RuleSet>(std::move(*rules)), command[2],
+                           [&](const std::string& line) { return send("change " + line); });
+  }
+  return Status::InvalidArgument(fmt::format("unknown control command '{}'", verb));
 }
 
 }  // namespace cairn

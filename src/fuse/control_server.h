@@ -1,10 +1,15 @@
 // ControlServer answers the CLI's requests to a running daemon over the unix socket
-// ARCHIVE/control.sock: "persist", "evict" and "status", one per connection.
+// ARCHIVE/control.sock, one command line per connection, fields separated by tabs:
+// persist, evict, status, rules-reload, apply PATH, dry-run RULES PATH. Replies are
+// lines; the last is "ok" or "error: ...". Each connection gets its own thread.
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <list>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "archive/filesystem.h"
 
@@ -22,12 +27,20 @@ class ControlServer {
 
  private:
   void Serve();
-  std::string Handle(const std::string& command);
+  // Answers one connection: reads the command, writes the reply lines, closes `fd`.
+  void Answer(int fd);
+  // Runs `command`; `send` writes one reply line and returns false once the client is gone.
+  Status Handle(const std::vector<std::string>& command, const std::function<bool(const std::string&)>& send);
 
   Filesystem& fs_;
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+  struct Connection {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  std::list<Connection> connections_;  // Serve's; finished ones are joined as new ones come
 };
 
 }  // namespace cairn

@@ -1,23 +1,115 @@
 #include "policy/resolver.h"
 
+#include <map>
+#include <optional>
+#include <sstream>
+
 #include <fmt/format.h>
+
+#include "util/clock.h"
 
 namespace cairn {
 namespace {
 
-// "/a/b" for a directory inode, from the names in the catalog.
+constexpr std::string_view kTrustedPrefix = "trusted.cairn.";
+constexpr int kMaxDepth = 4096;
+
+// The cairn attributes of one inode on the way from the file up to the root.
+struct Level {
+  uint64_t ino = 0;
+  std::string path;
+  std::map<std::string, std::string, std::less<>> user;     // "raid" -> "none"
+  std::map<std::string, std::string, std::less<>> trusted;  // "lock" -> "all"
+};
+
+std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino) {
+  std::vector<Level> levels;
+  std::vector<std::string> names;  // names[i]: the name of levels[i] in levels[i + 1]
+  for (uint64_t at = ino; levels.size() < kMaxDepth;) {
+    Level& level = levels.emplace_back();
+    level.ino = at;
+    for (auto& [name, value] : catalog.XattrsWithPrefix(at, "user.cairn.")) {
+      level.user[name.substr(kPolicyPrefix.size())] = value;
+    }
+    for (auto& [name, value] : catalog.XattrsWithPrefix(at, kTrustedPrefix)) {
+      level.trusted[name.substr(kTrustedPrefix.size())] = value;
+    }
+    if (at == kRootInode) break;
+    auto parent = catalog.NameOf(at);
+    if (!parent.ok()) break;  // unlinked: only its own attributes apply
+    names.push_back(parent->second);
+    at = parent->first;
+  }
+  bool rooted = levels.back().ino == kRootInode;
+  std::string path;
+  for (size_t i = levels.size(); i-- > 0;) {
+    if (i < names.size()) path += "/" + names[i];
+    levels[i].path = !rooted ? "" : path.empty() ? "/" : path;
+  }
+  return levels;
+}
+
+bool LockCovers(std::string_view lock, PolicyKey key) {
+  std::string text(lock);
+  for (char& c : text) c = c == ',' ? ' ' : c;
+  std::istringstream words(text);
+  std::string word;
+  while (words >> word) {
+    if (word == "all" || word == PolicyKeyName(key)) return true;
+  }
+  return false;
+}
+
+const std::string* FindIn(const std::vector<PolicySetting>& settings, PolicyKey key) {
+  for (const auto& s : settings) {
+    if (s.key == key) return &s.value;
+  }
+  return nullptr;
+}
+
+// `key` as given by one set of attributes or rule settings: an explicit value wins over
+// the fields of the named policy they select. Sets *value and *via (the policy name).
+template <typename Lookup>
+bool FieldFrom(Lookup explicit_value, const RuleSet* rules, PolicyKey key, std::string* value, std::string* via) {
+  if (const std::string* v = explicit_value(key)) {
+    *value = *v;
+    via->clear();
+    return true;
+  }
+  const std::string* name = key == PolicyKey::kPolicy ? nullptr : explicit_value(PolicyKey::kPolicy);
+  const NamedPolicy* policy = name && rules ? rules->FindPolicy(*name) : nullptr;
+  if (!policy) return false;
+  if (const std::string* v = FindIn(policy->settings, key)) {
+    *value = *v;
+    *via = policy->name;
+    return true;
+  }
+  return false;
+}
+
+std::map<std::string, std::string> StampFields(const std::string& stamp) {
+  std::map<std::string, std::string> fields;
+  std::istringstream words(stamp);
+  std::string word;
+  while (words >> word) {
+    size_t eq = word.find('=');
+    if (eq != std::string::npos) fields[word.substr(0, eq)] = word.substr(eq + 1);
+  }
+  return fields;
+}
+
+}  // namespace
+
 std::string PathOf(Catalog& catalog, uint64_t ino) {
   std::string path;
-  for (int depth = 0; ino != kRootInode && depth < 4096; depth++) {
+  for (int depth = 0; ino != kRootInode && depth < kMaxDepth; depth++) {
     auto name = catalog.NameOf(ino);
-    if (!name.ok()) return "?" + path;
+    if (!name.ok()) return "";
     path = "/" + name->second + path;
     ino = name->first;
   }
   return path.empty() ? "/" : path;
 }
-
-}  // namespace
 
 uint64_t ResolvedPolicy::segment_size() const { return std::stoull(Get(PolicyKey::kSegmentSize).value); }
 
@@ -33,32 +125,93 @@ std::string ResolvedPolicy::Sources() const {
   return out;
 }
 
-Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, uint64_t default_segment_size) {
+Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const PolicyContext& context) {
+  auto inode = catalog.GetInode(ino);
+  if (!inode.ok()) return inode.status();
+  std::vector<Level> levels = LevelsOf(catalog, ino);
+  const RuleSet* rules = context.rules.get();
+
+  const Rule* rule = nullptr;
+  if (rules) {
+    FileFacts facts;
+    facts.path = levels[0].path;
+    facts.size = inode->size;
+    facts.uid = inode->uid;
+    facts.gid = inode->gid;
+    facts.mtime_ns = inode->mtime_ns;
+    facts.atime_ns = inode->atime_ns;
+    facts.xattr = [&catalog, ino](const std::string& name) -> std::optional<std::string> {
+      auto value = catalog.GetXattr(ino, name);
+      if (!value.ok()) return std::nullopt;
+      return std::string(value->begin(), value->end());
+    };
+    rule = &rules->Match(facts, NowNs());
+  }
+
   ResolvedPolicy policy;
-  size_t unresolved = 0;
+  policy.matched_rule = rule ? rule->name() : "default";
   for (PolicyKey key : kAllPolicyKeys) {
-    policy.fields.push_back({key, DefaultPolicyValue(key, default_segment_size), ""});
-    unresolved++;
-  }
-  uint64_t at = ino;
-  for (int depth = 0; unresolved > 0 && depth < 4096; depth++) {
-    for (auto& field : policy.fields) {
-      if (!field.source.empty()) continue;
-      auto value = catalog.GetXattr(at, fmt::format("{}{}", kPolicyPrefix, PolicyKeyName(field.key)));
-      if (!value.ok()) continue;
-      field.value.assign(value->begin(), value->end());
-      field.source = at == ino ? "file" : "dir:" + PathOf(catalog, at);
-      unresolved--;
+    ResolvedField field{key, "", ""};
+    std::string via;
+    auto with_via = [&](std::string source) { return via.empty() ? source : fmt::format("policy:{}@{}", via, source); };
+    bool locked = false;
+    for (const Level& level : levels) {
+      auto lock = level.trusted.find("lock");
+      if (lock != level.trusted.end() && LockCovers(lock->second, key)) locked = true;
     }
-    if (at == kRootInode) break;
-    auto parent = catalog.NameOf(at);
-    if (!parent.ok()) break;  // unlinked: only its own attributes apply
-    at = parent->first;
-  }
-  for (auto& field : policy.fields) {
-    if (field.source.empty()) field.source = "default";
+    auto in = [](const std::map<std::string, std::string, std::less<>>& attrs) {
+      return [&attrs](PolicyKey k) -> const std::string* {
+        auto it = attrs.find(PolicyKeyName(k));
+        return it == attrs.end() ? nullptr : &it->second;
+      };
+    };
+    for (size_t i = 0; !locked && i < levels.size() && field.source.empty(); i++) {
+      if (FieldFrom(in(levels[i].user), rules, key, &field.value, &via)) {
+        field.source = with_via(i == 0 ? "file" : "dir:" + levels[i].path);
+      }
+    }
+    for (size_t i = 0; i < levels.size() && field.source.empty(); i++) {
+      if (FieldFrom(in(levels[i].trusted), rules, key, &field.value, &via)) {
+        field.source = with_via("pin:" + levels[i].path);
+      }
+    }
+    auto settings_of = [](const Rule* r) {
+      return [r](PolicyKey k) { return FindIn(r->settings(), k); };
+    };
+    if (field.source.empty() && rule && FieldFrom(settings_of(rule), rules, key, &field.value, &via)) {
+      field.source = with_via("rule:" + rule->name());
+    }
+    if (field.source.empty() && rules && rule != &rules->default_rule() &&
+        FieldFrom(settings_of(&rules->default_rule()), rules, key, &field.value, &via)) {
+      field.source = with_via("rule:default");
+    }
+    if (field.source.empty()) {
+      field.value = DefaultPolicyValue(key, context.default_segment_size);
+      field.source = "default";
+    }
+    policy.fields.push_back(std::move(field));
   }
   return policy;
+}
+
+bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy) {
+  auto stamped = StampFields(stamp);
+  for (const auto& field : policy.fields) {
+    if (field.key == PolicyKey::kPolicy) continue;
+    auto it = stamped.find(std::string(PolicyKeyName(field.key)));
+    if (it == stamped.end() || it->second != field.value) return false;
+  }
+  return true;
+}
+
+std::string LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key) {
+  for (const Level& level : LevelsOf(catalog, ino)) {
+    auto lock = level.trusted.find("lock");
+    if (lock != level.trusted.end() && LockCovers(lock->second, key)) {
+      return fmt::format("{} (trusted.cairn.lock={})", level.path.empty() ? "this file" : level.path, lock->second);
+    }
+  }
+  return "";
 }
 
 }  // namespace cairn

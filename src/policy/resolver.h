@@ -1,13 +1,18 @@
-// Resolves the effective policy of an inode: its own user.cairn.* value, else the
-// nearest ancestor directory's, else the archive default; and says where each came from.
-// Admin rules and trusted.cairn.* locks slot in between once they exist.
+// Resolves the effective policy of an inode, field by field, and says where each field
+// came from. Precedence, documented in cairn-policy.7 and cairn.rules.5:
+//   user.cairn.KEY on the file, else on the nearest ancestor directory (unless a
+//   trusted.cairn.lock at or above the file covers KEY) → trusted.cairn.KEY pins, nearest
+//   first → the first matching admin rule → the rules' default → the built-in default.
+// At each level an explicit KEY beats the fields of that level's named policy.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "policy/rules.h"
 #include "policy/vocabulary.h"
 
 namespace cairn {
@@ -15,18 +20,38 @@ namespace cairn {
 struct ResolvedField {
   PolicyKey key;
   std::string value;
-  std::string source;  // "file", "dir:/path/of/dir" or "default"
+  // "file", "dir:/a/b", "pin:/a" (trusted.cairn.*), "rule:NAME", "rule:default" or
+  // "default"; "policy:NAME@" in front when the field came from a named policy.
+  std::string source;
 };
 
 struct ResolvedPolicy {
   std::vector<ResolvedField> fields;  // one per PolicyKey, in kAllPolicyKeys order
+  std::string matched_rule;           // the rule the file matched ("default" when none did)
   const ResolvedField& Get(PolicyKey key) const { return fields[static_cast<size_t>(key)]; }
   uint64_t segment_size() const;
-  std::string Effective() const;  // "raid=none idr=none ... segment_size=4194304 ..."
+  std::string Effective() const;  // "raid=none idr=none ... segment_size=4194304 ... policy=none"
   std::string Sources() const;    // "raid=default ... segment_size=dir:/logs ..."
 };
 
+// Everything besides the catalog that resolution depends on.
+struct PolicyContext {
+  std::shared_ptr<const RuleSet> rules;
+  uint64_t default_segment_size = 4 << 20;
+};
+
 // REQUIRES: the caller serializes catalog access.
-Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, uint64_t default_segment_size);
+Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const PolicyContext& context);
+
+// Whether data stamped with `stamp` (an Effective() string) is laid out as `policy` asks;
+// only the name of the policy may differ.
+bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy);
+
+// The admin lock covering `key` for `ino`: "/path (trusted.cairn.lock=all)", or empty
+// when users may set it. REQUIRES: the caller serializes catalog access.
+std::string LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key);
+
+// "/a/b/c" for an inode, from its names in the catalog ("" when it has none).
+std::string PathOf(Catalog& catalog, uint64_t ino);
 
 }  // namespace cairn

@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <regex>
+#include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -75,12 +77,13 @@ Result<std::string> CheckCompress(std::string_view v) {
   return Bad(PolicyKey::kCompress, v, "off, lz4, zstd, zstd-N (1..22), auto");
 }
 
-Result<std::string> CheckName(PolicyKey key, std::string_view v, std::string_view today) {
+// A policy or key name: 1..64 letters, digits, '.', '_' or '-'.
+Result<std::string> CheckName(PolicyKey key, std::string_view v) {
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
   if (!std::regex_match(std::string(v), kName)) {
     return Bad(key, v, "a name of 1..64 letters, digits, '.', '_' or '-'");
   }
-  return NotYet(key, v, today);
+  return std::string(v);
 }
 
 Result<std::string> CheckPlacement(std::string_view v) {
@@ -155,7 +158,11 @@ Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value) 
       if (value == "off") return std::string(value);
       if (value == "aes-256-gcm") return NotYet(key, value, "only encrypt=off");
       return Bad(key, value, "off, aes-256-gcm");
-    case PolicyKey::kKey: return CheckName(key, value, "encryption is not available");
+    case PolicyKey::kKey: {
+      auto name = CheckName(key, value);
+      if (!name.ok()) return name;
+      return NotYet(key, value, "encryption is not available");
+    }
     case PolicyKey::kChecksum:
       if (value == "crc32c") return std::string(value);
       if (value == "xxh3" || value == "blake3" || value == "sha256") return NotYet(key, value, "only checksum=crc32c");
@@ -165,9 +172,35 @@ Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value) 
     case PolicyKey::kPlugins:
       if (value.empty() || value == "none") return std::string("none");
       return NotYet(key, value, "no transform plugins are installed");
-    case PolicyKey::kPolicy: return CheckName(key, value, "the admin has defined no named policies");
+    case PolicyKey::kPolicy: return CheckName(key, value);  // whether it is defined is the rules' business
   }
   return Bad(key, value, "?");
+}
+
+Result<std::string> CanonicalLockValue(std::string_view value) {
+  std::set<PolicyKey> keys;
+  bool all = false;
+  std::string text(value);
+  for (char& c : text) c = c == ',' ? ' ' : c;
+  std::istringstream words(text);
+  std::string word;
+  while (words >> word) {
+    if (word == "all") {
+      all = true;
+      continue;
+    }
+    auto key = ParsePolicyKey(word);
+    if (!key.ok()) {
+      return Status::InvalidArgument(
+          fmt::format("trusted.cairn.lock: '{}' is not a policy key (allowed: all, or keys such as raid,policy)", word));
+    }
+    keys.insert(*key);
+  }
+  if (all) return std::string("all");
+  if (keys.empty()) return Status::InvalidArgument("trusted.cairn.lock: empty (allowed: all, or keys such as raid,policy)");
+  std::string out;
+  for (PolicyKey key : keys) out += fmt::format("{}{}", out.empty() ? "" : ",", PolicyKeyName(key));
+  return out;
 }
 
 std::string DefaultPolicyValue(PolicyKey key, uint64_t default_segment_size) {

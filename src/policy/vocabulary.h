@@ -12,6 +12,12 @@
 namespace cairn {
 
 inline constexpr std::string_view kPolicyPrefix = "user.cairn.";
+// Admin pins (trusted.cairn.KEY) and locks (trusted.cairn.lock); the kernel lets only
+// CAP_SYS_ADMIN set them.
+inline constexpr std::string_view kTrustedPolicyPrefix = "trusted.cairn.";
+inline bool IsPolicyXattr(std::string_view name) {
+  return name.starts_with(kPolicyPrefix) || name.starts_with(kTrustedPolicyPrefix);
+}
 
 // Settable keys, in the order `user.cairn.effective` prints them.
 enum class PolicyKey { kRaid, kIdr, kCompress, kEncrypt, kKey, kChecksum, kPlacement, kSegmentSize, kPlugins, kPolicy };
@@ -32,6 +38,10 @@ Result<PolicyKey> ParsePolicyKey(std::string_view suffix);
 // A well-formed value this build cannot honour yet is NotSupported, saying so; a
 // malformed one is InvalidArgument naming the key, the value and what is allowed.
 Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value);
+
+// Checks a trusted.cairn.lock value: "all" or keys separated by commas ("raid,policy").
+// Returns it canonical: "all", or the keys in vocabulary order joined by commas.
+Result<std::string> CanonicalLockValue(std::string_view value);
 
 // The archive default of each key, as printed by user.cairn.effective.
 std::string DefaultPolicyValue(PolicyKey key, uint64_t default_segment_size);

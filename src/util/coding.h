@@ -25,6 +25,11 @@ inline uint64_t GetFixed64(const uint8_t* src) {
 }
 
 // CRC32C (Castagnoli) of `data`, continuing from `crc` (0 to start).
+// True for an empty span or one holding only zero bytes (a hole, stored as no extent).
+inline bool IsAllZero(std::span<const uint8_t> data) {
+  return data.empty() || (data[0] == 0 && std::memcmp(data.data(), data.data() + 1, data.size() - 1) == 0);
+}
+
 uint32_t Crc32c(std::span<const uint8_t> data, uint32_t crc = 0);
 
 // Stored CRCs are masked so that a CRC computed over data that itself embeds CRCs

@@ -13,6 +13,7 @@ def getx(path, key):
 
 
 def test_segment_size_inherited_from_directory(archive):
+    archive.remount("reconcile_idle=3600")  # keep the background reconciler out of the way
     os.makedirs(archive.m("logs", "2019"))
     os.setxattr(archive.m("logs"), "user.cairn.segment_size", b"64K")
     assert os.getxattr(archive.m("logs"), "user.cairn.segment_size") == b"65536"  # printed back in bytes
@@ -30,7 +31,7 @@ def test_segment_size_inherited_from_directory(archive):
     # setfattr -x means "inherit again"
     os.removexattr(archive.m("logs"), "user.cairn.segment_size")
     assert "segment_size=default" in getx(path, "effective.source").split()
-    assert getx(path, "state") == "out-of-policy"  # its layout no longer matches; re-encoding comes later
+    assert getx(path, "state") == "out-of-policy"  # its layout no longer matches: re-encoding comes next
 
 
 def test_policy_decided_at_persist_not_at_create(archive):

@@ -21,6 +21,7 @@ ExtentHeader SampleHeader() {
   h.file_offset = 8 << 20;
   h.payload_length = 4 << 20;
   h.payload_crc = 0x12345678;
+  h.policy_stamp = "raid=none idr=none segment_size=4194304 policy=cold";
   return h;
 }
 
@@ -32,7 +33,8 @@ TEST_CASE("ExtentHeader: encode/decode round trip") {
   ExtentHeader h = SampleHeader();
   auto bytes = EncodeExtentHeader(h);
   CHECK(std::memcmp(bytes.data(), "CAIRNEXT", 8) == 0);
-  CHECK(GetFixed16(&bytes[10]) == kExtentHeaderSize);
+  CHECK(GetFixed16(&bytes[10]) == 76 + h.policy_stamp.size());
+  CHECK(std::memcmp(&bytes[72], h.policy_stamp.data(), h.policy_stamp.size()) == 0);
   auto decoded = DecodeExtentHeader(bytes, "test");
   REQUIRE(decoded.ok());
   CHECK(decoded->extent_id == 42);
@@ -42,6 +44,7 @@ TEST_CASE("ExtentHeader: encode/decode round trip") {
   CHECK(decoded->payload_crc == 0x12345678u);
   CHECK(decoded->archive_id == h.archive_id);
   CHECK(decoded->kind == ExtentKind::kFileSegment);
+  CHECK(decoded->policy_stamp == h.policy_stamp);
 }
 
 TEST_CASE("ExtentHeader: every anomaly is a clear error") {
@@ -51,7 +54,7 @@ TEST_CASE("ExtentHeader: every anomaly is a clear error") {
     auto r = DecodeExtentHeader(std::span(good).first(40), "disk-001.img offset 4096");
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().IsCorruption());
-    CHECK(Mentions(r.status(), "truncated: 40 of 72 bytes"));
+    CHECK(Mentions(r.status(), "truncated: 40 of 4096 bytes"));
     CHECK(Mentions(r.status(), "disk-001.img offset 4096"));
   }
   SECTION("all zero") {
@@ -63,12 +66,20 @@ TEST_CASE("ExtentHeader: every anomaly is a clear error") {
     CHECK(Mentions(DecodeExtentHeader(good, "x").status(), "bad extent magic"));
   }
   SECTION("flipped bit anywhere in the checked range") {
-    for (size_t byte = 8; byte < 68; byte += 7) {
+    for (size_t byte = 12; byte < 72 + SampleHeader().policy_stamp.size(); byte += 7) {
+      if (byte == 68 || byte == 69) continue;  // the stamp length: see below
       auto copy = good;
       copy[byte] ^= 0x10;
       auto r = DecodeExtentHeader(copy, "x");
       REQUIRE_FALSE(r.ok());
       CHECK(Mentions(r.status(), "checksum mismatch"));
+    }
+  }
+  SECTION("header or stamp length that do not agree") {
+    for (size_t byte : {10, 68}) {
+      auto copy = good;
+      copy[byte] ^= 0x01;
+      CHECK(Mentions(DecodeExtentHeader(copy, "x").status(), "does not fit its policy stamp"));
     }
   }
   SECTION("unknown version (with a valid checksum)") {
@@ -81,7 +92,8 @@ TEST_CASE("ExtentHeader: every anomaly is a clear error") {
   }
   SECTION("unknown kind (with a valid checksum)") {
     good[12] = 77;
-    PutFixed32(&good[68], MaskCrc(Crc32c(std::span<const uint8_t>(good).first(68))));
+    size_t crc_at = 72 + SampleHeader().policy_stamp.size();
+    PutFixed32(&good[crc_at], MaskCrc(Crc32c(std::span<const uint8_t>(good).first(crc_at))));
     CHECK(Mentions(DecodeExtentHeader(good, "x").status(), "unknown extent kind 77"));
   }
 }

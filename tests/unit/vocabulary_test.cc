@@ -43,7 +43,7 @@ TEST_CASE("Vocabulary: valid values of features not built are NotSupported, sayi
   CHECK(CodeOf(PolicyKey::kEncrypt, "aes-256-gcm") == Code::kNotSupported);
   CHECK(CodeOf(PolicyKey::kChecksum, "blake3") == Code::kNotSupported);
   CHECK(CodeOf(PolicyKey::kPlacement, "group=ssd,pack=climate") == Code::kNotSupported);
-  CHECK(CodeOf(PolicyKey::kPolicy, "cold") == Code::kNotSupported);
+  CHECK(*CanonicalPolicyValue(PolicyKey::kPolicy, "cold") == "cold");
   auto rs = CanonicalPolicyValue(PolicyKey::kRaid, "rs-10-4");
   CHECK(rs.status().message().find("valid but not available in this build") != std::string::npos);
 }
@@ -66,45 +66,11 @@ TEST_CASE("Vocabulary: malformed values are InvalidArgument naming key, value an
         "user.cairn.raid: 'raid5' is not a valid value (allowed: none, mirror-N (2..8), rs-K-M (K 1..128, M 1..32), 2d)");
 }
 
-TEST_CASE("Resolver: file beats nearest directory beats farther directory beats default") {
-  test::TempDir dir;
-  auto catalog = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
-  auto mkdir = [&](uint64_t parent, const char* name) {
-    InodeRecord r;
-    r.mode = 040755;
-    r.nlink = 2;
-    uint64_t ino = *catalog->InsertInode(r);
-    REQUIRE(catalog->InsertEntry(parent, name, ino).ok());
-    return ino;
-  };
-  auto set = [&](uint64_t ino, const char* key, const std::string& value) {
-    REQUIRE(catalog->SetXattr(ino, std::string("user.cairn.") + key, {reinterpret_cast<const uint8_t*>(value.data()), value.size()}).ok());
-  };
-  uint64_t a = mkdir(kRootInode, "a");
-  uint64_t b = mkdir(a, "b");
-  uint64_t c = mkdir(b, "c");
-  InodeRecord file;
-  file.mode = 0100644;
-  file.nlink = 1;
-  uint64_t f = *catalog->InsertInode(file);
-  REQUIRE(catalog->InsertEntry(c, "f", f).ok());
-
-  set(a, "segment_size", "65536");
-  set(b, "segment_size", "131072");
-  auto p = *ResolvePolicy(*catalog, f, 4 << 20);
-  CHECK(p.segment_size() == 131072);
-  CHECK(p.Get(PolicyKey::kSegmentSize).source == "dir:/a/b");
-  CHECK(p.Get(PolicyKey::kRaid).source == "default");
-  set(f, "segment_size", "262144");
-  p = *ResolvePolicy(*catalog, f, 4 << 20);
-  CHECK(p.segment_size() == 262144);
-  CHECK(p.Get(PolicyKey::kSegmentSize).source == "file");
-  REQUIRE(catalog->RemoveXattr(b, "user.cairn.segment_size").ok());
-  REQUIRE(catalog->RemoveXattr(f, "user.cairn.segment_size").ok());
-  p = *ResolvePolicy(*catalog, f, 4 << 20);
-  CHECK(p.Get(PolicyKey::kSegmentSize).source == "dir:/a");
-  CHECK(p.Effective().find("segment_size=65536") != std::string::npos);
-  CHECK(p.Sources().starts_with("raid=default idr=default"));
-  REQUIRE(catalog->RemoveXattr(a, "user.cairn.segment_size").ok());
-  CHECK(ResolvePolicy(*catalog, f, 4 << 20)->segment_size() == (4u << 20));
+TEST_CASE("Vocabulary: trusted.cairn.lock values") {
+  CHECK(*CanonicalLockValue("all") == "all");
+  CHECK(*CanonicalLockValue("policy, raid") == "raid,policy");
+  CHECK(*CanonicalLockValue("segment_size,all") == "all");
+  CHECK(CanonicalLockValue("").status().code() == Status::Code::kInvalidArgument);
+  CHECK(CanonicalLockValue("raid,colour").status().message().find("'colour' is not a policy key") !=
+        std::string::npos);
 }

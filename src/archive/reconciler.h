@@ -1,0 +1,72 @@
+// Reconciler re-encodes persisted files whose extents no longer match their effective
+// policy (user.cairn.state = out-of-policy) after a setfattr, a rename or a rules change.
+// Its to-do list is the catalog's policy_queue, so work survives a restart. It runs in
+// the background (throttled to reconcile_rate, idle while the filesystem is busy) and on
+// demand (cairn policy apply). Old extents stay readable until the new ones commit.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "archive/archive.h"
+#include "archive/file_state.h"
+#include "archive/segment_store.h"
+
+namespace cairn {
+
+class Reconciler {
+ public:
+  struct Progress {
+    uint64_t files_total = 0;  // out-of-policy files found
+    uint64_t bytes_total = 0;
+    uint64_t files_done = 0;   // re-encoded
+    uint64_t bytes_done = 0;
+    uint64_t files_busy = 0;   // being written: left queued for later
+  };
+  // Called after each file; returning false cancels the run.
+  using ProgressFn = std::function<bool(const Progress&)>;
+
+  Reconciler(Archive& archive, FileState& state, SegmentStore& store);
+  ~Reconciler();
+
+  void Start();
+  void Stop();
+  // Re-encodes every out-of-policy file at or below `ino` now, unthrottled. Cancelling
+  // leaves finished files finished and the rest queued for the background.
+  Status Apply(uint64_t ino, const ProgressFn& report);
+
+ private:
+  void Run();
+  // Works through up to `limit` queue entries: directories are replaced by their children,
+  // files in policy leave the queue, the rest are re-encoded (sorted by disk, so a batch
+  // wakes each disk once). Returns how many entries it looked at.
+  Result<size_t> RunQueue(size_t limit);
+  // The out-of-policy files at or below `ino` and their sizes. REQUIRES: catalog mutex.
+  void CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files);
+  // Whether a persisted file is laid out as its policy says. REQUIRES: catalog mutex.
+  Result<bool> InPolicy(const InodeRecord& inode);
+  // Rewrites one file with its effective policy and swaps the catalog over to the new
+  // extents, unless it changed meanwhile (then Busy). Adds the bytes written to *bytes.
+  Status Reencode(uint64_t ino, bool throttle, uint64_t* bytes);
+  // Sleeps as long as needed to keep the background rate at reconcile_rate.
+  void Throttle(uint64_t bytes);
+
+  Archive& archive_;
+  FileState& state_;
+  SegmentStore& store_;
+  std::mutex run_mutex_;  // one re-encode at a time
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::atomic<bool> cancel_{false};
+  int64_t throttle_start_ns_ = 0;
+  uint64_t throttle_bytes_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,298 @@
+"""Admin rules, named policies, trusted.cairn.* locks and the reconciler, through a real mount."""
+import errno
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import MiB, NOBODY, cairn, random_bytes, read_file, run, run_as_nobody, sha256, write_file
+
+RULES = """\
+# test rules
+policy cold selectable
+    set segment_size=128K
+policy vault
+    set segment_size=256K
+
+rule logs
+    where name *.log
+    set segment_size=64K
+
+rule projects
+    where path /projects/**
+    set policy=cold
+
+default
+    set segment_size=1M
+"""
+
+
+def getx(path, key):
+    return os.getxattr(path, "user.cairn." + key).decode()
+
+
+def field(text, key):
+    return dict(word.split("=", 1) for word in text.split())[key]
+
+
+def install_rules(archive, text):
+    with open(os.path.join(archive.arch, "rules"), "w") as f:
+        f.write(text)
+    return cairn("rules", "reload", archive.arch, check=False)
+
+
+def wait_for(predicate, seconds, what):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {seconds} s waiting for {what}")
+
+
+def segments(path):
+    return getx(path, "location").split()
+
+
+def stamped_policy(archive, path, index=0):
+    """The policy stamped in the header of the extent holding segment `index` of a file."""
+    where = dict(item.split("=", 1) for item in segments(path))[str(index)]
+    m = re.fullmatch(r"disk(\d+)@(\d+)\+\d+(,cached)?", where)
+    assert m, where
+    header = int(m.group(2)) - 4096  # location points at the payload, after the 4 KiB header
+    out = cairn("inspect", archive.arch, "--disk", m.group(1), "--offset", str(header)).stdout
+    return re.search(r"^  policy (.*)$", out, re.M).group(1)
+
+
+def test_rules_check_reports_file_line_column(archive):
+    good = archive.s("good.rules")
+    with open(good, "w") as f:
+        f.write(RULES)
+    r = cairn("rules", "check", good)
+    assert "ok: 2 named policies (1 selectable by users), 2 rules and a default" in r.stdout
+    bad = archive.s("bad.rules")
+    with open(bad, "w") as f:
+        f.write(RULES.replace("where name *.log", "where sise > 1G"))
+    r = cairn("rules", "check", bad, check=False)
+    assert r.returncode == 1
+    assert f"{bad}:8:11:" in r.stderr and "sise" in r.stderr, r.stderr
+    r = cairn("rules", "check", archive.s("missing.rules"), check=False)
+    assert r.returncode == 1 and "missing.rules" in r.stderr
+
+
+def test_rules_decide_the_policy_at_persist(archive):
+    assert install_rules(archive, RULES).returncode == 0
+    os.makedirs(archive.m("projects", "x"))
+    write_file(archive.m("a.log"), random_bytes(300 * 1024, 1))
+    write_file(archive.m("projects", "x", "data.bin"), random_bytes(300 * 1024, 2))
+    write_file(archive.m("other.bin"), random_bytes(3 * MiB, 3))
+    archive.persist()
+    log = archive.m("a.log")
+    assert field(getx(log, "effective"), "segment_size") == "65536"
+    assert field(getx(log, "effective.source"), "segment_size") == "rule:logs"
+    assert len(segments(log)) == 5
+    data = archive.m("projects", "x", "data.bin")
+    assert field(getx(data, "effective"), "policy") == "cold"
+    assert field(getx(data, "effective.source"), "segment_size") == "policy:cold@rule:projects"
+    assert len(segments(data)) == 3
+    assert field(getx(archive.m("other.bin"), "effective.source"), "segment_size") == "rule:default"
+    assert len(segments(archive.m("other.bin"))) == 3
+    out = cairn("policy", "explain", data).stdout
+    assert "policy 'cold', admin rule 'projects'" in out
+    # the extents carry the resolved policy
+    assert "segment_size=131072" in stamped_policy(archive, data).split()
+    assert "policy=cold" in stamped_policy(archive, data).split()
+
+
+def test_broken_rules_are_refused_and_the_old_ones_stay(archive):
+    assert install_rules(archive, RULES).returncode == 0
+    r = install_rules(archive, RULES + "rule late\n    set segment_size=64K\n")
+    assert r.returncode == 1 and "rules:17:1:" in r.stderr, r.stderr
+    write_file(archive.m("b.log"), b"x" * 1000)
+    archive.persist()
+    assert field(getx(archive.m("b.log"), "effective.source"), "segment_size") == "rule:logs"
+    # SIGHUP: reloads (never unmounts); a broken file is refused the same way
+    pid = archive.daemon_pid()
+    os.kill(pid, signal.SIGHUP)
+    time.sleep(0.5)
+    assert archive.is_mounted()
+    with open(os.path.join(archive.arch, "rules"), "w") as f:
+        f.write(RULES.replace("*.log", "*.txt"))
+    os.kill(pid, signal.SIGHUP)
+    wait_for(lambda: field(getx(archive.m("b.log"), "effective.source"), "segment_size") == "rule:default", 10,
+             "SIGHUP to load the new rules")
+    with open(os.path.join(archive.arch, "rules"), "w") as f:
+        f.write("rule x\n")
+    os.kill(pid, signal.SIGHUP)
+    wait_for(lambda: "rules reload refused" in open(os.path.join(archive.arch, "cairn.log")).read(), 10,
+             "the refusal in cairn.log")
+    assert archive.is_mounted()
+    write_file(archive.m("c.txt"), b"y")
+    assert field(getx(archive.m("c.txt"), "effective.source"), "segment_size") == "rule:logs"
+
+
+def test_a_broken_rules_file_stops_the_mount_with_its_location(archive):
+    archive.umount()
+    with open(os.path.join(archive.arch, "rules"), "w") as f:
+        f.write("default\n    set raid=rs-10-4\n")
+    r = cairn("mount", archive.arch, archive.mnt, check=False)
+    assert r.returncode == 1 and "rules:2:14:" in r.stderr and "not available in this build" in r.stderr, r.stderr
+    os.remove(os.path.join(archive.arch, "rules"))
+    archive.mount()
+
+
+def test_named_policies_as_a_non_root_user(archive):
+    assert install_rules(archive, RULES).returncode == 0
+    os.makedirs(archive.m("pub"))
+    os.chmod(archive.m("pub"), 0o1777)
+    result = run_as_nobody("""
+import errno, json, os, sys
+path = os.path.join(sys.argv[1], "mine")
+open(path, "wb").write(b"data")
+out = {}
+for value in ("cold", "vault", "nosuch"):
+    try:
+        os.setxattr(path, "user.cairn.policy", value.encode())
+        out[value] = "ok"
+    except OSError as e:
+        out[value] = errno.errorcode[e.errno]
+try:
+    os.setxattr(path, "trusted.cairn.policy", b"vault")
+    out["trusted"] = "ok"
+except OSError as e:
+    out["trusted"] = errno.errorcode[e.errno]
+print(json.dumps(out))
+""", archive.m("pub"))
+    assert result == {"cold": "ok", "vault": "EPERM", "nosuch": "EINVAL", "trusted": "EPERM"}
+    mine = archive.m("pub", "mine")
+    assert field(getx(mine, "effective"), "segment_size") == "131072"
+    os.setxattr(mine, "trusted.cairn.policy", b"vault")  # root may pin any policy
+    assert field(getx(mine, "effective"), "policy") == "cold"  # the user's choice still comes first
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert "policy 'vault' is not selectable by users" in log.read()
+
+
+def test_trusted_lock_overrides_user_settings_below(archive):
+    assert install_rules(archive, RULES).returncode == 0
+    os.makedirs(archive.m("locked", "sub"))
+    write_file(archive.m("locked", "sub", "f"), b"z" * 100)
+    os.setxattr(archive.m("locked", "sub", "f"), "user.cairn.segment_size", b"64K")  # set before the lock
+    os.setxattr(archive.m("locked"), "trusted.cairn.segment_size", b"512K")
+    assert field(getx(archive.m("locked", "sub", "f"), "effective.source"), "segment_size") == "file"
+    os.setxattr(archive.m("locked"), "trusted.cairn.lock", b"segment_size, policy")
+    assert os.getxattr(archive.m("locked"), "trusted.cairn.lock") == b"segment_size,policy"
+    f = archive.m("locked", "sub", "f")
+    assert field(getx(f, "effective"), "segment_size") == "524288"
+    assert field(getx(f, "effective.source"), "segment_size") == "pin:/locked"
+    for key, value in (("segment_size", b"1M"), ("policy", b"cold")):
+        with pytest.raises(OSError) as e:
+            os.setxattr(archive.m("locked", "sub"), "user.cairn." + key, value)
+        assert e.value.errno == errno.EPERM
+    os.setxattr(f, "user.cairn.checksum", b"crc32c")  # keys the lock does not name stay open
+    with pytest.raises(OSError) as e:
+        os.setxattr(archive.m("locked"), "trusted.cairn.lock", b"colour")
+    assert e.value.errno == errno.EINVAL
+    out = cairn("policy", "explain", f).stdout
+    assert "pinned by the admin at /locked" in out
+    os.removexattr(archive.m("locked"), "trusted.cairn.lock")
+    assert field(getx(f, "effective.source"), "segment_size") == "file"
+
+
+def test_policy_change_of_a_200mib_file_converges(archive):
+    archive.remount("reconcile_idle=3600")  # only `cairn policy apply` re-encodes here
+    data = random_bytes(200 * MiB, 4)
+    path = archive.m("big.nc")
+    write_file(path, data)
+    archive.persist()
+    assert len(segments(path)) == 50
+    assert "segment_size=4194304" in stamped_policy(archive, path).split()
+    os.setxattr(path, "user.cairn.segment_size", b"16M")  # accepted on a non-empty file
+    assert getx(path, "state") == "out-of-policy"
+    assert read_file(path) == data  # still readable from the old layout
+    r = cairn("policy", "apply", path, "--progress")
+    assert "1 out-of-policy file(s), 1 re-encoded" in r.stdout
+    assert "re-encoded 1/1 files" in r.stderr and "200.0 MiB of 200.0 MiB" in r.stderr, r.stderr
+    assert getx(path, "state") == "persisted"
+    assert len(segments(path)) == 13
+    for index in (0, 12):
+        stamp = stamped_policy(archive, path, index).split()
+        assert "segment_size=16777216" in stamp and "raid=none" in stamp
+    archive.evict()
+    assert sha256(read_file(path)) == sha256(data)
+    again = cairn("policy", "apply", archive.mnt)
+    assert "0 out-of-policy file(s)" in again.stdout
+
+
+def test_reconciler_runs_in_background_and_resumes_after_kill9(archive):
+    os.makedirs(archive.m("d"))
+    files = {f"f{i}": random_bytes(24 * MiB + 1 + i, 10 + i) for i in range(3)}
+    for name, data in files.items():
+        write_file(archive.m("d", name), data)
+    archive.persist()
+    archive.remount("reconcile_rate=8M,reconcile_idle=0")  # slow enough to catch it mid-way
+    os.setxattr(archive.m("d"), "user.cairn.segment_size", b"1M")
+
+    def started():
+        return any(getx(archive.m("d", n), "state") == "migrating" or len(segments(archive.m("d", n))) == 25
+                   for n in files)
+    wait_for(started, 30, "the reconciler to start")
+    archive.kill9()
+    archive.mount("reconcile_rate=0,reconcile_idle=0")
+    for name in files:  # the queue survived: everything converges without another setfattr
+        wait_for(lambda: getx(archive.m("d", name), "state") == "persisted", 60, f"{name} to be re-encoded")
+        assert len(segments(archive.m("d", name))) == 25
+    archive.evict()
+    for name, data in files.items():
+        assert sha256(read_file(archive.m("d", name))) == sha256(data), name
+
+
+def test_rename_into_a_directory_with_another_policy(archive):
+    archive.remount("reconcile_idle=3600")
+    os.makedirs(archive.m("fast"))
+    os.makedirs(archive.m("small"))
+    os.setxattr(archive.m("small"), "user.cairn.segment_size", b"64K")
+    data = random_bytes(MiB, 5)
+    write_file(archive.m("fast", "f"), data)
+    archive.persist()
+    os.rename(archive.m("fast", "f"), archive.m("small", "f"))
+    f = archive.m("small", "f")
+    assert getx(f, "state") == "out-of-policy"
+    cairn("policy", "apply", archive.m("small"))
+    assert getx(f, "state") == "persisted" and len(segments(f)) == 16
+    assert read_file(f) == data
+
+
+def test_rsync_temp_file_ends_with_the_rules_policy(archive):
+    """rsync writes .name.XXXXXX and renames it: the rule for *.log must apply in the end."""
+    assert install_rules(archive, RULES).returncode == 0
+    write_file(archive.s("app.log"), random_bytes(2 * MiB, 6))
+    run(["rsync", "-a", archive.s("app.log"), archive.m("app.log")])
+    archive.persist()
+    cairn("policy", "apply", archive.mnt)  # in case the temp file was persisted before its rename
+    log = archive.m("app.log")
+    assert field(getx(log, "effective.source"), "segment_size") == "rule:logs"
+    assert getx(log, "state") == "persisted" and len(segments(log)) == 32
+
+
+def test_rules_dry_run_lists_changes_and_changes_nothing(archive):
+    assert install_rules(archive, RULES).returncode == 0
+    write_file(archive.m("x.dat"), random_bytes(100 * 1024, 7))
+    write_file(archive.m("y.log"), b"log")
+    archive.persist()
+    candidate = archive.s("candidate.rules")
+    with open(candidate, "w") as f:
+        f.write(RULES.replace("rule logs", "rule dat\n    where name *.dat\n    set segment_size=256K\nrule logs"))
+    r = cairn("rules", "dry-run", candidate, "--path", archive.mnt)
+    assert f"{archive.mnt}/x.dat: segment_size=1048576->262144 (rule:dat) [persisted: would be re-encoded]" \
+        in r.stdout, r.stdout
+    assert "y.log" not in r.stdout and "1 file(s) would change" in r.stdout
+    assert field(getx(archive.m("x.dat"), "effective"), "segment_size") == "1048576"
+    assert getx(archive.m("x.dat"), "state") == "persisted"
+    bad = archive.s("bad.rules")
+    with open(bad, "w") as f:
+        f.write("default\n  set colour=red\n")
+    r = cairn("rules", "dry-run", bad, "--path", archive.mnt, check=False)
+    assert r.returncode == 1 and "bad.rules:2:7:" in r.stderr, r.stderr

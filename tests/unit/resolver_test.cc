@@ -1,0 +1,169 @@
+#include <catch2/catch.hpp>
+
+#include "catalog/catalog.h"
+#include "policy/resolver.h"
+#include "policy/rules.h"
+#include "test_util.h"
+
+using namespace cairn;
+
+namespace {
+
+// A catalog with /a/b/c/f and helpers to set user.* and trusted.* attributes.
+struct Tree {
+  test::TempDir dir;
+  std::unique_ptr<Catalog> catalog = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+  uint64_t a = MakeDir(kRootInode, "a");
+  uint64_t b = MakeDir(a, "b");
+  uint64_t c = MakeDir(b, "c");
+  uint64_t f = MakeFile(c, "f.log", 5000);
+
+  uint64_t MakeDir(uint64_t parent, const char* name) {
+    InodeRecord r;
+    r.mode = 040755;
+    r.nlink = 2;
+    uint64_t ino = *catalog->InsertInode(r);
+    REQUIRE(catalog->InsertEntry(parent, name, ino).ok());
+    return ino;
+  }
+  uint64_t MakeFile(uint64_t parent, const char* name, uint64_t size) {
+    InodeRecord r;
+    r.mode = 0100644;
+    r.nlink = 1;
+    r.size = size;
+    uint64_t ino = *catalog->InsertInode(r);
+    REQUIRE(catalog->InsertEntry(parent, name, ino).ok());
+    return ino;
+  }
+  void Set(uint64_t ino, const std::string& name, const std::string& value) {
+    REQUIRE(catalog->SetXattr(ino, name, {reinterpret_cast<const uint8_t*>(value.data()), value.size()}).ok());
+  }
+  void Remove(uint64_t ino, const std::string& name) { REQUIRE(catalog->RemoveXattr(ino, name).ok()); }
+};
+
+PolicyContext WithRules(const char* text) {
+  auto rules = RuleSet::Parse(text, "rules");
+  REQUIRE(rules.ok());
+  return PolicyContext{std::make_shared<const RuleSet>(std::move(*rules)), 4 << 20};
+}
+
+const char* kRules = R"(policy cold selectable
+    set segment_size=16M
+policy archive
+    set segment_size=64M
+rule logs
+    where name *.log
+    set segment_size=1M
+rule big
+    where size > 1G
+    set policy=archive
+default
+    set segment_size=8M
+)";
+
+}  // namespace
+
+TEST_CASE("Resolver: file beats nearest directory beats farther directory beats default") {
+  Tree t;
+  PolicyContext none{nullptr, 4 << 20};
+  t.Set(t.a, "user.cairn.segment_size", "65536");
+  t.Set(t.b, "user.cairn.segment_size", "131072");
+  auto p = *ResolvePolicy(*t.catalog, t.f, none);
+  CHECK(p.segment_size() == 131072);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "dir:/a/b");
+  CHECK(p.Get(PolicyKey::kRaid).source == "default");
+  t.Set(t.f, "user.cairn.segment_size", "262144");
+  p = *ResolvePolicy(*t.catalog, t.f, none);
+  CHECK(p.segment_size() == 262144);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "file");
+  t.Remove(t.b, "user.cairn.segment_size");
+  t.Remove(t.f, "user.cairn.segment_size");
+  p = *ResolvePolicy(*t.catalog, t.f, none);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "dir:/a");
+  CHECK(p.Effective().find("segment_size=65536") != std::string::npos);
+  CHECK(p.Sources().starts_with("raid=default idr=default"));
+  t.Remove(t.a, "user.cairn.segment_size");
+  CHECK(ResolvePolicy(*t.catalog, t.f, none)->segment_size() == (4u << 20));
+}
+
+// The precedence table of cairn-policy.7, one row per level, each row removing the
+// level above it: file > dir > pin > rule > rules' default > built-in.
+TEST_CASE("Resolver: precedence table") {
+  Tree t;
+  PolicyContext ctx = WithRules(kRules);
+  t.Set(t.f, "user.cairn.segment_size", "65536");
+  t.Set(t.b, "user.cairn.segment_size", "131072");
+  t.Set(t.a, "trusted.cairn.segment_size", "262144");
+  struct Row {
+    const char* source;
+    uint64_t size;
+  };
+  auto expect = [&](const char* source, uint64_t size) {
+    auto p = ResolvePolicy(*t.catalog, t.f, ctx);
+    REQUIRE(p.ok());
+    CHECK(p->Get(PolicyKey::kSegmentSize).source == source);
+    CHECK(p->segment_size() == size);
+  };
+  expect("file", 65536);
+  t.Remove(t.f, "user.cairn.segment_size");
+  expect("dir:/a/b", 131072);
+  t.Remove(t.b, "user.cairn.segment_size");
+  expect("pin:/a", 262144);
+  t.Remove(t.a, "trusted.cairn.segment_size");
+  expect("rule:logs", 1 << 20);
+  uint64_t g = t.MakeFile(t.c, "g.dat", 10);
+  auto p = *ResolvePolicy(*t.catalog, g, ctx);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "rule:default");
+  CHECK(p.segment_size() == (8u << 20));
+  CHECK(p.matched_rule == "default");
+  p = *ResolvePolicy(*t.catalog, g, PolicyContext{std::make_shared<const RuleSet>(RuleSet::BuiltIn()), 4 << 20});
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "default");
+}
+
+TEST_CASE("Resolver: named policies supply fields at their level; explicit keys win") {
+  Tree t;
+  PolicyContext ctx = WithRules(kRules);
+  t.Set(t.b, "user.cairn.policy", "cold");
+  auto p = *ResolvePolicy(*t.catalog, t.f, ctx);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "policy:cold@dir:/a/b");
+  CHECK(p.segment_size() == (16u << 20));
+  CHECK(p.Get(PolicyKey::kPolicy).value == "cold");
+  t.Set(t.b, "user.cairn.segment_size", "65536");  // same level, explicit
+  CHECK(ResolvePolicy(*t.catalog, t.f, ctx)->segment_size() == 65536);
+  // A rule selecting a policy.
+  uint64_t big = t.MakeFile(kRootInode, "big.bin", 2ull << 30);
+  p = *ResolvePolicy(*t.catalog, big, ctx);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "policy:archive@rule:big");
+  CHECK(p.segment_size() == (64u << 20));
+}
+
+TEST_CASE("Resolver: trusted.cairn.lock makes user settings below it ineffective") {
+  Tree t;
+  PolicyContext ctx = WithRules(kRules);
+  t.Set(t.f, "user.cairn.segment_size", "65536");
+  t.Set(t.c, "user.cairn.policy", "cold");
+  t.Set(t.a, "trusted.cairn.lock", "segment_size");
+  auto p = *ResolvePolicy(*t.catalog, t.f, ctx);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "rule:logs");  // neither the file's nor cold's
+  CHECK(p.Get(PolicyKey::kPolicy).source == "dir:/a/b/c");     // not locked
+  CHECK(LockCovering(*t.catalog, t.f, PolicyKey::kSegmentSize) == "/a (trusted.cairn.lock=segment_size)");
+  CHECK(LockCovering(*t.catalog, t.f, PolicyKey::kRaid).empty());
+  CHECK(LockCovering(*t.catalog, kRootInode, PolicyKey::kSegmentSize).empty());
+  t.Set(t.a, "trusted.cairn.segment_size", "131072");  // the pin applies under the lock
+  CHECK(ResolvePolicy(*t.catalog, t.f, ctx)->Get(PolicyKey::kSegmentSize).source == "pin:/a");
+  t.Set(t.a, "trusted.cairn.lock", "all");
+  CHECK(ResolvePolicy(*t.catalog, t.f, ctx)->Get(PolicyKey::kPolicy).source == "default");
+}
+
+TEST_CASE("Resolver: a stamp matches when only the policy name differs") {
+  Tree t;
+  PolicyContext ctx = WithRules(kRules);
+  auto p = *ResolvePolicy(*t.catalog, t.f, ctx);
+  std::string stamp = p.Effective();
+  CHECK(LayoutMatches(stamp, p));
+  std::string renamed = stamp.substr(0, stamp.rfind("policy=")) + "policy=old-name";
+  CHECK(LayoutMatches(renamed, p));
+  t.Set(t.f, "user.cairn.segment_size", "65536");
+  CHECK_FALSE(LayoutMatches(stamp, *ResolvePolicy(*t.catalog, t.f, ctx)));
+  CHECK_FALSE(LayoutMatches("garbage", p));
+}
