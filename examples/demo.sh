@@ -1,6 +1,7 @@
 #!/bin/bash
-# Builds cairn, creates a demo archive on four file-backed disks, mounts it, archives
-# some data into it with tar and rsync, and shows its status. Leaves it mounted.
+# Builds cairn, creates a demo archive on four file-backed disks with the example admin
+# rules (policies/archive.rules), mounts it, archives some data into it with tar and
+# rsync, changes a policy, and shows status and policies. Leaves it mounted.
 # Usage: examples/demo.sh [DEMO_DIR]   (default /tmp/cairn-demo; run as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,13 +13,20 @@ if grep -q " $demo/mnt fuse.cairn" /proc/mounts; then build/cairn umount "$demo/
 rm -rf "$demo"
 mkdir -p "$demo/mnt"
 build/cairn mkfs "$demo/archive" --disks 4 --disk-size 4G
+build/cairn rules check policies/archive.rules
+cp policies/archive.rules "$demo/archive/rules"
 build/cairn mount "$demo/archive" "$demo/mnt"
 echo "== archiving /usr/share/doc with tar and /etc with rsync"
 tar -C /usr/share -cf - doc | tar -C "$demo/mnt" -xf -
 rsync -aHAX --exclude shadow --exclude gshadow /etc/ "$demo/mnt/etc/" 2>/dev/null || true
 setfattr -n user.project -v demo "$demo/mnt/doc"
 build/cairn persist "$demo/archive"
+echo "== the rules gave /etc small segments; ask why, then change the policy of the directory"
+build/cairn policy explain "$demo/mnt/etc/passwd"
+setfattr -n user.cairn.policy -v bulk "$demo/mnt/etc"
+getfattr -n user.cairn.state "$demo/mnt/etc/passwd"
+build/cairn policy apply "$demo/mnt/etc" --progress
 build/cairn status "$demo/archive"
 echo
-echo "mounted at $demo/mnt — try: ls $demo/mnt; getfattr -d $demo/mnt/doc"
+echo "mounted at $demo/mnt — try: ls $demo/mnt; getfattr -d $demo/mnt/doc; cairn policy explain FILE"
 echo "unmount with: build/cairn umount $demo/mnt"

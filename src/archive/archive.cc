@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <ctime>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -175,10 +174,11 @@ Status Archive::LoadRules() {
   auto rules = std::make_shared<RuleSet>(RuleSet::BuiltIn());
   if (::access(rules_path().c_str(), F_OK) == 0) {
     std::ifstream in(rules_path(), std::ios::binary);
-    std::ostringstream content;
-    content << in.rdbuf();
     if (!in) return Status::IOError(fmt::format("cannot read {}", rules_path()));
-    text = content.str();
+    text.resize(RuleSet::kMaxFileBytes + 1);  // one byte more than Parse accepts
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    if (in.bad()) return Status::IOError(fmt::format("cannot read {}", rules_path()));
+    text.resize(static_cast<size_t>(in.gcount()));
     auto parsed = RuleSet::Parse(text, rules_path());
     if (!parsed.ok()) return parsed.status();
     *rules = std::move(*parsed);

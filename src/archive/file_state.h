@@ -13,6 +13,7 @@
 #include <set>
 #include <shared_mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace cairn {
 
@@ -76,6 +77,15 @@ struct FileState {
   }
 
   std::shared_mutex& data_lock(uint64_t ino) { return data_locks[ino % data_locks.size()]; }
+  // Every data lock of `inos`, exclusive, in stripe order: whoever holds several takes
+  // them this way, so no two such holders deadlock.
+  std::vector<std::unique_lock<std::shared_mutex>> LockData(const std::vector<uint64_t>& inos) {
+    std::set<std::shared_mutex*> stripes;
+    for (uint64_t ino : inos) stripes.insert(&data_lock(ino));
+    std::vector<std::unique_lock<std::shared_mutex>> held;
+    for (std::shared_mutex* stripe : stripes) held.emplace_back(*stripe);
+    return held;
+  }
   std::array<std::shared_mutex, 64> data_locks;
 };
 

@@ -943,11 +943,7 @@ Status Filesystem::EvictFiles(const std::vector<uint64_t>& inos) {
   std::lock_guard batch(persister_.batch_mutex());
   for (size_t first = 0; first < inos.size(); first += kGroup) {
     std::vector<uint64_t> group(inos.begin() + first, inos.begin() + std::min(inos.size(), first + kGroup));
-    // Every data lock of the group, in stripe order (nobody else holds two, so no deadlock).
-    std::set<std::shared_mutex*> stripes;
-    for (uint64_t ino : group) stripes.insert(&state_.data_lock(ino));
-    std::vector<std::unique_lock<std::shared_mutex>> held;
-    for (std::shared_mutex* stripe : stripes) held.emplace_back(*stripe);
+    auto held = state_.LockData(group);
     std::vector<uint64_t> evicted;
     {
       std::lock_guard lock(archive_.catalog_mutex());

@@ -126,6 +126,15 @@ struct Checker {
         Problem("inode {} is marked clean but has {} of {} segments persisted", ino, segment_count[ino], want);
       }
     }
+    for (const auto& [ino, count] : segment_count) {
+      auto inode = inodes.find(ino);
+      if (inode == inodes.end() || count == 0) continue;
+      if (inode->second.layout_id == 0) {
+        Problem("inode {} has persisted segments but no policy stamp", ino);
+      } else if (!catalog.LayoutStamp(inode->second.layout_id).ok()) {
+        Problem("inode {}: policy stamp {} is missing from the catalog", ino, inode->second.layout_id);
+      }
+    }
     for (const auto& [id, e] : extents) {
       if (e.refs != refs[id]) Problem("extent {}: reference count {} but {} segment(s) use it", id, e.refs, refs[id]);
       if (refs[id] == 0) Problem("extent {} on disk {} at {} is leaked (no segment uses it)", id, e.disk, e.offset);

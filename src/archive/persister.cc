@@ -19,7 +19,8 @@
 namespace cairn {
 namespace {
 
-constexpr size_t kNoExtent = SIZE_MAX;
+// A piece that carries no data: it only marks its (clean) file's inode for the commit.
+constexpr uint64_t kMarker = UINT64_MAX;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(250);
 constexpr int64_t kQuietNs = 500'000'000;
@@ -28,14 +29,6 @@ constexpr int64_t kRetryDelayNs = 5'000'000'000;
 constexpr uint64_t kSegmentsPerCommit = 16;  // bounds memory: 16 segments in flight
 
 }  // namespace
-
-struct Persister::Piece {
-  uint64_t ino = 0;
-  uint64_t index = 0;
-  uint64_t segment_size = 0;
-  std::string stamp;  // the policy the file's extents are written with
-  std::vector<uint8_t> data;
-};
 
 Persister::Persister(Archive& archive, FileState& state, SegmentStore& store)
     : archive_(archive), state_(state), store_(store) {}
@@ -144,7 +137,7 @@ Status Persister::PersistAll() {
 
 Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
   std::lock_guard run(run_mutex_);
-  std::vector<Piece> pieces;
+  std::vector<SegmentPiece> pieces;
   uint64_t pending_bytes = 0;
   auto flush = [&]() {
     Status st = WriteAndCommit(pieces);
@@ -174,7 +167,7 @@ Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
   return flush();
 }
 
-Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
+Status Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces) {
   std::unique_lock data(state_.data_lock(ino));
   InodeRecord inode;
   std::string stamp;
@@ -228,11 +221,11 @@ Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
     inode.segment_size = segment_size;
     if (indexes.empty()) {
       // Nothing left to write (empty file, or truncated away): the file is clean now.
-      Piece marker;
+      SegmentPiece marker;
       marker.ino = ino;
       marker.segment_size = segment_size;
       marker.stamp = stamp;
-      marker.index = UINT64_MAX;
+      marker.index = kMarker;
       pieces.push_back(std::move(marker));
     }
   }
@@ -241,7 +234,7 @@ Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
   if (!fd.ok()) return fd.status();
   Status st;
   for (uint64_t index : indexes) {
-    Piece piece;
+    SegmentPiece piece;
     piece.ino = ino;
     piece.index = index;
     piece.segment_size = inode.segment_size;
@@ -260,115 +253,48 @@ Status Persister::Snapshot(uint64_t ino, std::vector<Piece>& pieces) {
   return st;
 }
 
-Status Persister::WriteAndCommit(std::vector<Piece>& pieces) {
+Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   if (pieces.empty()) return Status::OK();
-  const ArchiveOptions& options = archive_.options();
-  struct Placement {
-    size_t piece;
-    size_t extent;  // index into `extents`, or kNoExtent for a hole
-    uint64_t offset;
-  };
-  std::vector<ExtentRecord> extents;
-  std::vector<Placement> placements;
-  std::set<uint32_t> disks_written;
-  Status failure;
-
-  auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> payload,
-                          const std::string& stamp) {
-    auto record = archive_.WriteExtentToDisk(kind, ino, file_offset, payload, stamp);
-    if (!record.ok()) {
-      if (failure.ok()) failure = record.status();
-      return false;
-    }
-    disks_written.insert(record->disk);
-    extents.push_back(*record);
-    return true;
-  };
-
-  // Small pieces share pack extents, one pack per policy stamp so that the stamp is true
-  // for every member.
-  struct Pack {
-    std::vector<uint8_t> bytes;
-    std::vector<size_t> members;
-  };
-  std::map<std::string, Pack> packs;
-  auto flush_pack = [&](const std::string& stamp, Pack& pack) {
-    if (pack.members.empty()) return;
-    if (write_extent(ExtentKind::kPack, 0, 0, pack.bytes, stamp)) {
-      uint64_t offset = 0;
-      for (size_t member : pack.members) {
-        placements.push_back({member, extents.size() - 1, offset});
-        offset += pieces[member].data.size();
-      }
-    }
-    pack.bytes.clear();
-    pack.members.clear();
-  };
-
-  for (size_t i = 0; i < pieces.size() && failure.ok(); i++) {
-    Piece& piece = pieces[i];
-    if (piece.index == UINT64_MAX) continue;
-    if (IsAllZero(piece.data)) {
-      placements.push_back({i, kNoExtent, 0});
-      continue;
-    }
-    if (piece.data.size() > options.pack_threshold) {
-      if (write_extent(ExtentKind::kFileSegment, piece.ino, piece.index * piece.segment_size, piece.data,
-                       piece.stamp)) {
-        placements.push_back({i, extents.size() - 1, 0});
-      }
-      continue;
-    }
-    Pack& pack = packs[piece.stamp];
-    if (!pack.bytes.empty() && pack.bytes.size() + piece.data.size() > options.segment_size) {
-      flush_pack(piece.stamp, pack);
-    }
-    pack.bytes.insert(pack.bytes.end(), piece.data.begin(), piece.data.end());
-    pack.members.push_back(i);
-  }
-  for (auto& [stamp, pack] : packs) {
-    if (failure.ok()) flush_pack(stamp, pack);
-  }
-  for (uint32_t disk : disks_written) {
-    if (!failure.ok()) break;
-    failure = archive_.disk(disk).Sync();
-  }
+  auto written = WriteSegments(archive_, pieces, [](const SegmentPiece& piece) { return piece.index == kMarker; });
 
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
+  std::vector<ExtentRecord> no_extents;
+  std::vector<ExtentRecord>& extents = written.ok() ? written->extents : no_extents;
   auto give_back = [&]() {
     for (const auto& extent : extents) archive_.ReleaseUncommitted(extent);
-    for (const Piece& piece : pieces) {
-      if (piece.index != UINT64_MAX) state_.dirty[piece.ino].segments.insert(piece.index);
+    for (const SegmentPiece& piece : pieces) {
+      if (piece.index != kMarker) state_.dirty[piece.ino].segments.insert(piece.index);
       state_.persist_queue[piece.ino] = NowNs() + kRetryDelayNs;
     }
   };
-  if (!failure.ok()) {
+  if (!written.ok()) {
     give_back();
-    return failure;
+    return written.status();
   }
 
   Status st = catalog.Begin();
   std::map<uint64_t, InodeRecord> inodes;
   std::vector<uint64_t> refs(extents.size(), 0);
-  for (const Placement& p : placements) {
+  for (const auto& p : written->placements) {
     if (!st.ok()) break;
-    const Piece& piece = pieces[p.piece];
+    const SegmentPiece& piece = pieces[p.piece];
     auto inode = catalog.GetInode(piece.ino);
     if (!inode.ok() || piece.index * piece.segment_size >= inode->size) continue;  // deleted or truncated meanwhile
     if (auto old = catalog.GetSegment(piece.ino, piece.index)) {
       st = archive_.UnrefExtent(old->extent_id);
       if (!st.ok()) break;
     }
-    uint64_t extent_id = p.extent == kNoExtent ? kHoleExtent : extents[p.extent].id;
-    st = catalog.PutSegment({piece.ino, piece.index, extent_id, p.offset, piece.data.size(), true});
-    if (p.extent != kNoExtent) refs[p.extent]++;
+    bool hole = p.extent == WrittenSegments::kHole;
+    st = catalog.PutSegment({piece.ino, piece.index, hole ? kHoleExtent : extents[p.extent].id, p.offset,
+                             piece.data.size(), true});
+    if (!hole) refs[p.extent]++;
   }
   for (size_t i = 0; i < extents.size() && st.ok(); i++) {
     extents[i].refs = refs[i];
     if (refs[i] > 0) st = catalog.InsertExtent(extents[i]);
   }
-  for (const Piece& piece : pieces) {
+  for (const SegmentPiece& piece : pieces) {
     if (!st.ok()) break;
     if (inodes.contains(piece.ino)) continue;
     auto inode = catalog.GetInode(piece.ino);

@@ -15,6 +15,7 @@
 #include "archive/archive.h"
 #include "archive/file_state.h"
 #include "archive/segment_store.h"
+#include "archive/segment_writer.h"
 
 namespace cairn {
 
@@ -36,14 +37,13 @@ class Persister {
   void SetAfterBatch(std::function<void()> fn) { after_batch_ = std::move(fn); }
 
  private:
-  struct Piece;  // one dirty segment read out of the cache
   void Run();
   // Persists the given files. Serialized by run_mutex_.
   Status PersistFiles(const std::vector<uint64_t>& inos);
   // Reads the dirty segments of `ino` out of the staging cache (clearing their dirty marks).
-  Status Snapshot(uint64_t ino, std::vector<Piece>& pieces);
+  Status Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);
   // Writes pieces as extents, syncs the disks, commits the catalog.
-  Status WriteAndCommit(std::vector<Piece>& pieces);
+  Status WriteAndCommit(std::vector<SegmentPiece>& pieces);
   // Selects queued files that are due. REQUIRES: catalog mutex.
   std::vector<uint64_t> DueFiles(int64_t now_ns);
 

@@ -19,6 +19,9 @@ namespace {
 constexpr auto kPollInterval = std::chrono::seconds(1);
 constexpr size_t kQueueBatch = 256;
 constexpr size_t kListChunk = 1024;  // directory entries read at a time
+constexpr uint64_t kWriteChunk = 32 << 20;  // bytes read ahead of writing them
+constexpr uint64_t kCommitBytes = 256 << 20;  // a commit per this many bytes or files
+constexpr size_t kCommitFiles = 256;
 
 bool SameSegments(const std::vector<SegmentRecord>& a, const std::vector<SegmentRecord>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const SegmentRecord& x, const SegmentRecord& y) {
@@ -130,22 +133,22 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
   // One batch visits each disk once, in offset order.
   std::sort(work.begin(), work.end(),
             [](const Work& a, const Work& b) { return std::tie(a.disk, a.offset) < std::tie(b.disk, b.offset); });
-  for (const Work& w : work) {
-    if (cancel_) break;
-    uint64_t bytes = 0;
-    Status st = Reencode(w.ino, true, &bytes);
-    if (st.ok()) {
-      removed++;
-      LogInfo("reconciler: inode {} re-encoded ({} bytes)", w.ino, bytes);
-    } else if (st.code() != Status::Code::kBusy) {
-      LogError("reconciler: inode {} stays out of policy: {}", w.ino, st.message());
-    }
+  std::vector<uint64_t> inos;
+  for (const Work& w : work) inos.push_back(w.ino);
+  Progress progress;
+  Status st = Reencode(inos, true, &progress, {});
+  if (!st.ok()) LogError("reconciler: {}", st.message());
+  if (progress.files_done > 0) {
+    LogInfo("reconciler: {} file(s) re-encoded ({} bytes)", progress.files_done, progress.bytes_done);
   }
+  removed += progress.files_done;
   return removed;
 }
 
-void Reconciler::CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files) {
+void Reconciler::CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files,
+                                    std::vector<uint64_t>* dirs) {
   archive_.catalog().VisitTree(ino, [&](const InodeRecord& inode) {
+    if (S_ISDIR(inode.mode)) dirs->push_back(inode.ino);
     auto in_policy = InPolicy(inode);
     if (in_policy.ok() && !*in_policy) files->emplace_back(inode.ino, inode.size);
     return true;
@@ -154,133 +157,247 @@ void Reconciler::CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t
 
 Status Reconciler::Apply(uint64_t ino, const ProgressFn& report) {
   std::vector<std::pair<uint64_t, uint64_t>> files;
+  std::vector<uint64_t> dirs;
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    CollectOutOfPolicy(ino, &files);
+    CollectOutOfPolicy(ino, &files, &dirs);
   }
   Progress progress;
   progress.files_total = files.size();
-  for (const auto& [file, size] : files) progress.bytes_total += size;
-  if (!report(progress)) return Status::OK();
+  std::vector<uint64_t> inos;
   for (const auto& [file, size] : files) {
-    uint64_t bytes = 0;
-    Status st = Reencode(file, false, &bytes);
-    if (st.ok()) {
-      progress.files_done++;
-      progress.bytes_done += size;
-    } else if (st.code() == Status::Code::kBusy) {
-      progress.files_busy++;
-      std::lock_guard lock(archive_.catalog_mutex());
-      CAIRN_RETURN_IF_ERROR(InTransaction(archive_.catalog(), [&] { return archive_.catalog().QueuePolicyCheck(file); }));
-    } else {
-      return st;
-    }
-    if (!report(progress)) break;
+    progress.bytes_total += size;
+    inos.push_back(file);
+  }
+  if (!report(progress)) return Status::OK();
+  bool finished = true;
+  CAIRN_RETURN_IF_ERROR(Reencode(inos, false, &progress, [&](const Progress& p) { return finished = report(p); }));
+  if (!finished) return Status::OK();
+  // Every file below was looked at: the queued directories need no expanding any more.
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+    for (uint64_t dir : dirs) CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(dir));
+    return Status::OK();
+  }));
+  return archive_.FlushCatalog(true);
+}
+
+struct Reconciler::Job {
+  InodeRecord inode;               // as planned
+  std::vector<SegmentRecord> old;  // its segments as planned
+  std::string stamp;               // the new policy
+  uint64_t segment_size = 0;       // the new segment size
+  bool failed = false;             // its data could not be read: it stays as it is
+};
+
+// Files being re-encoded together: pieces read and not yet written, extents written and
+// not yet committed, and where each new segment went.
+struct Reconciler::Batch {
+  struct Placed {
+    size_t job;
+    uint64_t index;
+    uint64_t length;
+    size_t extent;  // index into `extents`, or WrittenSegments::kHole
+    uint64_t offset;
+  };
+  std::vector<Job> jobs;
+  std::vector<SegmentPiece> pending;
+  std::vector<size_t> pending_job;  // the job of each pending piece
+  uint64_t pending_bytes = 0;
+  uint64_t bytes = 0;
+  std::vector<ExtentRecord> extents;
+  std::vector<Placed> placed;
+};
+
+bool Reconciler::Plan(uint64_t ino, Job* job, Progress* progress) {
+  Catalog& catalog = archive_.catalog();
+  auto queue = [&](bool add) {
+    Status st = InTransaction(catalog, [&] { return add ? catalog.QueuePolicyCheck(ino) : catalog.DequeuePolicyCheck(ino); });
+    if (!st.ok()) LogError("reconciler: inode {}: {}", ino, st.message());
+  };
+  auto record = catalog.GetInode(ino);
+  if (!record.ok()) {
+    queue(false);
+    return false;
+  }
+  if (state_.dirty.contains(ino) || record->dirty) {  // re-encoded once persisted
+    progress->files_busy++;
+    queue(true);
+    return false;
+  }
+  auto in_policy = InPolicy(*record);
+  if (!in_policy.ok()) {
+    LogError("reconciler: inode {}: {}", ino, in_policy.status().message());
+    return false;
+  }
+  if (*in_policy) {
+    queue(false);
+    return false;
+  }
+  auto policy = ResolvePolicy(catalog, ino, archive_.policy_context());
+  if (!policy.ok()) return false;
+  job->inode = *record;
+  job->old = catalog.GetSegments(ino);
+  job->stamp = policy->Effective();
+  job->segment_size = policy->segment_size();
+  return true;
+}
+
+Status Reconciler::ReadNewSegment(const Job& job, uint64_t index, std::vector<uint8_t>* data) {
+  uint64_t start = index * job.segment_size;
+  data->assign(std::min(job.segment_size, job.inode.size - start), 0);
+  uint64_t old_size = job.inode.segment_size;
+  for (const SegmentRecord& segment : job.old) {  // the old segments overlapping [start, end)
+    uint64_t seg_start = segment.index * old_size;
+    uint64_t from = std::max(start, seg_start);
+    uint64_t to = std::min(start + data->size(), seg_start + old_size);
+    if (from >= to) continue;
+    CAIRN_RETURN_IF_ERROR(store_.Read(segment, from - seg_start, std::span(*data).subspan(from - start, to - from)));
   }
   return Status::OK();
 }
 
-Status Reconciler::Reencode(uint64_t ino, bool throttle, uint64_t* bytes) {
-  std::lock_guard run(run_mutex_);
-  InodeRecord inode;
-  std::vector<SegmentRecord> old;
-  std::string stamp;
-  uint64_t segment_size = 0;
-  {
-    std::lock_guard lock(archive_.catalog_mutex());
-    Catalog& catalog = archive_.catalog();
-    auto record = catalog.GetInode(ino);
-    if (!record.ok()) return InTransaction(catalog, [&] { return catalog.DequeuePolicyCheck(ino); });
-    if (state_.dirty.contains(ino) || record->dirty) {
-      return Status::Busy(fmt::format("inode {} is being written; it is re-encoded once persisted", ino));
-    }
-    auto in_policy = InPolicy(*record);
-    if (!in_policy.ok()) return in_policy.status();
-    if (*in_policy) return InTransaction(catalog, [&] { return catalog.DequeuePolicyCheck(ino); });
-    auto policy = ResolvePolicy(catalog, ino, archive_.policy_context());
-    if (!policy.ok()) return policy.status();
-    inode = *record;
-    old = catalog.GetSegments(ino);
-    stamp = policy->Effective();
-    segment_size = policy->segment_size();
-    state_.migrating = ino;
+Status Reconciler::WritePending(Batch& batch) {
+  if (batch.pending.empty()) return Status::OK();
+  auto written = WriteSegments(archive_, batch.pending);
+  if (!written.ok()) return written.status();
+  for (const auto& p : written->placements) {
+    const SegmentPiece& piece = batch.pending[p.piece];
+    size_t extent = p.extent == WrittenSegments::kHole ? p.extent : batch.extents.size() + p.extent;
+    batch.placed.push_back({batch.pending_job[p.piece], piece.index, piece.data.size(), extent, p.offset});
   }
+  batch.extents.insert(batch.extents.end(), written->extents.begin(), written->extents.end());
+  batch.pending.clear();
+  batch.pending_job.clear();
+  batch.pending_bytes = 0;
+  return Status::OK();
+}
 
-  // Write the new layout next to the old one, which stays readable meanwhile.
-  std::vector<ExtentRecord> extents;
-  std::vector<SegmentRecord> fresh;
-  std::set<uint32_t> disks;
-  std::vector<uint8_t> buffer;
-  Status st;
-  for (uint64_t index = 0; index * segment_size < inode.size && st.ok(); index++) {
-    if (cancel_) {
-      st = Status::Busy("cancelled");
-      break;
-    }
-    uint64_t start = index * segment_size;
-    buffer.assign(std::min(segment_size, inode.size - start), 0);
-    for (const SegmentRecord& segment : old) {  // the old segments overlapping [start, end)
-      uint64_t seg_start = segment.index * inode.segment_size;
-      uint64_t from = std::max(start, seg_start);
-      uint64_t to = std::min(start + buffer.size(), seg_start + inode.segment_size);
-      if (from >= to) continue;
-      st = store_.Read(segment, from - seg_start, std::span(buffer).subspan(from - start, to - from));
-      if (!st.ok()) break;
-    }
-    if (!st.ok()) break;
-    SegmentRecord segment{ino, index, kHoleExtent, 0, buffer.size(), false};
-    if (!IsAllZero(buffer)) {
-      auto record = archive_.WriteExtentToDisk(ExtentKind::kFileSegment, ino, start, buffer, stamp);
-      if (!record.ok()) {
-        st = record.status();
-        break;
-      }
-      record->refs = 1;
-      extents.push_back(*record);
-      disks.insert(record->disk);
-      segment.extent_id = record->id;
-    }
-    fresh.push_back(segment);
-    *bytes += buffer.size();
-    if (throttle) Throttle(buffer.size());
-  }
-  for (uint32_t disk : disks) {
-    if (st.ok()) st = archive_.disk(disk).Sync();
-  }
-
-  // Swap, unless the file changed meanwhile: under its data lock no write is half done.
-  std::unique_lock data(state_.data_lock(ino));
+Status Reconciler::Commit(Batch& batch, Progress* progress) {
+  std::vector<uint64_t> inos;
+  for (const Job& job : batch.jobs) inos.push_back(job.inode.ino);
+  // Under the files' data locks no write is half done.
+  auto held = state_.LockData(inos);
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   state_.migrating = 0;
-  auto current = catalog.GetInode(ino);
-  if (st.ok() && (!current.ok() || current->size != inode.size || current->mtime_ns != inode.mtime_ns ||
-                  current->layout_id != inode.layout_id || current->dirty || state_.dirty.contains(ino) ||
-                  !SameSegments(catalog.GetSegments(ino), old))) {
-    st = Status::Busy(fmt::format("inode {} changed while being re-encoded; it will be retried", ino));
+  std::vector<bool> swap(batch.jobs.size());
+  for (size_t j = 0; j < batch.jobs.size(); j++) {
+    const Job& job = batch.jobs[j];
+    auto now = catalog.GetInode(job.inode.ino);
+    swap[j] = !job.failed && now.ok() && now->size == job.inode.size && now->mtime_ns == job.inode.mtime_ns &&
+              now->layout_id == job.inode.layout_id && !now->dirty && !state_.dirty.contains(job.inode.ino) &&
+              SameSegments(catalog.GetSegments(job.inode.ino), job.old);
   }
-  if (st.ok()) {
-    st = InTransaction(catalog, [&]() -> Status {
-      for (const SegmentRecord& segment : old) {
-        if (segment.extent_id != kHoleExtent) CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.extent_id));
-        CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(ino, segment.index));
+  std::vector<uint64_t> refs(batch.extents.size(), 0);
+  Status st = InTransaction(catalog, [&]() -> Status {
+    for (size_t j = 0; j < batch.jobs.size(); j++) {
+      const Job& job = batch.jobs[j];
+      if (!swap[j]) {  // changed meanwhile: try again later; unreadable: not again and again
+        CAIRN_RETURN_IF_ERROR(job.failed ? catalog.DequeuePolicyCheck(job.inode.ino)
+                                         : catalog.QueuePolicyCheck(job.inode.ino));
+        continue;
       }
-      for (const ExtentRecord& extent : extents) CAIRN_RETURN_IF_ERROR(catalog.InsertExtent(extent));
-      for (const SegmentRecord& segment : fresh) CAIRN_RETURN_IF_ERROR(catalog.PutSegment(segment));
-      auto layout = catalog.InternLayout(stamp);
+      for (const SegmentRecord& segment : job.old) {
+        if (segment.extent_id != kHoleExtent) CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.extent_id));
+        CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(job.inode.ino, segment.index));
+      }
+    }
+    for (const auto& p : batch.placed) {
+      if (!swap[p.job]) continue;
+      bool hole = p.extent == WrittenSegments::kHole;
+      CAIRN_RETURN_IF_ERROR(catalog.PutSegment({batch.jobs[p.job].inode.ino, p.index,
+                                                hole ? kHoleExtent : batch.extents[p.extent].id, p.offset, p.length,
+                                                false}));
+      if (!hole) refs[p.extent]++;
+    }
+    for (size_t i = 0; i < batch.extents.size(); i++) {
+      batch.extents[i].refs = refs[i];
+      if (refs[i] > 0) CAIRN_RETURN_IF_ERROR(catalog.InsertExtent(batch.extents[i]));
+    }
+    for (size_t j = 0; j < batch.jobs.size(); j++) {
+      if (!swap[j]) continue;
+      auto inode = catalog.GetInode(batch.jobs[j].inode.ino);
+      if (!inode.ok()) return inode.status();
+      auto layout = catalog.InternLayout(batch.jobs[j].stamp);
       if (!layout.ok()) return layout.status();
-      current->segment_size = segment_size;
-      current->layout_id = *layout;
-      CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*current));
-      return catalog.DequeuePolicyCheck(ino);
-    });
+      inode->segment_size = batch.jobs[j].segment_size;
+      inode->layout_id = *layout;
+      CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*inode));
+      CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(inode->ino));
+    }
+    return Status::OK();
+  });
+  for (size_t i = 0; i < batch.extents.size(); i++) {
+    if (!st.ok() || refs[i] == 0) archive_.ReleaseUncommitted(batch.extents[i]);
   }
-  if (!st.ok()) {
-    for (const ExtentRecord& extent : extents) archive_.ReleaseUncommitted(extent);
-    return st;
+  if (!st.ok()) return st;
+  for (size_t j = 0; j < batch.jobs.size(); j++) {
+    if (swap[j]) {
+      progress->files_done++;
+      progress->bytes_done += batch.jobs[j].inode.size;
+    } else {
+      (batch.jobs[j].failed ? progress->files_failed : progress->files_busy)++;
+    }
   }
   // Durable before the old extents' space can be reused.
   return archive_.ReleaseFreedSpace();
+}
+
+Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Progress* progress,
+                            const ProgressFn& report) {
+  std::lock_guard run(run_mutex_);
+  Batch batch;
+  auto abandon = [&](Status st) {
+    std::lock_guard lock(archive_.catalog_mutex());
+    state_.migrating = 0;
+    for (const ExtentRecord& extent : batch.extents) archive_.ReleaseUncommitted(extent);
+    return st;
+  };
+  auto commit = [&]() {
+    Status st = WritePending(batch);
+    if (!st.ok()) return abandon(st);
+    st = Commit(batch, progress);
+    batch = Batch();
+    return st;
+  };
+  for (uint64_t ino : inos) {
+    if (cancel_) return abandon(Status::OK());
+    Job job;
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      if (!Plan(ino, &job, progress)) continue;
+      state_.migrating = ino;
+    }
+    size_t j = batch.jobs.size();
+    batch.jobs.push_back(std::move(job));
+    const Job& planned = batch.jobs[j];
+    for (uint64_t index = 0; index * planned.segment_size < planned.inode.size; index++) {
+      if (cancel_) return abandon(Status::OK());
+      SegmentPiece piece{ino, index, planned.segment_size, planned.stamp, {}};
+      Status st = ReadNewSegment(planned, index, &piece.data);
+      if (!st.ok()) {  // this file stays as it is; the others go on
+        LogError("reconciler: inode {} stays out of policy: {}", ino, st.message());
+        batch.jobs[j].failed = true;
+        break;
+      }
+      if (batch.pending_bytes + piece.data.size() > kWriteChunk) st = WritePending(batch);
+      if (!st.ok()) return abandon(st);
+      if (throttle) Throttle(piece.data.size());
+      batch.pending_bytes += piece.data.size();
+      batch.bytes += piece.data.size();
+      batch.pending.push_back(std::move(piece));
+      batch.pending_job.push_back(j);
+    }
+    if (batch.bytes >= kCommitBytes || batch.jobs.size() >= kCommitFiles) {
+      CAIRN_RETURN_IF_ERROR(commit());
+      if (report && !report(*progress)) return Status::OK();
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(commit());
+  if (report) report(*progress);
+  return Status::OK();
 }
 
 void Reconciler::Throttle(uint64_t bytes) {

@@ -16,6 +16,7 @@
 #include "archive/archive.h"
 #include "archive/file_state.h"
 #include "archive/segment_store.h"
+#include "archive/segment_writer.h"
 
 namespace cairn {
 
@@ -27,6 +28,7 @@ class Reconciler {
     uint64_t files_done = 0;   // re-encoded
     uint64_t bytes_done = 0;
     uint64_t files_busy = 0;   // being written: left queued for later
+    uint64_t files_failed = 0; // unreadable: left as they are (see the log)
   };
   // Called after each file; returning false cancels the run.
   using ProgressFn = std::function<bool(const Progress&)>;
@@ -46,13 +48,28 @@ class Reconciler {
   // files in policy leave the queue, the rest are re-encoded (sorted by disk, so a batch
   // wakes each disk once). Returns how many entries it looked at.
   Result<size_t> RunQueue(size_t limit);
-  // The out-of-policy files at or below `ino` and their sizes. REQUIRES: catalog mutex.
-  void CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files);
+  // The out-of-policy files at or below `ino` with their sizes, and the directories.
+  // REQUIRES: catalog mutex.
+  void CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files,
+                          std::vector<uint64_t>* dirs);
   // Whether a persisted file is laid out as its policy says. REQUIRES: catalog mutex.
   Result<bool> InPolicy(const InodeRecord& inode);
-  // Rewrites one file with its effective policy and swaps the catalog over to the new
-  // extents, unless it changed meanwhile (then Busy). Adds the bytes written to *bytes.
-  Status Reencode(uint64_t ino, bool throttle, uint64_t* bytes);
+  struct Job;
+  struct Batch;
+  // Rewrites `inos` with their effective policies, small files packed together, and
+  // swaps the catalog over to the new extents in commits of a bounded size. A file that
+  // is being written, or changes meanwhile, is left queued. `report` (may be empty) sees
+  // the progress after every commit and may cancel.
+  Status Reencode(const std::vector<uint64_t>& inos, bool throttle, Progress* progress, const ProgressFn& report);
+  // Reads a file's state and plans its new layout; false when there is nothing to do or
+  // it is busy (counted in *progress). REQUIRES: catalog mutex.
+  bool Plan(uint64_t ino, Job* job, Progress* progress);
+  // Reads segment `index` of the new layout from the old extents.
+  Status ReadNewSegment(const Job& job, uint64_t index, std::vector<uint8_t>* data);
+  // Writes the pending pieces of `batch` as extents (WriteSegments) and frees their data.
+  Status WritePending(Batch& batch);
+  // Swaps the files of `batch` that did not change; releases what nobody uses.
+  Status Commit(Batch& batch, Progress* progress);
   // Sleeps as long as needed to keep the background rate at reconcile_rate.
   void Throttle(uint64_t bytes);
 

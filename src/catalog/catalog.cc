@@ -514,9 +514,9 @@ Catalog::Totals Catalog::ComputeTotals() {
   auto& s = Prepare(
       "SELECT (SELECT COUNT(*) FROM inodes), (SELECT COUNT(*) FROM inodes WHERE dirty = 1), "
       "(SELECT COUNT(*) FROM extents), (SELECT COALESCE(SUM(length), 0) FROM segments), "
-      "(SELECT COALESCE(SUM(alloc_length), 0) FROM extents)");
+      "(SELECT COALESCE(SUM(alloc_length), 0) FROM extents), (SELECT COUNT(*) FROM policy_queue)");
   s.Bind();
-  if (s.Step()) t = Totals{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4)};
+  if (s.Step()) t = Totals{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.UInt(5)};
   return t;
 }
 

@@ -166,6 +166,7 @@ class Catalog {
     uint64_t extents = 0;
     uint64_t persisted_bytes = 0;  // sum of segment lengths
     uint64_t extent_bytes = 0;     // sum of allocated extent lengths
+    uint64_t policy_checks = 0;    // inodes queued for the reconciler
   };
   Totals ComputeTotals();
 

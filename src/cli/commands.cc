@@ -146,9 +146,9 @@ int CmdStatus(const Args& args) {
     fmt::print(
         "{{\"archive\":\"{}\",\"id\":\"{}\",\"mounted_by_pid\":{},\"inodes\":{},\"files_queued\":{},"
         "\"bytes_cached\":{},\"cache_files\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
-        "\"catalog_bytes\":{},\"disks\":[{}]}}\n",
+        "\"catalog_bytes\":{},\"policy_checks_queued\":{},\"disks\":[{}]}}\n",
         a.dir(), a.options().archive_id, pid > 0 ? pid : 0, totals.inodes, totals.dirty_inodes, cached, cache_files,
-        totals.persisted_bytes, totals.extents, totals.extent_bytes, catalog_bytes, disks);
+        totals.persisted_bytes, totals.extents, totals.extent_bytes, catalog_bytes, totals.policy_checks, disks);
     return 0;
   }
   fmt::print("archive   {} (id {})\n", a.dir(), a.options().archive_id);
@@ -158,6 +158,8 @@ int CmdStatus(const Args& args) {
   fmt::print("persisted {} of file data in {} extents ({} on disk)\n", FormatSize(totals.persisted_bytes),
              totals.extents, FormatSize(totals.extent_bytes));
   fmt::print("catalog   {}\n", FormatSize(catalog_bytes));
+  fmt::print("policy    {} file(s) or directories queued for a policy check by the reconciler\n",
+             totals.policy_checks);
   fmt::print("disks     {}\n", a.disk_count());
   for (size_t i = 0; i < a.disk_count(); i++) {
     fmt::print("  {:>3}  {:<28} {:>10} used of {:>10}  {} extents\n", i, a.options().disks[i],

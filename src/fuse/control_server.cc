@@ -115,8 +115,8 @@ Status ControlServer::Handle(const std::vector<std::string>& command,
   }
   if (verb == "apply" && command.size() == 2) {
     return fs_.ApplyPolicy(command[1], [&](const Reconciler::Progress& p) {
-      return !stopping_ && send(fmt::format("progress {} {} {} {} {}", p.files_done, p.files_total, p.bytes_done,
-                                            p.bytes_total, p.files_busy));
+      return !stopping_ && send(fmt::format("progress {} {} {} {} {} {}", p.files_done, p.files_total, p.bytes_done,
+                                            p.bytes_total, p.files_busy, p.files_failed));
     });
   }
   if (verb == "dry-run" && command.size() == 3) {

@@ -60,13 +60,6 @@ bool LockCovers(std::string_view lock, PolicyKey key) {
   return false;
 }
 
-const std::string* FindIn(const std::vector<PolicySetting>& settings, PolicyKey key) {
-  for (const auto& s : settings) {
-    if (s.key == key) return &s.value;
-  }
-  return nullptr;
-}
-
 // `key` as given by one set of attributes or rule settings: an explicit value wins over
 // the fields of the named policy they select. Sets *value and *via (the policy name).
 template <typename Lookup>
@@ -79,7 +72,7 @@ bool FieldFrom(Lookup explicit_value, const RuleSet* rules, PolicyKey key, std::
   const std::string* name = key == PolicyKey::kPolicy ? nullptr : explicit_value(PolicyKey::kPolicy);
   const NamedPolicy* policy = name && rules ? rules->FindPolicy(*name) : nullptr;
   if (!policy) return false;
-  if (const std::string* v = FindIn(policy->settings, key)) {
+  if (const std::string* v = FindSetting(policy->settings, key)) {
     *value = *v;
     *via = policy->name;
     return true;
@@ -176,7 +169,7 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
       }
     }
     auto settings_of = [](const Rule* r) {
-      return [r](PolicyKey k) { return FindIn(r->settings(), k); };
+      return [r](PolicyKey k) { return FindSetting(r->settings(), k); };
     };
     if (field.source.empty() && rule && FieldFrom(settings_of(rule), rules, key, &field.value, &via)) {
       field.source = with_via("rule:" + rule->name());

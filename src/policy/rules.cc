@@ -26,17 +26,19 @@ constexpr std::string_view kConditions = "path, name, size, owner, group, mtime,
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 bool IsOperatorChar(char c) { return c == '<' || c == '>' || c == '=' || c == '!'; }
 
-// A token as shown in a message: control bytes as \xNN, at most 40 bytes, quoted.
+// A token as shown in a message: quoted, and cut after 40 bytes.
 std::string Show(std::string_view raw) {
   constexpr size_t kMax = 40;
-  bool cut = raw.size() > kMax;
-  if (cut) {
-    size_t end = kMax;
-    while (end > 0 && (static_cast<unsigned char>(raw[end]) & 0xC0) == 0x80) end--;  // whole UTF-8 characters
-    raw = raw.substr(0, end);
-  }
-  std::string out = "'";
-  for (char c : raw) {
+  if (raw.size() <= kMax) return fmt::format("'{}'", raw);
+  size_t end = kMax;
+  while (end > 0 && (static_cast<unsigned char>(raw[end]) & 0xC0) == 0x80) end--;  // whole UTF-8 characters
+  return fmt::format("'{}...'", raw.substr(0, end));
+}
+
+// Control bytes of a message as \xNN, so that a broken file cannot garble a terminal or a log.
+std::string EscapeControl(std::string_view message) {
+  std::string out;
+  for (char c : message) {
     auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) {
       out += fmt::format("\\x{:02x}", u);
@@ -44,7 +46,7 @@ std::string Show(std::string_view raw) {
       out += c;
     }
   }
-  return out + (cut ? "...'" : "'");
+  return out;
 }
 
 // A policy or rule name: 1..64 of [A-Za-z0-9._-], starting with a letter or digit.
@@ -142,7 +144,7 @@ class RulesParser {
   };
 
   Status ErrorAt(int line, int col, std::string_view message) const {
-    return Status::InvalidArgument(fmt::format("{}:{}:{}: {}", out_.file_name_, line, col, message));
+    return Status::InvalidArgument(fmt::format("{}:{}:{}: {}", out_.file_name_, line, col, EscapeControl(message)));
   }
   Status Error(int col, std::string_view message) const { return ErrorAt(line_no_, col, message); }
   std::string Describe() const;  // "rule 'x'", "policy 'x'" or "default"
@@ -168,6 +170,12 @@ class RulesParser {
   Status ParseClause(std::string_view keyword, int keyword_col);
   Status ParseConditions(std::string_view keyword);
   Status ParseCondition(Condition* out);
+  // The token after `after`, which should be `what` ("expected WHAT after 'AFTER'" otherwise).
+  Status Operand(std::string_view what, std::string_view after, std::string* out, int* token_col,
+                 bool stop_at_operator = false);
+  Status ParseGlob(std::string_view keyword, Condition* out);
+  Status ParseComparison(std::string_view keyword, Condition* out);
+  Status ParseXattr(Condition* out);
   Status ParseSet();
   Result<uint32_t> ResolveId(bool group, const std::string& name, int name_col);
 
@@ -464,115 +472,120 @@ Status RulesParser::ParseConditions(std::string_view keyword) {
 
 Status RulesParser::ParseCondition(Condition* out) {
   using CKind = Condition::Kind;
+  static constexpr std::pair<std::string_view, CKind> kKinds[] = {
+      {"path", CKind::kPath},   {"name", CKind::kName},   {"size", CKind::kSize},   {"owner", CKind::kOwner},
+      {"group", CKind::kGroup}, {"mtime", CKind::kMtime}, {"atime", CKind::kAtime}, {"xattr", CKind::kXattr}};
   size_t start = pos_;
   int keyword_col = col();
   std::string found = Found();
   std::string_view keyword = Word();
-  static constexpr std::pair<std::string_view, CKind> kKinds[] = {
-      {"path", CKind::kPath},   {"name", CKind::kName},   {"size", CKind::kSize},   {"owner", CKind::kOwner},
-      {"group", CKind::kGroup}, {"mtime", CKind::kMtime}, {"atime", CKind::kAtime}, {"xattr", CKind::kXattr}};
   auto kind = std::find_if(std::begin(kKinds), std::end(kKinds), [&](const auto& k) { return k.first == keyword; });
   if (kind == std::end(kKinds)) {
     return Error(keyword_col, fmt::format("expected a condition ({}), found {}", kConditions,
                                           keyword.empty() ? found : Show(keyword)));
   }
   out->kind = kind->second;
-  std::string value;
   switch (out->kind) {
     case CKind::kPath:
-    case CKind::kName: {
-      if (AtEnd()) return Error(col(), fmt::format("expected a glob after '{}', found end of line", keyword));
-      int glob_col = col();
-      CAIRN_RETURN_IF_ERROR(Token(false, &value));
-      if (out->kind == CKind::kPath && !value.starts_with('/')) {
-        return Error(glob_col, fmt::format("expected a path glob starting with '/' (it is matched against the whole "
-                                           "path inside the archive), found {}; 'name' matches the last component",
-                                           Show(value)));
-      }
-      if (out->kind == CKind::kName && value.find('/') != std::string::npos) {
-        return Error(glob_col, fmt::format("expected a name glob without '/' (it is matched against the last path "
-                                           "component), found {}; 'path' matches whole paths",
-                                           Show(value)));
-      }
-      auto glob = Glob::Compile(value);
-      if (!glob.ok()) return Error(glob_col, fmt::format("bad glob {}: {}", Show(value), glob.status().message()));
-      out->glob = std::make_shared<const Glob>(std::move(glob).value());
-      break;
-    }
+    case CKind::kName: CAIRN_RETURN_IF_ERROR(ParseGlob(keyword, out)); break;
     case CKind::kSize:
     case CKind::kMtime:
-    case CKind::kAtime: {
-      bool is_size = out->kind == CKind::kSize;
-      std::string_view ops = is_size ? "<, <=, >, >=, =, !=" : "<, <=, >, >=";
-      SkipBlanks();
-      int op_col = col();
-      std::string op_found = Found();
-      auto op = Operator();
-      if (!op || (!is_size && (*op == CompareOp::kEqual || *op == CompareOp::kNotEqual))) {
-        return Error(op_col, fmt::format("expected an operator ({}) after '{}', found {}", ops, keyword, op_found));
-      }
-      out->op = *op;
-      if (AtEnd()) {
-        return Error(col(), fmt::format("expected {} after '{}', found end of line",
-                                        is_size ? "a size (e.g. 100, 512K, 1G)" : "an age (e.g. 12h, 30d, 2y)",
-                                        OperatorName(*op)));
-      }
-      int value_col = col();
-      CAIRN_RETURN_IF_ERROR(Token(false, &value));
-      if (is_size) {
-        auto size = ParseSize(value);
-        if (!size.ok()) return Error(value_col, fmt::format("bad size: {}", size.status().message()));
-        out->size = *size;
-      } else {
-        auto age = ParseAge(value);
-        if (!age.ok()) return Error(value_col, age.status().message());
-        out->age_ns = *age;
-      }
-      break;
-    }
+    case CKind::kAtime: CAIRN_RETURN_IF_ERROR(ParseComparison(keyword, out)); break;
     case CKind::kOwner:
     case CKind::kGroup: {
       bool group = out->kind == CKind::kGroup;
-      if (AtEnd()) {
-        return Error(col(), fmt::format("expected a {} after '{}', found end of line",
-                                        group ? "group name or gid" : "user name or uid", keyword));
-      }
-      int name_col = col();
-      CAIRN_RETURN_IF_ERROR(Token(false, &value));
-      auto id = ResolveId(group, value, name_col);
+      std::string name;
+      int name_col = 0;
+      CAIRN_RETURN_IF_ERROR(Operand(group ? "a group name or gid" : "a user name or uid", keyword, &name, &name_col));
+      auto id = ResolveId(group, name, name_col);
       if (!id.ok()) return id.status();
       out->id = *id;
       break;
     }
-    case CKind::kXattr: {
-      if (AtEnd()) return Error(col(), "expected an attribute name (user.*) after 'xattr', found end of line");
-      int name_col = col();
-      CAIRN_RETURN_IF_ERROR(Token(true, &out->xattr_name));
-      if (!out->xattr_name.starts_with("user.") || out->xattr_name.size() == 5) {
-        return Error(name_col, fmt::format("expected an attribute name starting with 'user.' (e.g. user.project), "
-                                           "found {}",
-                                           Show(out->xattr_name)));
-      }
-      SkipBlanks();
-      if (!IsOperatorChar(peek())) break;  // presence test
-      int op_col = col();
-      std::string op_found = Found();
-      auto op = Operator();
-      if (!op || (*op != CompareOp::kEqual && *op != CompareOp::kNotEqual)) {
-        return Error(op_col, fmt::format("expected '=', '!=' or nothing after the attribute name, found {}", op_found));
-      }
-      out->op = *op;
-      if (AtEnd()) {
-        return Error(col(), fmt::format("expected a value after '{}', found end of line", OperatorName(*op)));
-      }
-      CAIRN_RETURN_IF_ERROR(Token(false, &value));
-      out->xattr_value = value;
-      break;
-    }
+    case CKind::kXattr: CAIRN_RETURN_IF_ERROR(ParseXattr(out)); break;
   }
   std::string_view text = line_.substr(start, pos_ - start);
   while (!text.empty() && IsBlank(text.back())) text.remove_suffix(1);
   out->text = std::string(text);
+  return Status::OK();
+}
+
+Status RulesParser::Operand(std::string_view what, std::string_view after, std::string* out, int* token_col,
+                            bool stop_at_operator) {
+  if (AtEnd()) return Error(col(), fmt::format("expected {} after '{}', found end of line", what, after));
+  *token_col = col();
+  return Token(stop_at_operator, out);
+}
+
+Status RulesParser::ParseGlob(std::string_view keyword, Condition* out) {
+  std::string pattern;
+  int glob_col = 0;
+  CAIRN_RETURN_IF_ERROR(Operand("a glob", keyword, &pattern, &glob_col));
+  if (out->kind == Condition::Kind::kPath && !pattern.starts_with('/')) {
+    return Error(glob_col, fmt::format("expected a path glob starting with '/' (it is matched against the whole path "
+                                       "inside the archive), found {}; 'name' matches the last component",
+                                       Show(pattern)));
+  }
+  if (out->kind == Condition::Kind::kName && pattern.find('/') != std::string::npos) {
+    return Error(glob_col, fmt::format("expected a name glob without '/' (it is matched against the last path "
+                                       "component), found {}; 'path' matches whole paths",
+                                       Show(pattern)));
+  }
+  auto glob = Glob::Compile(pattern);
+  if (!glob.ok()) return Error(glob_col, fmt::format("bad glob {}: {}", Show(pattern), glob.status().message()));
+  out->glob = std::make_shared<const Glob>(std::move(glob).value());
+  return Status::OK();
+}
+
+// size OP SIZE, mtime OP AGE, atime OP AGE. Ages take no = or != (nanosecond equality is useless).
+Status RulesParser::ParseComparison(std::string_view keyword, Condition* out) {
+  bool is_size = out->kind == Condition::Kind::kSize;
+  SkipBlanks();
+  int op_col = col();
+  std::string found = Found();
+  auto op = Operator();
+  if (!op || (!is_size && (*op == CompareOp::kEqual || *op == CompareOp::kNotEqual))) {
+    return Error(op_col, fmt::format("expected an operator ({}) after '{}', found {}",
+                                     is_size ? "<, <=, >, >=, =, !=" : "<, <=, >, >=", keyword, found));
+  }
+  out->op = *op;
+  std::string value;
+  int value_col = 0;
+  CAIRN_RETURN_IF_ERROR(Operand(is_size ? "a size (e.g. 100, 512K, 1G)" : "an age (e.g. 12h, 30d, 2y)",
+                                OperatorName(*op), &value, &value_col));
+  if (is_size) {
+    auto size = ParseSize(value);
+    if (!size.ok()) return Error(value_col, fmt::format("bad size: {}", size.status().message()));
+    out->size = *size;
+  } else {
+    auto age = ParseAge(value);
+    if (!age.ok()) return Error(value_col, age.status().message());
+    out->age_ns = *age;
+  }
+  return Status::OK();
+}
+
+// xattr NAME, xattr NAME = VALUE, xattr NAME != VALUE.
+Status RulesParser::ParseXattr(Condition* out) {
+  int name_col = 0;
+  CAIRN_RETURN_IF_ERROR(Operand("an attribute name (user.*)", "xattr", &out->xattr_name, &name_col, true));
+  if (!out->xattr_name.starts_with("user.") || out->xattr_name.size() == 5) {
+    return Error(name_col, fmt::format("expected an attribute name starting with 'user.' (e.g. user.project), found {}",
+                                       Show(out->xattr_name)));
+  }
+  SkipBlanks();
+  if (!IsOperatorChar(peek())) return Status::OK();  // a presence test
+  int op_col = col();
+  std::string found = Found();
+  auto op = Operator();
+  if (!op || (*op != CompareOp::kEqual && *op != CompareOp::kNotEqual)) {
+    return Error(op_col, fmt::format("expected '=', '!=' or nothing after the attribute name, found {}", found));
+  }
+  out->op = *op;
+  std::string value;
+  int value_col = 0;
+  CAIRN_RETURN_IF_ERROR(Operand("a value", OperatorName(*op), &value, &value_col));
+  out->xattr_value = std::move(value);
   return Status::OK();
 }
 

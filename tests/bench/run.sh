@@ -18,6 +18,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 CAIRN=${CAIRN_BIN:-$repo/build/cairn}
 STEP_TIMEOUT=${BENCH_STEP_TIMEOUT:-1800}
+# shellcheck source=tests/bench/lib.sh
+source "$repo/tests/bench/lib.sh"
 
 quick=0 mode=all reps=1
 while (($#)); do
@@ -34,7 +36,6 @@ while (($#)); do
 done
 [[ $reps =~ ^[1-9][0-9]*$ ]] || { echo "--reps needs a positive integer" >&2; exit 2; }
 
-MiB=$((1024 * 1024)) GiB=$((1024 * 1024 * 1024))
 if ((quick)); then
   SEQ_MIB=256 NFILES=2000 NOPS=2000 RSS_BIG_MIB=512 RSS_FILES=5000
 else
@@ -49,16 +50,8 @@ NCHUNKS=$(((NFILES + TAR_CHUNK - 1) / TAR_CHUNK))
 RSS_COPIES=$(((RSS_BIG_MIB + SEQ_MIB - 1) / SEQ_MIB))
 RSS_BIG_MIB=$((RSS_COPIES * SEQ_MIB))
 
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { echo "bench: error: $*" >&2; exit 1; }
-human_mib() { awk -v m="$1" 'BEGIN { if (m >= 1024 && m % 1024 == 0) printf "%d GiB", m / 1024; else printf "%d MiB", m }'; }
-with_commas() { printf "%'d" "$1" 2>/dev/null || printf "%d" "$1"; }
-
 # ---------------------------------------------------------------- prerequisites
-(($(id -u) == 0)) || die "must run as root (drop_caches, tmpfs mounts, FUSE mounts)"
-[[ -c /dev/fuse ]] || die "/dev/fuse is missing"
-[[ -w /proc/sys/vm/drop_caches ]] || die "/proc/sys/vm/drop_caches is not writable"
-[[ -x $CAIRN ]] || die "cairn binary not found at $CAIRN (build it with ninja -C build)"
+bench_check_prereqs
 
 need_pkgs=()
 command -v mergerfs >/dev/null || need_pkgs+=(mergerfs)
@@ -69,119 +62,12 @@ command -v python3 >/dev/null || need_pkgs+=(python3)
 command -v fuser >/dev/null || need_pkgs+=(psmisc)
 [[ -f /usr/share/doc/libfuse3-dev/examples/passthrough_ll.c ]] && pkg-config --exists fuse3 2>/dev/null ||
   need_pkgs+=(libfuse3-dev)
-if ((${#need_pkgs[@]})); then
-  log "installing missing packages: ${need_pkgs[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null ||
-    die "apt-get install ${need_pkgs[*]} failed"
-fi
+bench_apt_install "${need_pkgs[@]}"
 PTLL_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
 [[ -f $PTLL_SRC ]] || die "$PTLL_SRC not found (libfuse3-dev)"
 
 # ---------------------------------------------------------------- temp dir and cleanup
-TMP=$(mktemp -d "${BENCH_TMPDIR:-${TMPDIR:-/tmp}}/cairn-bench.XXXXXX")
-T=$TMP/tmpfs           # our own tmpfs: sources, native baseline, FUSE backing dirs, cairn archives
-BIN=$TMP/bin LOGS=$TMP/logs MNTS=$TMP/mnt
-mkdir -p "$T" "$BIN" "$LOGS" "$MNTS"
-FUSE_MOUNTS=()         # FUSE mountpoints this script mounted
-declare -A PID_TAG=()  # pid -> a string its cmdline must contain (guards against pid reuse)
-TMPFS_MOUNTED=0
-CHILD=""              # the step running in the background (see run)
-RC=0
-
-is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
-pid_alive() { [[ -n ${PID_TAG[$1]:-} ]] && kill -0 "$1" 2>/dev/null &&
-  tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "${PID_TAG[$1]}"; }
-
-unmount_fuse() {  # orderly first, lazy as the last resort
-  local m=$1 i
-  is_mounted "$m" || return 0
-  fusermount3 -u "$m" 2>/dev/null && return 0
-  for i in 1 2 3 4 5; do sleep 1; fusermount3 -u "$m" 2>/dev/null && return 0; done
-  fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-}
-
-stop_pid() {  # only pids this script started, and only while they are still the same process
-  local p=$1 i
-  pid_alive "$p" || return 0
-  for i in $(seq 1 50); do pid_alive "$p" || return 0; sleep 0.2; done
-  kill -TERM "$p" 2>/dev/null || true
-  for i in $(seq 1 25); do pid_alive "$p" || return 0; sleep 0.2; done
-  pid_alive "$p" && kill -KILL "$p" 2>/dev/null || true
-}
-
-cleanup() {
-  local rc=$? i m p
-  set +e
-  trap - EXIT INT TERM
-  for ((i = ${#FUSE_MOUNTS[@]} - 1; i >= 0; i--)); do unmount_fuse "${FUSE_MOUNTS[i]}"; done
-  for p in "${!PID_TAG[@]}"; do stop_pid "$p"; done
-  if ((TMPFS_MOUNTED)); then
-    umount "$T" 2>/dev/null || { sleep 2; umount "$T" 2>/dev/null; } || umount -l "$T" 2>/dev/null
-  fi
-  rm -rf --one-file-system "$TMP" 2>/dev/null
-  exit "$rc"
-}
-trap cleanup EXIT
-on_signal() {
-  log "$1: stopping"
-  if [[ -n $CHILD ]]; then kill -TERM "$CHILD" 2>/dev/null; wait "$CHILD" 2>/dev/null || true; fi
-  exit "$2"
-}
-trap 'on_signal interrupted 130' INT
-trap 'on_signal terminated 143' TERM
-
-mem_total_kib=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
-mem_avail_kib() { awk '/^MemAvailable:/ { print $2 }' /proc/meminfo; }
-mount -t tmpfs -o "size=$((mem_total_kib * 9 / 10))k,mode=0755" cairn-bench "$T" || die "cannot mount tmpfs on $T"
-TMPFS_MOUNTED=1
-
-# ---------------------------------------------------------------- failure reporting
-CUR_ARCH=""  # archive of the cairn mount under test, for log tails
-fail_step() {  # fail_step SYS RC CMD...  (output of the failed command is in $LOGS/last.{out,err})
-  local sys=$1 rc=$2; shift 2
-  {
-    echo
-    echo "bench: FAILED on $sys: $* (exit $rc$( ((rc == 124 || rc == 137)) && echo ", timed out after ${STEP_TIMEOUT}s"))"
-    echo "---- stdout"; tail -n 40 "$LOGS/last.out" 2>/dev/null
-    echo "---- stderr"; tail -n 40 "$LOGS/last.err" 2>/dev/null
-    if [[ $sys == cairn* && -n $CUR_ARCH && -f $CUR_ARCH/cairn.log ]]; then
-      echo "---- last lines of $CUR_ARCH/cairn.log"; tail -n 40 "$CUR_ARCH/cairn.log"
-    fi
-    if [[ $sys == cairn* && -n ${CUR_PID:-} ]] && ! kill -0 "$CUR_PID" 2>/dev/null; then
-      echo "---- the cairn daemon (pid $CUR_PID) is no longer running"
-    fi
-    echo "---- space"; df -h "$T" "$TMP" 2>/dev/null
-    [[ -n $CUR_ARCH ]] && du -sh "$CUR_ARCH/cache" "$CUR_ARCH/disks" 2>/dev/null
-    dmesg 2>/dev/null | tail -n 5 | grep -iE 'fuse|segfault|cairn|oom' | sed 's/^/dmesg: /'
-  } >&2
-  exit 1
-}
-# run SYS CMD...: run a step with a timeout; on failure print the details and abort. stdout -> $LOGS/last.out
-# (in the background + wait, so that INT/TERM reach our trap at once instead of after the step)
-# try CMD...: the same without aborting; the exit code is in RC
-try() {
-  RC=0
-  timeout -k 10 "$STEP_TIMEOUT" "$@" >"$LOGS/last.out" 2>"$LOGS/last.err" </dev/null &
-  CHILD=$!
-  wait "$CHILD" || RC=$?
-  CHILD=""
-}
-run() {
-  local sys=$1; shift
-  try "$@"
-  ((RC == 0)) || fail_step "$sys" "$RC" "$@"
-}
-drop_caches() { timeout 300 sync || true; echo 3 >/proc/sys/vm/drop_caches; }
-now_ns() { date +%s%N; }
-declare -A R=()   # R[test,sys] = value
-NOTES=()
-WARNINGS=()
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.1f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-rate() { awk -v n="$1" -v ns="$2" 'BEGIN { printf "%.1f", n / (ns / 1e9) }'; }   # units per second
-secs() { awk -v ns="$1" 'BEGIN { printf "%.2f", ns / 1e9 }'; }
-vmhwm_mib() { awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null; }
-vmrss_mib() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status" 2>/dev/null; }
+bench_make_tmp cairn-bench
 
 # ---------------------------------------------------------------- helpers built in the temp dir
 log "building passthrough_ll and the ops helper in $BIN"
@@ -245,18 +131,6 @@ EOF
 
 # ---------------------------------------------------------------- systems
 # Each setup_* sets DIR (where the tests run) and DPID (the FUSE daemon pid, empty for tmpfs).
-DIR="" DPID="" CUR_PID=""
-
-wait_mounted() {  # wait_mounted MNT PID LOGFILE
-  local m=$1 p=$2 lf=$3 i
-  for i in $(seq 1 100); do
-    is_mounted "$m" && return 0
-    kill -0 "$p" 2>/dev/null || { cat "$lf" >&2; die "daemon for $m exited before mounting"; }
-    sleep 0.1
-  done
-  cat "$lf" >&2; die "$m did not get mounted within 10 s"
-}
-
 setup_tmpfs() { DIR=$T/native; mkdir -p "$DIR"; DPID=""; }
 teardown_tmpfs() { rm -rf "$DIR"; }
 
@@ -289,49 +163,6 @@ setup_mergerfs() {
 teardown_mergerfs() {
   local m=$MNTS/mergerfs
   unmount_fuse "$m"; stop_pid "$DPID"; rm -rf "$T/mergerfs-branch"
-}
-
-cairn_pid_of() {  # cairn_pid_of ARCH MNT: the daemon pid from ARCH/lock, else the process whose cmdline names MNT
-  local arch=$1 m=$2 p="" q
-  [[ -r $arch/lock ]] && p=$(tr -dc '0-9' <"$arch/lock")
-  if [[ -z $p ]] || ! kill -0 "$p" 2>/dev/null; then
-    p=""
-    for q in /proc/[0-9]*; do
-      tr '\0' ' ' 2>/dev/null <"$q/cmdline" | grep -qF -- " $m" && { p=${q#/proc/}; break; }
-    done
-  fi
-  echo "$p"
-}
-
-cairn_mount() {  # cairn_mount ARCH MNT [mkfs args...]: mkfs + mount; sets DIR, DPID, CUR_ARCH, CUR_PID
-  local arch=$1 m=$2; shift 2
-  mkdir -p "$m"
-  CUR_ARCH=$arch
-  run cairn "$CAIRN" mkfs "$arch" "$@"
-  FUSE_MOUNTS+=("$m")
-  run cairn "$CAIRN" mount "$arch" "$m"
-  is_mounted "$m" || { echo "cairn mount exited 0 but $m is not mounted" >"$LOGS/last.err"; fail_step cairn 0 "$CAIRN" mount "$arch" "$m"; }
-  DPID=$(cairn_pid_of "$arch" "$m")
-  [[ -n $DPID ]] || die "cannot find the cairn daemon pid for $m (lock file: $(cat "$arch/lock" 2>/dev/null))"
-  PID_TAG[$DPID]=$m
-  CUR_PID=$DPID
-  DIR=$m
-}
-cairn_unmount_and_fsck() {  # cairn_unmount_and_fsck ARCH MNT LABEL
-  local arch=$1 m=$2 label=$3
-  run "$label" "$CAIRN" umount "$m"
-  if pid_alive "$DPID"; then
-    WARNINGS+=("$label: the daemon (pid $DPID) was still running after 'cairn umount' returned")
-    stop_pid "$DPID"
-  fi
-  log "$label: cairn fsck"
-  try "$CAIRN" fsck "$arch"
-  if ((RC == 0)); then
-    NOTES+=("$label: cairn fsck after unmount: $(tail -n 1 "$LOGS/last.out")")
-  else
-    WARNINGS+=("$label: 'cairn fsck $arch' exited $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 2000 | tr '\n' '|')")
-  fi
-  CUR_PID=""
 }
 
 setup_cairn() {
@@ -523,15 +354,6 @@ fi
 [[ $mode == norss ]] || rss_phase
 
 # ---------------------------------------------------------------- report
-fmt() { local v=${1:-}; [[ -z $v ]] && { echo "-"; return; }; awk -v v="$v" 'BEGIN { if (v >= 100) printf "%.0f", v; else printf "%.1f", v }'; }
-ratio() { [[ -n ${1:-} && -n ${2:-} ]] || { echo "-"; return; }; awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
-verdict() {  # verdict KIND value: KIND ge:X (ratio >= X) or lt:X (value < X)
-  local k=${1%%:*} x=${1#*:} v=${2:-}
-  [[ -n $v && $v != - ]] || { echo "n/a"; return; }
-  v=${v%x}
-  awk -v k="$k" -v x="$x" -v v="$v" 'BEGIN { ok = (k == "ge") ? (v >= x) : (v < x); print ok ? "PASS" : "MISS" }'
-}
-
 rows=()
 row() {  # row KEY LABEL UNIT TARGETTEXT TARGETKIND TARGETON(ptll|mfs|abs|"")
   local key=$1 label=$2 unit=$3 ttext=$4 tkind=$5 ton=$6

@@ -1,5 +1,6 @@
 """Admin rules, named policies, trusted.cairn.* locks and the reconciler, through a real mount."""
 import errno
+import json
 import os
 import re
 import signal
@@ -296,3 +297,50 @@ def test_rules_dry_run_lists_changes_and_changes_nothing(archive):
         f.write("default\n  set colour=red\n")
     r = cairn("rules", "dry-run", bad, "--path", archive.mnt, check=False)
     assert r.returncode == 1 and "bad.rules:2:7:" in r.stderr, r.stderr
+
+
+def test_small_files_are_re_encoded_into_shared_packs(archive):
+    archive.remount("reconcile_idle=3600")
+    os.makedirs(archive.m("many"))
+    files = {f"f{i:03}": random_bytes(10_000 + i, 100 + i) for i in range(300)}
+    for name, data in files.items():
+        write_file(archive.m("many", name), data)
+    archive.persist()
+    os.setxattr(archive.m("many"), "user.cairn.segment_size", b"64K")
+    r = cairn("policy", "apply", archive.m("many"))
+    assert "300 out-of-policy file(s), 300 re-encoded" in r.stdout
+    status = json.loads(cairn("status", archive.arch, "--json").stdout)
+    assert status["extents"] <= 4, status  # ~3 MiB of small files: a pack or two, not 300 extents
+    assert status["policy_checks_queued"] == 0
+    archive.evict()
+    for name, data in files.items():
+        assert read_file(archive.m("many", name)) == data, name
+        assert getx(archive.m("many", name), "state") == "persisted"
+
+
+@pytest.mark.no_fsck  # the damaged extent stays damaged
+def test_an_unreadable_file_stays_as_it_is_and_the_others_converge(archive):
+    archive.remount("reconcile_idle=3600")
+    os.makedirs(archive.m("d"))
+    good, bad = random_bytes(2 * MiB, 20), random_bytes(2 * MiB, 21)
+    write_file(archive.m("d", "good"), good)
+    write_file(archive.m("d", "bad"), bad)
+    archive.persist()
+    where = dict(item.split("=", 1) for item in segments(archive.m("d", "bad")))["0"]
+    disk, offset = re.fullmatch(r"disk(\d+)@(\d+)\+\d+(,cached)?", where).groups()[:2]
+    archive.evict()
+    with open(os.path.join(archive.arch, "disks", f"disk-{int(disk):03}.img"), "r+b") as f:
+        f.seek(int(offset) + 1000)
+        f.write(b"\xff" * 16)
+    os.setxattr(archive.m("d"), "user.cairn.segment_size", b"1M")
+    r = cairn("policy", "apply", archive.m("d"), check=False)
+    assert r.returncode == 1 and "1 re-encoded, 1 unreadable" in r.stdout, r.stdout + r.stderr
+    assert getx(archive.m("d", "good"), "state") == "persisted" and len(segments(archive.m("d", "good"))) == 2
+    assert getx(archive.m("d", "bad"), "state") == "out-of-policy"
+    archive.remount("reconcile_idle=3600")  # nothing from the kernel's page cache
+    assert read_file(archive.m("d", "good")) == good
+    with pytest.raises(OSError) as e:
+        read_file(archive.m("d", "bad"))
+    assert e.value.errno == errno.EIO  # never wrong bytes
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert "stays out of policy" in log.read()

@@ -122,6 +122,20 @@ TEST_CASE("Glob: classes and escapes", "[glob]") {
   CHECK(Match("a\\?", "a?"));
   CHECK_FALSE(Match("a\\?", "ab"));
   CHECK(Match("/a/\\**", "/a/*x"));
+  CHECK(Match("/caf\xc3\xa9/*", "/caf\xc3\xa9/menu"));  // bytes, so UTF-8 names just work
+  CHECK(Match("[\x80-\xff]*", "\xc3\xa9t\xc3\xa9"));
+}
+
+TEST_CASE("Glob: long patterns", "[glob]") {
+  std::string pattern = std::string(150, '?') + "*";
+  CHECK(Match(pattern, std::string(150, 'x')));
+  CHECK(Match(pattern, std::string(300, 'x')));
+  CHECK_FALSE(Match(pattern, std::string(149, 'x')));
+  CHECK_FALSE(Match(pattern, std::string(100, 'x') + "/" + std::string(100, 'x')));
+  std::string stars = "/";
+  for (int i = 0; i < 200; i++) stars += "*a";
+  CHECK(Match(stars, "/" + std::string(200, 'a')));
+  CHECK_FALSE(Match(stars, "/" + std::string(199, 'a')));
 }
 
 TEST_CASE("Glob: malformed patterns are InvalidArgument saying what is wrong", "[glob]") {

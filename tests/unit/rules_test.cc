@@ -2,6 +2,7 @@
 // exact position, the size limits, the shipped policies/ files, and a fuzz loop.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -423,6 +424,7 @@ TEST_CASE("Rules: every error names the file, line and column and says what was 
       {"\xEF\xBB\xBFrulez\n", 1, 1, "found 'rulez'"},
       {"rule a\n  where name x \x01\n", 2, 16, "expected 'and' or end of line after the condition, found '\\x01'"},
       {"rulez\x01\n", 1, 1, "found 'rulez\\x01'"},
+      {"rule a\n  set raid=a\x02" "b\n", 2, 12, "user.cairn.raid: 'a\\x02b' is not a valid value"},
   };
   for (const ErrorCase& c : cases) {
     INFO(c.text);
@@ -518,6 +520,7 @@ TEST_CASE("Rules: every file in policies/ parses", "[rules]") {
 #else
   std::filesystem::path dir = "policies";
 #endif
+  INFO("policies directory: " << dir.string() << " (run from the source tree or define CAIRN_SOURCE_DIR)");
   REQUIRE(std::filesystem::is_directory(dir));
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -566,7 +569,7 @@ TEST_CASE("Rules: fuzzed files never crash and every error has a position", "[ru
       "\r\n", "\r", "    set ", "    where ", "    and ", "\"a b\"", "\"\\\"\"", "\xEF\xBB\xBF", std::string(1, '\0')};
   const size_t kWords = kVocabulary.size();
   std::mt19937 rng(20261123);
-  // "fuzz:LINE:COL: message", LINE and COL positive numbers.
+  // "fuzz:LINE:COL: message", LINE and COL positive numbers, and no control characters.
   auto positioned = [](const std::string& message) {
     size_t at = 0;
     if (message.rfind("fuzz:", 0) != 0) return false;
@@ -577,7 +580,8 @@ TEST_CASE("Rules: fuzzed files never crash and every error has a position", "[ru
       if (at >= message.size() || message[at] != ':') return false;
       at++;
     }
-    return message.size() > at + 1 && message[at] == ' ';
+    if (message.size() <= at + 1 || message[at] != ' ') return false;
+    return std::none_of(message.begin(), message.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
   };
   int parsed = 0, failed = 0, bad = 0;
   std::string first_bad;

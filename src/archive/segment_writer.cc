@@ -1,0 +1,83 @@
+#include "archive/segment_writer.h"
+
+#include <map>
+#include <set>
+
+#include "util/coding.h"
+
+namespace cairn {
+
+Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,
+                                      const std::function<bool(const SegmentPiece&)>& skip) {
+  const ArchiveOptions& options = archive.options();
+  WrittenSegments out;
+  std::set<uint32_t> disks_written;
+  Status failure;
+
+  auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> payload,
+                          const std::string& stamp) {
+    auto record = archive.WriteExtentToDisk(kind, ino, file_offset, payload, stamp);
+    if (!record.ok()) {
+      if (failure.ok()) failure = record.status();
+      return false;
+    }
+    disks_written.insert(record->disk);
+    out.extents.push_back(*record);
+    return true;
+  };
+
+  struct Pack {
+    std::vector<uint8_t> bytes;
+    std::vector<size_t> members;
+  };
+  std::map<std::string, Pack> packs;  // by stamp
+  auto flush_pack = [&](const std::string& stamp, Pack& pack) {
+    if (pack.members.empty()) return;
+    if (write_extent(ExtentKind::kPack, 0, 0, pack.bytes, stamp)) {
+      uint64_t offset = 0;
+      for (size_t member : pack.members) {
+        out.placements.push_back({member, out.extents.size() - 1, offset});
+        offset += pieces[member].data.size();
+      }
+    }
+    pack.bytes.clear();
+    pack.members.clear();
+  };
+
+  for (size_t i = 0; i < pieces.size() && failure.ok(); i++) {
+    const SegmentPiece& piece = pieces[i];
+    if (skip && skip(piece)) continue;
+    if (IsAllZero(piece.data)) {
+      out.placements.push_back({i, WrittenSegments::kHole, 0});
+      continue;
+    }
+    if (piece.data.size() > options.pack_threshold) {
+      if (write_extent(ExtentKind::kFileSegment, piece.ino, piece.index * piece.segment_size, piece.data,
+                       piece.stamp)) {
+        out.placements.push_back({i, out.extents.size() - 1, 0});
+      }
+      continue;
+    }
+    Pack& pack = packs[piece.stamp];
+    if (!pack.bytes.empty() && pack.bytes.size() + piece.data.size() > options.segment_size) {
+      flush_pack(piece.stamp, pack);
+    }
+    pack.bytes.insert(pack.bytes.end(), piece.data.begin(), piece.data.end());
+    pack.members.push_back(i);
+  }
+  for (auto& [stamp, pack] : packs) {
+    if (failure.ok()) flush_pack(stamp, pack);
+  }
+  for (uint32_t disk : disks_written) {
+    if (!failure.ok()) break;
+    failure = archive.disk(disk).Sync();
+  }
+  if (!failure.ok()) {
+    std::lock_guard lock(archive.catalog_mutex());
+    for (const auto& extent : out.extents) archive.ReleaseUncommitted(extent);
+    return failure;
+  }
+  return out;
+}
+
+}  // namespace cairn

@@ -1,0 +1,40 @@
+// Writes a batch of file segments as extents: each large segment alone, small ones
+// packed together (one pack per policy stamp, so the stamp is true for every member),
+// all-zero ones as holes; then syncs the disks it wrote. Committing the result to the
+// catalog, or handing the space back, is the caller's (persister, reconciler).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "archive/archive.h"
+
+namespace cairn {
+
+// One segment's bytes and the policy they are written with.
+struct SegmentPiece {
+  uint64_t ino = 0;
+  uint64_t index = 0;
+  uint64_t segment_size = 0;
+  std::string stamp;
+  std::vector<uint8_t> data;
+};
+
+struct WrittenSegments {
+  static constexpr size_t kHole = SIZE_MAX;
+  struct Placement {
+    size_t piece;     // index into the pieces given
+    size_t extent;    // index into `extents`, or kHole
+    uint64_t offset;  // of the piece in the extent's payload
+  };
+  std::vector<ExtentRecord> extents;  // written and synced, not yet in the catalog
+  std::vector<Placement> placements;  // one per piece that was not skipped
+};
+
+// `skip(piece)` pieces are left out (the persister's markers). On failure, everything
+// written is released again. Thread-safe.
+Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,
+                                      const std::function<bool(const SegmentPiece&)>& skip = {});
+
+}  // namespace cairn
