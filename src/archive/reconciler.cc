@@ -336,7 +336,6 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   for (size_t j = 0; j < batch.jobs.size(); j++) {
     if (swap[j]) {
       progress->files_done++;
-      progress->bytes_done += batch.jobs[j].inode.size;
     } else {
       (batch.jobs[j].failed ? progress->files_failed : progress->files_busy)++;
     }
@@ -382,9 +381,13 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
         batch.jobs[j].failed = true;
         break;
       }
-      if (batch.pending_bytes + piece.data.size() > kWriteChunk) st = WritePending(batch);
-      if (!st.ok()) return abandon(st);
+      if (batch.pending_bytes + piece.data.size() > kWriteChunk) {
+        st = WritePending(batch);
+        if (!st.ok()) return abandon(st);
+        if (report && !report(*progress)) return abandon(Status::OK());  // cancelled
+      }
       if (throttle) Throttle(piece.data.size());
+      progress->bytes_done += piece.data.size();
       batch.pending_bytes += piece.data.size();
       batch.bytes += piece.data.size();
       batch.pending.push_back(std::move(piece));

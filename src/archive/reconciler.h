@@ -25,12 +25,13 @@ class Reconciler {
   struct Progress {
     uint64_t files_total = 0;  // out-of-policy files found
     uint64_t bytes_total = 0;
-    uint64_t files_done = 0;   // re-encoded
-    uint64_t bytes_done = 0;
+    uint64_t files_done = 0;   // re-encoded and committed
+    uint64_t bytes_done = 0;   // written so far
     uint64_t files_busy = 0;   // being written: left queued for later
     uint64_t files_failed = 0; // unreadable: left as they are (see the log)
   };
-  // Called after each file; returning false cancels the run.
+  // Called after every commit and every chunk written; returning false cancels the run
+  // (what is not committed yet is dropped).
   using ProgressFn = std::function<bool(const Progress&)>;
 
   Reconciler(Archive& archive, FileState& state, SegmentStore& store);
@@ -59,7 +60,7 @@ class Reconciler {
   // Rewrites `inos` with their effective policies, small files packed together, and
   // swaps the catalog over to the new extents in commits of a bounded size. A file that
   // is being written, or changes meanwhile, is left queued. `report` (may be empty) sees
-  // the progress after every commit and may cancel.
+  // the progress and may cancel.
   Status Reencode(const std::vector<uint64_t>& inos, bool throttle, Progress* progress, const ProgressFn& report);
   // Reads a file's state and plans its new layout; false when there is nothing to do or
   // it is busy (counted in *progress). REQUIRES: catalog mutex.

@@ -344,3 +344,70 @@ def test_an_unreadable_file_stays_as_it_is_and_the_others_converge(archive):
     assert e.value.errno == errno.EIO  # never wrong bytes
     with open(os.path.join(archive.arch, "cairn.log")) as log:
         assert "stays out of policy" in log.read()
+
+
+def test_every_key_set_get_remove_on_files_and_dirs_through_three_levels(archive):
+    assert install_rules(archive, RULES).returncode == 0
+    os.makedirs(archive.m("l1", "l2", "l3"))
+    f = archive.m("l1", "l2", "l3", "f")
+    write_file(f, b"x" * 5000)
+    values = {"raid": b"none", "idr": b"none", "compress": b"off", "encrypt": b"off", "checksum": b"crc32c",
+              "segment_size": b"512K", "plugins": b"none", "policy": b"cold"}
+    canonical = dict(values, segment_size=b"524288")
+    for key, value in values.items():
+        for target in (f, archive.m("l1")):
+            os.setxattr(target, "user.cairn." + key, value)
+            assert os.getxattr(target, "user.cairn." + key) == canonical[key]
+            assert "user.cairn." + key in os.listxattr(target)
+        # set on l1 only, it reaches the file two directories down
+        os.removexattr(f, "user.cairn." + key)
+        assert field(getx(f, "effective.source"), key) == "dir:/l1", key
+        assert field(getx(f, "effective"), key) == canonical[key].decode(), key
+        os.removexattr(archive.m("l1"), "user.cairn." + key)
+        with pytest.raises(OSError) as e:
+            os.getxattr(archive.m("l1"), "user.cairn." + key)
+        assert e.value.errno == errno.ENODATA
+        with pytest.raises(OSError) as e:
+            os.removexattr(archive.m("l1"), "user.cairn." + key)
+        assert e.value.errno == errno.ENODATA
+    # nearest wins: l3 over l2 over l1
+    for level, size in (("l1", b"64K"), ("l1/l2", b"128K"), ("l1/l2/l3", b"256K")):
+        os.setxattr(archive.m(level), "user.cairn.segment_size", size)
+    assert field(getx(f, "effective.source"), "segment_size") == "dir:/l1/l2/l3"
+    os.removexattr(archive.m("l1", "l2", "l3"), "user.cairn.segment_size")
+    assert field(getx(f, "effective.source"), "segment_size") == "dir:/l1/l2"
+    assert field(getx(f, "effective"), "segment_size") == "131072"
+
+
+def test_policy_apply_can_be_interrupted_and_run_again(archive):
+    archive.remount("reconcile_idle=3600")
+    os.makedirs(archive.m("big"))
+    files = {f"f{i}": random_bytes(64 * MiB, 30 + i) for i in range(6)}
+    for name, data in files.items():
+        write_file(archive.m("big", name), data)
+    archive.persist()
+    os.setxattr(archive.m("big"), "user.cairn.segment_size", b"8M")
+    cli = subprocess.Popen([os.environ.get("CAIRN_BIN", "cairn"), "policy", "apply", archive.m("big"), "--progress"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = cli.stderr.readline()  # the 0/6 line: the daemon is at work
+        assert "re-encoded 0/6 files" in first, first
+        cli.send_signal(signal.SIGINT)  # Ctrl-C
+        cli.wait(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode != 0
+    # the daemon drops the unfinished batch at its next chunk and stays healthy
+    states = [getx(archive.m("big", n), "state") for n in files]
+    assert set(states) <= {"persisted", "out-of-policy", "migrating"}, states
+    wait_for(lambda: "migrating" not in [getx(archive.m("big", n), "state") for n in files], 60,
+             "the interrupted run to stop")
+    r = cairn("policy", "apply", archive.m("big"))
+    assert re.search(r": (\d) out-of-policy file\(s\), \1 re-encoded$", r.stdout.strip()), r.stdout
+    archive.evict()
+    for name, data in files.items():
+        assert getx(archive.m("big", name), "state") == "persisted"
+        assert len(segments(archive.m("big", name))) == 8
+        assert sha256(read_file(archive.m("big", name))) == sha256(data), name
