@@ -427,6 +427,9 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
     }
     if (request.uid) inode.uid = *request.uid;
     if (request.gid) inode.gid = *request.gid;
+    if ((request.uid || request.gid) && inode.layout_id != 0) {
+      CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));  // rules may look at the owner
+    }
     if (request.size && *request.size != inode.size) {
       uint64_t old_size = inode.size;
       old_size_for_cache = old_size;
@@ -733,7 +736,10 @@ Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<con
       if (!checked.ok()) return checked.status();
       canonical.assign(checked->begin(), checked->end());
       value = canonical;
-      CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));  // it may be out of policy now
+    }
+    // A new setting, or an attribute a rule may look at: the file may be out of policy now.
+    if (policy_key || (name.starts_with("user.") && inode->layout_id != 0)) {
+      CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
     }
     bool exists = catalog.GetXattr(ino, name).ok();
     if ((flags & XATTR_CREATE) && exists) return Status::Posix(EEXIST, name);
@@ -861,7 +867,9 @@ Status Filesystem::RemoveXattr(uint64_t ino, const std::string& name) {
     Status st = catalog.RemoveXattr(ino, name);
     if (st.IsNotFound()) return Status::Posix(ENODATA, name);
     CAIRN_RETURN_IF_ERROR(st);
-    if (policy_key) CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
+    if (policy_key || (name.starts_with("user.") && inode->layout_id != 0)) {
+      CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
+    }
     inode->ctime_ns = NowNs();
     return catalog.UpdateInode(*inode);
   });

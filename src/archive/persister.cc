@@ -299,6 +299,12 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     if (inodes.contains(piece.ino)) continue;
     auto inode = catalog.GetInode(piece.ino);
     if (!inode.ok()) continue;
+    if (inode->layout_id != 0) {
+      // Rewritten data keeps the file's layout; whether a new size or age calls for
+      // another one is the reconciler's question.
+      st = catalog.QueuePolicyCheck(piece.ino);
+      if (!st.ok()) break;
+    }
     inode->segment_size = piece.segment_size;
     auto layout = catalog.InternLayout(piece.stamp);
     if (!layout.ok()) {

@@ -56,6 +56,7 @@ void Reconciler::Run() {
       wake_.wait_for(lock, kPollInterval, [this] { return stopping_; });
       if (stopping_) return;
     }
+    QueueAgeScan();
     for (;;) {
       {
         std::lock_guard lock(archive_.catalog_mutex());
@@ -67,6 +68,28 @@ void Reconciler::Run() {
       if (!removed.ok() || *removed == 0 || cancel_) break;
     }
   }
+}
+
+void Reconciler::QueueAgeScan() {
+  constexpr int64_t kDayNs = 86'400'000'000'000;
+  PolicyContext context = archive_.policy_context();
+  bool ages = false;
+  for (const Rule& rule : context.rules->rules()) {
+    for (const Condition& condition : rule.conditions()) {
+      ages |= condition.kind == Condition::Kind::kMtime || condition.kind == Condition::Kind::kAtime;
+    }
+  }
+  if (!ages) return;
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  int64_t now = NowNs();
+  auto last = catalog.GetMeta("age_scan_ns");
+  if (last.ok() && now - std::strtoll(last->c_str(), nullptr, 10) < kDayNs) return;
+  Status st = InTransaction(catalog, [&]() -> Status {
+    CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(kRootInode));
+    return catalog.SetMeta("age_scan_ns", std::to_string(now));
+  });
+  if (!st.ok()) LogError("reconciler: cannot queue the daily check of age rules: {}", st.message());
 }
 
 Result<bool> Reconciler::InPolicy(const InodeRecord& inode) {

@@ -45,6 +45,9 @@ class Reconciler {
 
  private:
   void Run();
+  // Rules on mtime or atime change their answer as time passes: with such rules the whole
+  // tree is queued for a check once a day (the last time is kept in the catalog).
+  void QueueAgeScan();
   // Works through up to `limit` queue entries: directories are replaced by their children,
   // files in policy leave the queue, the rest are re-encoded (sorted by disk, so a batch
   // wakes each disk once). Returns how many entries it looked at.

@@ -411,3 +411,18 @@ def test_policy_apply_can_be_interrupted_and_run_again(archive):
         assert getx(archive.m("big", name), "state") == "persisted"
         assert len(segments(archive.m("big", name))) == 8
         assert sha256(read_file(archive.m("big", name))) == sha256(data), name
+
+
+def test_a_tag_a_rule_looks_at_moves_a_persisted_file(archive):
+    rules = RULES.replace("rule logs", "rule final\n    where xattr user.archive.state = final\n"
+                                       "    set segment_size=256K\nrule logs")
+    assert install_rules(archive, rules).returncode == 0
+    data = random_bytes(MiB, 40)
+    write_file(archive.m("run.nc"), data)
+    archive.persist()
+    assert len(segments(archive.m("run.nc"))) == 1
+    archive.remount("reconcile_idle=0")
+    os.setxattr(archive.m("run.nc"), "user.archive.state", b"final")  # not a cairn key, but a rule reads it
+    wait_for(lambda: len(segments(archive.m("run.nc"))) == 4, 30, "the reconciler to apply rule 'final'")
+    assert field(getx(archive.m("run.nc"), "effective.source"), "segment_size") == "rule:final"
+    assert read_file(archive.m("run.nc")) == data
