@@ -368,7 +368,9 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
     CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*src));
     // A new name or directory may mean a new effective policy for what was persisted.
     for (const InodeRecord* moved : {&*src, (flags & RENAME_EXCHANGE) ? &*dst : nullptr}) {
-      if (moved && (IsDir(*moved) || moved->layout_id != 0)) CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(moved->ino));
+      if (moved && (IsDir(*moved) || moved->layout_id != 0)) {
+        CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(moved->ino));
+      }
     }
     from_dir->mtime_ns = from_dir->ctime_ns = now;
     if (same_dir) {  // one directory, two copies of its record: to_dir holds the changes

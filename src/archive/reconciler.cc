@@ -236,7 +236,9 @@ struct Reconciler::Batch {
 bool Reconciler::Plan(uint64_t ino, Job* job, Progress* progress) {
   Catalog& catalog = archive_.catalog();
   auto queue = [&](bool add) {
-    Status st = InTransaction(catalog, [&] { return add ? catalog.QueuePolicyCheck(ino) : catalog.DequeuePolicyCheck(ino); });
+    Status st = InTransaction(catalog, [&] {
+      return add ? catalog.QueuePolicyCheck(ino) : catalog.DequeuePolicyCheck(ino);
+    });
     if (!st.ok()) LogError("reconciler: inode {}: {}", ino, st.message());
   };
   auto record = catalog.GetInode(ino);

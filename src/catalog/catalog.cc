@@ -85,7 +85,8 @@ ExtentRecord ReadExtentRow(Statement& s) {
                       s.UInt(4), static_cast<uint32_t>(s.Int(5)), static_cast<int>(s.Int(6)), s.UInt(7)};
 }
 
-#define INODE_COLUMNS "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink, layout"
+#define INODE_COLUMNS \
+  "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink, layout"
 #define SEGMENT_COLUMNS "ino, idx, extent, extent_offset, length, cached"
 #define EXTENT_COLUMNS "id, disk, offset, alloc_length, payload_length, payload_crc, kind, refs"
 

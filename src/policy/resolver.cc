@@ -141,46 +141,44 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
     rule = &rules->Match(facts, NowNs());
   }
 
+  // Where a field can come from, in precedence order; user settings do not count for a
+  // key an admin lock covers.
+  struct Candidate {
+    std::string source;
+    bool user;
+    std::function<const std::string*(PolicyKey)> lookup;
+  };
+  auto attributes = [](const std::map<std::string, std::string, std::less<>>& attrs) {
+    return [&attrs](PolicyKey k) -> const std::string* {
+      auto it = attrs.find(PolicyKeyName(k));
+      return it == attrs.end() ? nullptr : &it->second;
+    };
+  };
+  auto settings = [](const Rule* r) { return [r](PolicyKey k) { return FindSetting(r->settings(), k); }; };
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < levels.size(); i++) {
+    candidates.push_back({i == 0 ? "file" : "dir:" + levels[i].path, true, attributes(levels[i].user)});
+  }
+  for (const Level& level : levels) candidates.push_back({"pin:" + level.path, false, attributes(level.trusted)});
+  if (rule) candidates.push_back({"rule:" + rule->name(), false, settings(rule)});
+  if (rules && rule != &rules->default_rule()) {
+    candidates.push_back({"rule:default", false, settings(&rules->default_rule())});
+  }
+
   ResolvedPolicy policy;
   policy.matched_rule = rule ? rule->name() : "default";
   for (PolicyKey key : kAllPolicyKeys) {
-    ResolvedField field{key, "", ""};
-    std::string via;
-    auto with_via = [&](std::string source) { return via.empty() ? source : fmt::format("policy:{}@{}", via, source); };
     bool locked = false;
     for (const Level& level : levels) {
       auto lock = level.trusted.find("lock");
-      if (lock != level.trusted.end() && LockCovers(lock->second, key)) locked = true;
+      locked |= lock != level.trusted.end() && LockCovers(lock->second, key);
     }
-    auto in = [](const std::map<std::string, std::string, std::less<>>& attrs) {
-      return [&attrs](PolicyKey k) -> const std::string* {
-        auto it = attrs.find(PolicyKeyName(k));
-        return it == attrs.end() ? nullptr : &it->second;
-      };
-    };
-    for (size_t i = 0; !locked && i < levels.size() && field.source.empty(); i++) {
-      if (FieldFrom(in(levels[i].user), rules, key, &field.value, &via)) {
-        field.source = with_via(i == 0 ? "file" : "dir:" + levels[i].path);
-      }
-    }
-    for (size_t i = 0; i < levels.size() && field.source.empty(); i++) {
-      if (FieldFrom(in(levels[i].trusted), rules, key, &field.value, &via)) {
-        field.source = with_via("pin:" + levels[i].path);
-      }
-    }
-    auto settings_of = [](const Rule* r) {
-      return [r](PolicyKey k) { return FindSetting(r->settings(), k); };
-    };
-    if (field.source.empty() && rule && FieldFrom(settings_of(rule), rules, key, &field.value, &via)) {
-      field.source = with_via("rule:" + rule->name());
-    }
-    if (field.source.empty() && rules && rule != &rules->default_rule() &&
-        FieldFrom(settings_of(&rules->default_rule()), rules, key, &field.value, &via)) {
-      field.source = with_via("rule:default");
-    }
-    if (field.source.empty()) {
-      field.value = DefaultPolicyValue(key, context.default_segment_size);
-      field.source = "default";
+    ResolvedField field{key, DefaultPolicyValue(key, context.default_segment_size), "default"};
+    for (const Candidate& candidate : candidates) {
+      std::string via;
+      if ((candidate.user && locked) || !FieldFrom(candidate.lookup, rules, key, &field.value, &via)) continue;
+      field.source = via.empty() ? candidate.source : fmt::format("policy:{}@{}", via, candidate.source);
+      break;
     }
     policy.fields.push_back(std::move(field));
   }

@@ -178,6 +178,7 @@ Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value) 
 }
 
 Result<std::string> CanonicalLockValue(std::string_view value) {
+  constexpr const char* kAllowed = "allowed: all, or keys such as raid,policy";
   std::set<PolicyKey> keys;
   bool all = false;
   std::string text(value);
@@ -191,13 +192,12 @@ Result<std::string> CanonicalLockValue(std::string_view value) {
     }
     auto key = ParsePolicyKey(word);
     if (!key.ok()) {
-      return Status::InvalidArgument(
-          fmt::format("trusted.cairn.lock: '{}' is not a policy key (allowed: all, or keys such as raid,policy)", word));
+      return Status::InvalidArgument(fmt::format("trusted.cairn.lock: '{}' is not a policy key ({})", word, kAllowed));
     }
     keys.insert(*key);
   }
   if (all) return std::string("all");
-  if (keys.empty()) return Status::InvalidArgument("trusted.cairn.lock: empty (allowed: all, or keys such as raid,policy)");
+  if (keys.empty()) return Status::InvalidArgument(fmt::format("trusted.cairn.lock: empty ({})", kAllowed));
   std::string out;
   for (PolicyKey key : keys) out += fmt::format("{}{}", out.empty() ? "" : ",", PolicyKeyName(key));
   return out;
