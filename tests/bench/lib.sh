@@ -229,5 +229,10 @@ verdict() {  # verdict KIND value: KIND ge:X (ratio >= X) or lt:X (value < X)
   v=${v%x}
   awk -v k="$k" -v x="$x" -v v="$v" 'BEGIN { ok = (k == "ge") ? (v >= x) : (v < x); print ok ? "PASS" : "MISS" }'
 }
-# the git revision of the cairn sources, +dirty when src/ has uncommitted changes
-cairn_revision() { echo "$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "?")$(git -C "$repo" diff --quiet HEAD -- src 2>/dev/null || echo "+dirty")"; }
+# the git revision of the tree the cairn binary was built in (else of this script's tree), +dirty when its src/ has
+# uncommitted changes
+cairn_revision() {
+  local top
+  top=$(git -C "$(dirname "$CAIRN")" rev-parse --show-toplevel 2>/dev/null) || top=$repo
+  echo "$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo "?")$(git -C "$top" diff --quiet HEAD -- src 2>/dev/null || echo "+dirty")"
+}
