@@ -37,6 +37,9 @@ class Disk {
 Result<std::unique_ptr<Disk>> OpenImageDisk(const std::string& path);
 // Creates a sparse image file of `size` bytes; fails if `path` exists.
 Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t size);
+// Stands in for a disk that could not be opened: every read and write fails with IOError
+// naming `name` and `why`, and it has no space.
+std::unique_ptr<Disk> MissingDisk(const std::string& name, const std::string& why);
 
 // Forwards every call to another Disk, so decorators (fault injection, power accounting)
 // override only what they change.

@@ -15,6 +15,7 @@
 
 #include "archive/config.h"
 #include "backend/extent_io.h"
+#include "redundancy/striping.h"
 #include "util/clock.h"
 #include "util/coding.h"
 #include "util/log.h"
@@ -164,6 +165,14 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   return archive;
 }
 
+Status Archive::CheckRaidFits(std::string_view raid) const {
+  auto redundancy = ParseRedundancy(raid, "none");
+  if (!redundancy.ok()) return redundancy.status();
+  if (redundancy->chunk_count() <= disks_.size()) return Status::OK();
+  return Status::InvalidArgument(fmt::format("raid={} puts {} chunks on distinct disks; this archive has {} disks", raid,
+                                             redundancy->chunk_count(), disks_.size()));
+}
+
 PolicyContext Archive::policy_context() const {
   std::lock_guard lock(rules_mutex_);
   return PolicyContext{rules_, options_.segment_size};
@@ -182,6 +191,14 @@ Status Archive::LoadRules() {
     auto parsed = RuleSet::Parse(text, rules_path());
     if (!parsed.ok()) return parsed.status();
     *rules = std::move(*parsed);
+    auto fits = [&](const std::vector<PolicySetting>& settings, const std::string& what) {
+      const std::string* raid = FindSetting(settings, PolicyKey::kRaid);
+      Status st = raid ? CheckRaidFits(*raid) : Status::OK();
+      return st.ok() ? st : Status::InvalidArgument(fmt::format("{}: {}: {}", rules_path(), what, st.message()));
+    };
+    for (const auto& policy : rules->policies()) CAIRN_RETURN_IF_ERROR(fits(policy.settings, "policy " + policy.name));
+    for (const auto& rule : rules->rules()) CAIRN_RETURN_IF_ERROR(fits(rule.settings(), "rule " + rule.name()));
+    CAIRN_RETURN_IF_ERROR(fits(rules->default_rule().settings(), "default"));
   }
   {
     std::lock_guard lock(rules_mutex_);
@@ -234,26 +251,39 @@ int Archive::LockHolder(const std::string& dir) {
 Status Archive::LoadDisks(const OpenOptions& open) {
   for (size_t i = 0; i < options_.disks.size(); i++) {
     std::string path = ResolveDiskPath(dir_, options_.disks[i]);
+    Superblock sb;
     auto disk = OpenImageDisk(path);
-    if (!disk.ok()) return Status::IOError(fmt::format("disk {}: {}", i, disk.status().message()));
-    std::vector<uint8_t> block(kBlockSize);
-    Status st = (*disk)->ReadAt(0, block);
-    if (!st.ok()) return Status::IOError(fmt::format("disk {}: cannot read superblock: {}", i, st.message()));
-    auto sb = DecodeSuperblock(block, path);
-    if (!sb.ok()) return sb.status();
-    if (sb->archive_id != id_) {
+    Status st = disk.ok() ? Status::OK() : disk.status();
+    if (st.ok()) {
+      std::vector<uint8_t> block(kBlockSize);
+      st = (*disk)->ReadAt(0, block);
+      if (!st.ok()) st = Status::IOError(fmt::format("cannot read its superblock: {}", st.message()));
+      auto decoded = st.ok() ? DecodeSuperblock(block, path) : Result<Superblock>(st);
+      if (decoded.ok()) sb = *decoded;
+      st = decoded.status();
+    }
+    if (!st.ok()) {  // missing or unreadable: the redundancy of what it held has to make up for it
+      if (!open.degraded) {
+        return Status::IOError(fmt::format("disk {}: {} (mount with -o degraded to run without it)", i, st.message()));
+      }
+      missing_[i] = st.message();
+      allocators_.emplace_back(0, 0);
+      disks_.push_back(MissingDisk(path, st.message()));
+      continue;
+    }
+    if (sb.archive_id != id_) {
       return Status::InvalidArgument(fmt::format("disk {} ({}) belongs to archive {}, not to this archive {}", i, path,
-                                                 ArchiveIdToString(sb->archive_id), options_.archive_id));
+                                                 ArchiveIdToString(sb.archive_id), options_.archive_id));
     }
-    if (sb->disk_index != i) {
+    if (sb.disk_index != i) {
       return Status::InvalidArgument(
-          fmt::format("{} is disk {} of this archive but the config lists it as disk {}", path, sb->disk_index, i));
+          fmt::format("{} is disk {} of this archive but the config lists it as disk {}", path, sb.disk_index, i));
     }
-    if (sb->disk_size > (*disk)->Size()) {
+    if (sb.disk_size > (*disk)->Size()) {
       return Status::Corruption(fmt::format("{} is {} bytes but was created with {} bytes (truncated?)", path,
-                                            (*disk)->Size(), sb->disk_size));
+                                            (*disk)->Size(), sb.disk_size));
     }
-    allocators_.emplace_back(sb->data_start, sb->disk_size / kBlockSize * kBlockSize);
+    allocators_.emplace_back(sb.data_start, sb.disk_size / kBlockSize * kBlockSize);
     disks_.push_back(open.wrap_disk ? open.wrap_disk(std::move(*disk), i) : std::move(*disk));
   }
   return Status::OK();
@@ -261,61 +291,71 @@ Status Archive::LoadDisks(const OpenOptions& open) {
 
 Status Archive::RebuildAllocators() {
   for (const ExtentRecord& e : catalog_->AllExtents()) {
-    if (e.disk >= disks_.size()) {
-      return Status::Corruption(fmt::format("catalog: extent {} is on disk {}, but the archive has {} disks", e.id,
-                                            e.disk, disks_.size()));
-    }
-    Status st = allocators_[e.disk].MarkUsed(e.offset, e.alloc_length);
-    if (!st.ok()) {
-      return Status::Corruption(fmt::format("catalog: extent {} on disk {}: {} (run cairn fsck)", e.id, e.disk,
-                                            st.message()));
+    for (const ChunkPlacement& chunk : e.chunks) {
+      if (chunk.disk >= disks_.size()) {
+        return Status::Corruption(fmt::format("catalog: extent {} has a chunk on disk {}, but the archive has {} disks",
+                                              e.id, chunk.disk, disks_.size()));
+      }
+      if (missing_.contains(chunk.disk)) continue;
+      Status st = allocators_[chunk.disk].MarkUsed(chunk.offset, chunk.alloc_length);
+      if (!st.ok()) {
+        return Status::Corruption(fmt::format("catalog: extent {} on disk {}: {} (run cairn fsck)", e.id, chunk.disk,
+                                              st.message()));
+      }
     }
   }
   return Status::OK();
 }
 
 Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
-                                                std::span<const uint8_t> payload, const std::string& policy_stamp) {
+                                                std::span<const uint8_t> payload, const std::string& policy_stamp,
+                                                const Redundancy& redundancy) {
   ExtentRecord record;
   record.id = NewExtentId();
   record.kind = static_cast<int>(kind);
   record.payload_length = payload.size();
-  record.alloc_length = ExtentAllocation(payload.size());
   record.payload_crc = Crc32c(payload);
+  record.redundancy = redundancy;
+  std::vector<std::vector<uint8_t>> chunks = MakeChunks(payload, redundancy);
+  uint64_t alloc_length = ExtentAllocation(chunks[0].size(), redundancy.idr_scramble);
   {
     std::lock_guard lock(catalog_mutex_);
-    // Most free space first; a fragmented disk falls through to the next.
+    // Each chunk on its own disk, most free space first; a fragmented disk falls through.
     std::vector<size_t> order(disks_.size());
     for (size_t i = 0; i < order.size(); i++) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t x, size_t y) { return allocators_[x].free_bytes() > allocators_[y].free_bytes(); });
-    std::optional<uint64_t> offset;
     for (size_t i : order) {
-      offset = allocators_[i].Allocate(record.alloc_length);
-      if (offset) {
-        record.disk = static_cast<uint32_t>(i);
-        break;
+      if (record.chunks.size() == chunks.size()) break;
+      if (auto offset = allocators_[i].Allocate(alloc_length)) {
+        record.chunks.push_back({static_cast<uint32_t>(i), *offset, alloc_length, Crc32c(chunks[record.chunks.size()])});
       }
     }
-    if (!offset) {
-      return Status::NoSpace(fmt::format("no disk has {} contiguous free bytes for a new extent", record.alloc_length));
+    if (record.chunks.size() < chunks.size()) {
+      ReleaseUncommitted(record);
+      return Status::NoSpace(fmt::format("{} chunk(s) of {} bytes need as many disks with room; {} of the {} disks "
+                                         "have it",
+                                         chunks.size(), alloc_length, record.chunks.size(), disks_.size()));
     }
-    record.offset = *offset;
   }
-  ExtentHeader header;
-  header.kind = kind;
-  header.archive_id = id_;
-  header.extent_id = record.id;
-  header.inode = ino;
-  header.file_offset = file_offset;
-  header.payload_length = payload.size();
-  header.payload_crc = record.payload_crc;
-  header.policy_stamp = policy_stamp;
-  Status st = WriteExtent(*disks_[record.disk], record.offset, header, payload);
-  if (!st.ok()) {
-    std::lock_guard lock(catalog_mutex_);
-    ReleaseUncommitted(record);
-    return st;
+  for (size_t i = 0; i < chunks.size(); i++) {
+    ExtentHeader header;
+    header.kind = kind;
+    header.archive_id = id_;
+    header.extent_id = record.id;
+    header.inode = ino;
+    header.file_offset = file_offset;
+    header.payload_length = chunks[i].size();
+    header.payload_crc = record.chunks[i].crc;
+    header.chunk_index = static_cast<uint8_t>(i);
+    header.redundancy = redundancy;
+    header.policy_stamp = policy_stamp;
+    Status st = WriteExtent(*disks_[record.chunks[i].disk], record.chunks[i].offset, header, chunks[i]);
+    if (!st.ok()) {
+      std::lock_guard lock(catalog_mutex_);
+      ReleaseUncommitted(record);
+      return st;
+    }
   }
   return record;
 }
@@ -323,7 +363,7 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
 void Archive::ReleaseUncommitted(const ExtentRecord& extent) {
   // A refusal (double free) keeps the space out of use rather than risk handing it out
   // twice; it is free again after the next mount's rebuild.
-  allocators_[extent.disk].Release(extent.offset, extent.alloc_length);
+  for (const ChunkPlacement& chunk : extent.chunks) allocators_[chunk.disk].Release(chunk.offset, chunk.alloc_length);
 }
 
 Status Archive::FlushCatalog(bool durable) {
@@ -337,8 +377,10 @@ Status Archive::ReleaseFreedSpace() {
   if (freed_.empty()) return Status::OK();
   CAIRN_RETURN_IF_ERROR(FlushCatalog(true));
   for (const ExtentRecord& extent : freed_) {
-    if (allocators_[extent.disk].Release(extent.offset, extent.alloc_length).ok()) {
-      disks_[extent.disk]->Discard(extent.offset, extent.alloc_length);
+    for (const ChunkPlacement& chunk : extent.chunks) {
+      if (allocators_[chunk.disk].Release(chunk.offset, chunk.alloc_length).ok()) {
+        disks_[chunk.disk]->Discard(chunk.offset, chunk.alloc_length);
+      }
     }
   }
   freed_.clear();
@@ -355,12 +397,54 @@ Status Archive::UnrefExtent(uint64_t extent_id) {
   return Status::OK();
 }
 
-Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& extent) {
-  if (extent.disk >= disks_.size()) {
-    return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, extent.disk));
+Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size_t index) {
+  const ChunkPlacement& chunk = extent.chunks[index];
+  if (chunk.disk >= disks_.size()) {
+    return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, chunk.disk));
   }
-  return ReadExtent(*disks_[extent.disk], extent.offset,
-                    ExtentExpectation{id_, extent.id, extent.payload_length, extent.payload_crc});
+  const Redundancy& r = extent.redundancy;
+  return ReadExtent(*disks_[chunk.disk], chunk.offset,
+                    ExtentExpectation{id_, extent.id, r.ChunkLength(extent.payload_length), chunk.crc,
+                                      static_cast<uint8_t>(index), r.idr_scramble});
+}
+
+std::vector<Status> Archive::CheckChunks(const ExtentRecord& extent) {
+  std::vector<Status> out;
+  for (size_t i = 0; i < extent.chunks.size(); i++) out.push_back(ReadChunk(extent, i).status());
+  return out;
+}
+
+Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& extent) {
+  const Redundancy& r = extent.redundancy;
+  std::vector<std::optional<std::vector<uint8_t>>> chunks(extent.chunks.size());
+  size_t have = 0;
+  std::string failures;
+  // Data chunks first (a healthy read touches only them), then parity as needed.
+  for (size_t i = 0; i < extent.chunks.size() && have < ChunksNeeded(r); i++) {
+    const ChunkPlacement& chunk = extent.chunks[i];
+    auto bytes = ReadChunk(extent, i);
+    if (bytes.ok()) {
+      chunks[i] = std::move(*bytes);
+      have++;
+      continue;
+    }
+    failures += fmt::format("{}{}", failures.empty() ? "" : "; ", bytes.status().message());
+    std::lock_guard lock(failures_mutex_);
+    if (failed_disks_logged_.insert(chunk.disk).second) {
+      LogError("disk {}: {} (further failures of this disk are not logged)", chunk.disk, bytes.status().message());
+    }
+  }
+  if (have < ChunksNeeded(r)) {
+    return Status::Corruption(fmt::format("extent {}: too few readable chunks ({} of {} needed): {}", extent.id, have,
+                                          ChunksNeeded(r), failures));
+  }
+  auto payload = JoinChunks(chunks, r, extent.payload_length);
+  if (!payload.ok()) return payload.status();
+  // A reconstruction is only as good as its check: never hand out unverified bytes.
+  if (Crc32c(*payload) != extent.payload_crc) {
+    return Status::Corruption(fmt::format("extent {}: the rebuilt payload does not match its checksum", extent.id));
+  }
+  return payload;
 }
 
 }  // namespace cairn

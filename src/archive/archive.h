@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +38,7 @@ class Archive {
     bool lock = true;        // take the archive lock (a daemon or fsck)
     bool read_only = false;  // open the catalog read-only (status)
     bool check_only = false; // fsck: do not refuse an inconsistent extent map, report it
+    bool degraded = false;   // open even when disks are missing (they read as failed)
     std::vector<std::pair<std::string, std::string>> overrides;  // -o key=value
     // Wraps each opened disk (fault injection, accounting); null keeps them as they are.
     std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk> disk, size_t index)> wrap_disk;
@@ -58,6 +61,8 @@ class Archive {
   // rules in force stay. When the rules differ from those the catalog last saw, the whole
   // tree is queued for a policy check. Takes the catalog mutex.
   Status LoadRules();
+  // InvalidArgument when raid=`raid` needs more distinct disks than the archive has.
+  Status CheckRaidFits(std::string_view raid) const;
 
   std::mutex& catalog_mutex() { return catalog_mutex_; }
   Catalog& catalog() { return *catalog_; }                              // REQUIRES: catalog_mutex held
@@ -66,12 +71,14 @@ class Archive {
   // A fresh extent id (never reused within this archive's catalog). Thread-safe.
   uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
 
-  // Chooses a disk (most free space first), reserves room for `payload` and writes the
-  // extent there, stamped with `policy_stamp`, without syncing. On success the caller owns
+  // Cuts `payload` into the chunks `redundancy` asks for, reserves room for each on its own
+  // disk (most free space first, skipping missing disks) and writes them there, stamped
+  // with `policy_stamp`, without syncing. On success the caller owns
   // the reservation: commit the returned record to the catalog, or hand it back with
   // ReleaseSpace. Thread-safe.
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
-                                         std::span<const uint8_t> payload, const std::string& policy_stamp);
+                                         std::span<const uint8_t> payload, const std::string& policy_stamp,
+                                         const Redundancy& redundancy);
   // Returns the space of an extent that was never committed. REQUIRES: catalog_mutex held.
   void ReleaseUncommitted(const ExtentRecord& extent);
   // Queues the space of an extent whose deletion is in the current transaction; it is
@@ -98,8 +105,14 @@ class Archive {
   // space with FreeAfterDurableCommit) when none is left.
   // REQUIRES: catalog_mutex held, inside a catalog transaction.
   Status UnrefExtent(uint64_t extent_id);
-  // Reads and verifies an extent's payload. Thread-safe.
+  // Reads and verifies an extent's payload: the chunks it needs, more when some fail
+  // (degraded read), the reconstruction checked against the payload CRC. Each disk's
+  // first failure is logged. Thread-safe.
   Result<std::vector<uint8_t>> ReadExtentPayload(const ExtentRecord& extent);
+  // Reads and checks every chunk of an extent (fsck, scrub): one status per chunk.
+  std::vector<Status> CheckChunks(const ExtentRecord& extent);
+  // Disks that could not be opened (mounted with -o degraded), by index, with the reason.
+  const std::map<size_t, std::string>& missing_disks() const { return missing_; }
 
   // The pid recorded in the lock file of `dir`, or 0 when no daemon holds the archive.
   static int LockHolder(const std::string& dir);
@@ -107,6 +120,8 @@ class Archive {
  private:
   Archive() = default;
   Status LoadDisks(const OpenOptions& open);
+  // Reads and verifies chunk `index` of `extent`.
+  Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index);
   Status RebuildAllocators();
 
   std::string dir_;
@@ -118,6 +133,9 @@ class Archive {
   StagingCache cache_{""};
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<SpaceAllocator> allocators_;
+  std::map<size_t, std::string> missing_;
+  std::mutex failures_mutex_;
+  std::set<uint32_t> failed_disks_logged_;  // guarded by failures_mutex_
   std::atomic<uint64_t> next_extent_id_{1};
   mutable std::mutex rules_mutex_;
   std::shared_ptr<const RuleSet> rules_;  // guarded by rules_mutex_

@@ -785,6 +785,10 @@ Result<std::string> Filesystem::CheckPolicyXattr(uint64_t ino, const std::string
   auto key = ParsePolicyKey(suffix);
   Result<std::string> canonical = key.ok() ? CanonicalPolicyValue(*key, text) : Result<std::string>(key.status());
   if (!canonical.ok()) return refuse(EINVAL, canonical.status().message());
+  if (*key == PolicyKey::kRaid) {
+    Status fits = archive_.CheckRaidFits(*canonical);
+    if (!fits.ok()) return refuse(EINVAL, fits.message());
+  }
   Catalog& catalog = archive_.catalog();
   if (*key == PolicyKey::kPolicy) {
     PolicyContext context = archive_.policy_context();
@@ -839,8 +843,13 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
       if (segment.extent_id != kHoleExtent) {
         auto extent = catalog.GetExtent(segment.extent_id);
         if (!extent.ok()) return extent.status();
-        where = fmt::format("disk{}@{}+{}", extent->disk, extent->offset + kExtentHeaderSize + segment.extent_offset,
-                            segment.length);
+        // Every chunk as diskN@OFFSET, joined by '/', then +LENGTH of the segment.
+        where.clear();
+        for (const ChunkPlacement& chunk : extent->chunks) {
+          uint64_t at = chunk.offset + kExtentHeaderSize + (extent->chunks.size() == 1 ? segment.extent_offset : 0);
+          where += fmt::format("{}disk{}@{}", where.empty() ? "" : "/", chunk.disk, at);
+        }
+        where += fmt::format("+{}", segment.length);
       }
       out += fmt::format("{}{}={}{}", out.empty() ? "" : " ", segment.index, where, segment.cached ? ",cached" : "");
     }

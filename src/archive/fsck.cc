@@ -137,34 +137,51 @@ struct Checker {
     }
     for (const auto& [id, e] : extents) {
       if (e.refs != refs[id]) Problem("extent {}: reference count {} but {} segment(s) use it", id, e.refs, refs[id]);
-      if (refs[id] == 0) Problem("extent {} on disk {} at {} is leaked (no segment uses it)", id, e.disk, e.offset);
-      if (e.alloc_length != ExtentAllocation(e.payload_length)) {
-        Problem("extent {}: allocated {} bytes for a {}-byte payload", id, e.alloc_length, e.payload_length);
+      if (refs[id] == 0) Problem("extent {} is leaked (no segment uses it)", id);
+      if (e.chunks.size() != e.redundancy.chunk_count()) {
+        Problem("extent {}: {} chunks recorded, its redundancy needs {}", id, e.chunks.size(),
+                e.redundancy.chunk_count());
+      }
+      uint64_t want = ExtentAllocation(e.redundancy.ChunkLength(e.payload_length), e.redundancy.idr_scramble);
+      for (const ChunkPlacement& chunk : e.chunks) {
+        if (chunk.alloc_length != want) {
+          Problem("extent {}: chunk allocated {} bytes for a {}-byte payload", id, chunk.alloc_length, e.payload_length);
+        }
       }
     }
     CheckPlacement(extents);
   }
 
   void CheckPlacement(const std::map<uint64_t, ExtentRecord>& extents) {
-    std::map<uint32_t, std::map<uint64_t, const ExtentRecord*>> by_disk;
+    struct Owner {
+      uint64_t extent;
+      uint64_t end;
+    };
+    std::map<uint32_t, std::map<uint64_t, Owner>> by_disk;
     for (const auto& [id, e] : extents) {
-      if (e.disk >= archive.disk_count()) {
-        Problem("extent {} is on disk {}, but the archive has {} disks", id, e.disk, archive.disk_count());
-        continue;
+      std::set<uint32_t> disks;
+      for (const ChunkPlacement& c : e.chunks) {
+        if (c.disk >= archive.disk_count()) {
+          Problem("extent {} has a chunk on disk {}, but the archive has {} disks", id, c.disk, archive.disk_count());
+          continue;
+        }
+        if (!disks.insert(c.disk).second) Problem("extent {} has two chunks on disk {}", id, c.disk);
+        if (archive.missing_disks().contains(c.disk)) continue;
+        if (c.offset < kBlockSize || c.offset % kBlockSize != 0 || c.offset + c.alloc_length > archive.disk(c.disk).Size()) {
+          Problem("extent {} at disk {} offset {} (+{}) is misaligned or outside the disk", id, c.disk, c.offset,
+                  c.alloc_length);
+        }
+        by_disk[c.disk][c.offset] = Owner{id, c.offset + c.alloc_length};
       }
-      if (e.offset < kBlockSize || e.offset % kBlockSize != 0 || e.offset + e.alloc_length > archive.disk(e.disk).Size()) {
-        Problem("extent {} at disk {} offset {} (+{}) is misaligned or outside the disk", id, e.disk, e.offset,
-                e.alloc_length);
-      }
-      by_disk[e.disk][e.offset] = &e;
     }
     for (const auto& [disk, map] : by_disk) {
-      const ExtentRecord* previous = nullptr;
-      for (const auto& [offset, e] : map) {
-        if (previous && previous->offset + previous->alloc_length > offset) {
-          Problem("extents {} and {} overlap on disk {} at {} (double-owned space)", previous->id, e->id, disk, offset);
+      const Owner* previous = nullptr;
+      for (const auto& [offset, owner] : map) {
+        if (previous && previous->end > offset) {
+          Problem("extents {} and {} overlap on disk {} at {} (double-owned space)", previous->extent, owner.extent,
+                  disk, offset);
         }
-        previous = e;
+        previous = &owner;
       }
     }
   }
@@ -173,13 +190,19 @@ struct Checker {
     auto extents = catalog.AllExtents();
     uint64_t done = 0;
     for (const ExtentRecord& e : extents) {
-      if (e.disk < archive.disk_count()) {
-        auto payload = archive.ReadExtentPayload(e);
-        if (!payload.ok()) {
-          Problem("extent {}: {}", e.id, payload.status().message());
-        } else {
-          report.bytes_verified += payload->size();
-        }
+      auto chunks = archive.CheckChunks(e);
+      size_t bad = 0;
+      for (size_t i = 0; i < chunks.size(); i++) {
+        if (chunks[i].ok()) continue;
+        bad++;
+        Problem("extent {} chunk {} (disk {}): {}", e.id, i, e.chunks[i].disk, chunks[i].message());
+      }
+      auto payload = archive.ReadExtentPayload(e);
+      if (!payload.ok()) {
+        Problem("extent {}: {}", e.id, payload.status().message());
+      } else {
+        report.bytes_verified += payload->size();
+        if (bad > 0) report.notes.push_back(fmt::format("extent {} is degraded but readable", e.id));
       }
       if (progress) progress(++done, extents.size());
     }
@@ -201,6 +224,7 @@ FsckReport CheckArchive(Archive& archive, const std::function<void(uint64_t, uin
   std::lock_guard lock(archive.catalog_mutex());
   Checker checker{archive, archive.catalog(), {}};
   checker.CheckSqlite();
+  for (const auto& [disk, why] : archive.missing_disks()) checker.Problem("disk {} is missing: {}", disk, why);
   auto inodes = checker.LoadInodes();
   checker.report.inodes = inodes.size();
   checker.CheckNamespace(inodes);

@@ -141,8 +141,8 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
           auto extent = segment.extent_id == kHoleExtent ? Result<ExtentRecord>(Status::NotFound(""))
                                                          : catalog.GetExtent(segment.extent_id);
           if (extent.ok()) {
-            w.disk = extent->disk;
-            w.offset = extent->offset;
+            w.disk = extent->chunks[0].disk;
+            w.offset = extent->chunks[0].offset;
             break;
           }
         }

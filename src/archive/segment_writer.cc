@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "policy/resolver.h"
 #include "util/coding.h"
 
 namespace cairn {
@@ -14,14 +15,23 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   std::set<uint32_t> disks_written;
   Status failure;
 
+  std::map<std::string, Redundancy> redundancy_of;  // by stamp
   auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> payload,
                           const std::string& stamp) {
-    auto record = archive.WriteExtentToDisk(kind, ino, file_offset, payload, stamp);
+    if (!redundancy_of.contains(stamp)) {
+      auto redundancy = RedundancyOfStamp(stamp);
+      if (!redundancy.ok()) {
+        if (failure.ok()) failure = redundancy.status();
+        return false;
+      }
+      redundancy_of[stamp] = *redundancy;
+    }
+    auto record = archive.WriteExtentToDisk(kind, ino, file_offset, payload, stamp, redundancy_of[stamp]);
     if (!record.ok()) {
       if (failure.ok()) failure = record.status();
       return false;
     }
-    disks_written.insert(record->disk);
+    for (const ChunkPlacement& chunk : record->chunks) disks_written.insert(chunk.disk);
     out.extents.push_back(*record);
     return true;
   };

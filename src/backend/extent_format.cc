@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "redundancy/intra_disk.h"
 #include "util/coding.h"
 
 namespace cairn {
@@ -92,9 +93,11 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
 }
 
 // Extent header layout (little-endian), one 4096-byte block:
-//   0 magic[8] | 8 u16 version | 10 u16 header_len (76 + stamp_len) | 12 u8 kind | 13 u8[3] reserved
+//   0 magic[8] | 8 u16 version | 10 u16 header_len (76 + stamp_len) | 12 u8 kind
+//   13 u8 chunk_index | 14 u8 scheme | 15 u8 data_chunks
 //   16 archive_id[16] | 32 u64 extent_id | 40 u64 inode | 48 u64 file_offset
-//   56 u64 payload_length | 64 u32 masked crc32c(payload) | 68 u16 stamp_len | 70 u16 reserved
+//   56 u64 payload_length | 64 u32 masked crc32c(payload) | 68 u16 stamp_len
+//   70 u8 parity_chunks | 71 u8 idr_scramble
 //   72 policy stamp[stamp_len] | 72+stamp_len u32 masked crc32c(bytes [0, 72+stamp_len)) | zeros
 std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h) {
   std::array<uint8_t, kExtentHeaderSize> out{};
@@ -103,6 +106,11 @@ std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h)
   PutFixed16(&out[8], h.version);
   PutFixed16(&out[10], static_cast<uint16_t>(76 + stamp_len));
   out[12] = static_cast<uint8_t>(h.kind);
+  out[13] = h.chunk_index;
+  out[14] = static_cast<uint8_t>(h.redundancy.scheme);
+  out[15] = h.redundancy.data_chunks;
+  out[70] = h.redundancy.parity_chunks;
+  out[71] = h.redundancy.idr_scramble;
   std::memcpy(&out[16], h.archive_id.data(), 16);
   PutFixed64(&out[32], h.extent_id);
   PutFixed64(&out[40], h.inode);
@@ -156,8 +164,27 @@ uint8_t kind = bytes[12];
   h.file_offset = GetFixed64(&bytes[48]);
   h.payload_length = GetFixed64(&bytes[56]);
   h.payload_crc = UnmaskCrc(GetFixed32(&bytes[64]));
+  h.chunk_index = bytes[13];
+  if (bytes[14] > static_cast<uint8_t>(Redundancy::Scheme::kReedSolomon)) {
+    return Status::Corruption(fmt::format("{}: unknown redundancy scheme {}", where, bytes[14]));
+  }
+  h.redundancy.scheme = static_cast<Redundancy::Scheme>(bytes[14]);
+  h.redundancy.data_chunks = bytes[15];
+  h.redundancy.parity_chunks = bytes[70];
+  h.redundancy.idr_scramble = bytes[71];
   h.policy_stamp.assign(reinterpret_cast<const char*>(&bytes[72]), stamp_len);
   return h;
+}
+
+uint64_t Redundancy::ChunkLength(uint64_t payload_length) const {
+  if (scheme != Scheme::kReedSolomon) return payload_length;
+  uint64_t slice = (payload_length + data_chunks - 1) / data_chunks;
+  return (slice + 63) / 64 * 64;
+}
+
+uint64_t ExtentAllocation(uint64_t payload_length, uint8_t idr_scramble) {
+  uint64_t stored = idr_scramble == 0 ? payload_length : IdrEncodedSize(payload_length);
+  return RoundUpToBlock(kExtentHeaderSize + stored);
 }
 
 }  // namespace cairn

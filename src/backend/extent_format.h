@@ -49,6 +49,24 @@ enum class ExtentKind : uint8_t {
   kPack = 2,         // several small files back to back; members are listed in the catalog
 };
 
+// How an extent's payload is spread over chunks, each stored as its own on-disk extent on
+// its own disk. Persisted values: never renumber.
+struct Redundancy {
+  enum class Scheme : uint8_t {
+    kNone = 0,         // one chunk: the payload
+    kMirror = 1,       // 1 + parity_chunks identical copies
+    kReedSolomon = 2,  // data_chunks slices + parity_chunks Cauchy RS parity (isa-l)
+  };
+  Scheme scheme = Scheme::kNone;
+  uint8_t data_chunks = 1;
+  uint8_t parity_chunks = 0;
+  uint8_t idr_scramble = 0;  // 0: no intra-disk redundancy; else SPC 16+1 with this scrambling
+  size_t chunk_count() const { return scheme == Scheme::kMirror ? 1u + parity_chunks : data_chunks + parity_chunks; }
+  // Bytes of payload each chunk carries (RS slices are padded to a multiple of 64).
+  uint64_t ChunkLength(uint64_t payload_length) const;
+  bool operator==(const Redundancy&) const = default;
+};
+
 struct ExtentHeader {
   uint16_t version = kFormatVersion;
   ExtentKind kind = ExtentKind::kFileSegment;
@@ -56,8 +74,10 @@ struct ExtentHeader {
   uint64_t extent_id = 0;
   uint64_t inode = 0;
   uint64_t file_offset = 0;
-  uint64_t payload_length = 0;
-  uint32_t payload_crc = 0;  // unmasked CRC32C of the payload
+  uint64_t payload_length = 0;  // of this chunk, before intra-disk redundancy
+  uint32_t payload_crc = 0;     // unmasked CRC32C of those bytes
+  uint8_t chunk_index = 0;
+  Redundancy redundancy;
   // The fully resolved policy the payload was written with ("raid=none ... plugins=none
   // policy=cold"), so the extent decodes after the policy definitions change.
   std::string policy_stamp;
@@ -68,9 +88,8 @@ std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& he
 // Checks magic, version and header checksum. `where` names disk and offset in messages.
 Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const std::string& where);
 
-// Bytes an extent with this payload occupies on disk (header + payload, whole blocks).
-inline uint64_t ExtentAllocation(uint64_t payload_length) {
-  return RoundUpToBlock(kExtentHeaderSize + payload_length);
-}
+// Bytes a chunk occupies on its disk: header + payload (with its intra-disk parity when
+// idr_scramble > 0), in whole blocks.
+uint64_t ExtentAllocation(uint64_t payload_length, uint8_t idr_scramble = 0);
 
 }  // namespace cairn

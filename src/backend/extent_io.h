@@ -11,7 +11,8 @@
 
 namespace cairn {
 
-// Writes header and payload at `offset` (block aligned), padding to whole blocks.
+// Writes header and payload at `offset` (block aligned), padding to whole blocks; with
+// header.redundancy.idr_scramble the payload goes with its intra-disk parity.
 // The caller syncs the disk before committing the extent to the catalog.
 Status WriteExtent(Disk& disk, uint64_t offset, const ExtentHeader& header, std::span<const uint8_t> payload);
 
@@ -21,10 +22,16 @@ struct ExtentExpectation {
   uint64_t extent_id = 0;
   uint64_t payload_length = 0;
   uint32_t payload_crc = 0;
+  uint8_t chunk_index = 0;
+  uint8_t idr_scramble = 0;
 };
 
 // Reads the extent at `offset`, checks header, identity, length and payload CRC, and
-// returns the payload. Any mismatch is Corruption naming disk, offset and problem.
-Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const ExtentExpectation& expect);
+// returns the payload. With intra-disk parity, blocks the disk cannot read are rebuilt
+// and a block with a silent error is located with the CRC and rebuilt; the blocks
+// repaired are added to *repaired (physical block numbers in the payload) so the caller
+// can rewrite them. Anything else is Corruption (or IOError) naming disk, offset and problem.
+Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const ExtentExpectation& expect,
+                                        std::vector<uint64_t>* repaired = nullptr);
 
 }  // namespace cairn

@@ -126,4 +126,29 @@ Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t 
   return std::unique_ptr<Disk>(new ImageDisk(path, fd, size, false));
 }
 
+namespace {
+
+class Missing : public Disk {
+ public:
+  Missing(std::string name, std::string why) : name_(std::move(name)), why_(std::move(why)) {}
+  Status ReadAt(uint64_t, std::span<uint8_t>) override { return Fail(); }
+  Status WriteAt(uint64_t, std::span<const uint8_t>) override { return Fail(); }
+  Status Sync() override { return Fail(); }
+  Status Discard(uint64_t, uint64_t) override { return Status::OK(); }
+  uint64_t Size() const override { return 0; }
+  uint32_t SectorSize() const override { return 4096; }
+  const std::string& Name() const override { return name_; }
+
+ private:
+  Status Fail() const { return Status::IOError(fmt::format("{} is missing: {}", name_, why_)); }
+  std::string name_;
+  std::string why_;
+};
+
+}  // namespace
+
+std::unique_ptr<Disk> MissingDisk(const std::string& name, const std::string& why) {
+  return std::make_unique<Missing>(name, why);
+}
+
 }  // namespace cairn

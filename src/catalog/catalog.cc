@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "util/coding.h"
+
 namespace cairn {
 namespace {
 
@@ -28,9 +30,8 @@ CREATE TABLE xattrs(ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NUL
   PRIMARY KEY(ino, name)) WITHOUT ROWID;
 CREATE TABLE extents(
   id INTEGER PRIMARY KEY AUTOINCREMENT,
-  disk INTEGER NOT NULL, offset INTEGER NOT NULL, alloc_length INTEGER NOT NULL,
   payload_length INTEGER NOT NULL, payload_crc INTEGER NOT NULL, kind INTEGER NOT NULL,
-  refs INTEGER NOT NULL);
+  refs INTEGER NOT NULL, redundancy INTEGER NOT NULL, chunks BLOB NOT NULL);
 CREATE TABLE segments(
   ino INTEGER NOT NULL, idx INTEGER NOT NULL, extent INTEGER NOT NULL,
   extent_offset INTEGER NOT NULL, length INTEGER NOT NULL, cached INTEGER NOT NULL,
@@ -80,15 +81,51 @@ SegmentRecord ReadSegment(Statement& s) {
   return SegmentRecord{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.Int(5) != 0};
 }
 
+// Redundancy packed into one integer: scheme | data << 8 | parity << 16 | idr << 24.
+uint64_t EncodeRedundancy(const Redundancy& r) {
+  return static_cast<uint64_t>(r.scheme) | uint64_t{r.data_chunks} << 8 | uint64_t{r.parity_chunks} << 16 |
+         uint64_t{r.idr_scramble} << 24;
+}
+
+Redundancy DecodeRedundancy(uint64_t v) {
+  return Redundancy{static_cast<Redundancy::Scheme>(v & 0xff), static_cast<uint8_t>(v >> 8),
+                    static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 24)};
+}
+
+// Chunk placements as a blob of 28-byte records: u32 disk, u64 offset, u64 alloc_length,
+// u32 crc, u32 reserved (little-endian).
+constexpr size_t kChunkRecordSize = 28;
+
+std::vector<uint8_t> EncodeChunks(const std::vector<ChunkPlacement>& chunks) {
+  std::vector<uint8_t> out(chunks.size() * kChunkRecordSize, 0);
+  for (size_t i = 0; i < chunks.size(); i++) {
+    uint8_t* p = &out[i * kChunkRecordSize];
+    PutFixed32(p, chunks[i].disk);
+    PutFixed64(p + 4, chunks[i].offset);
+    PutFixed64(p + 12, chunks[i].alloc_length);
+    PutFixed32(p + 20, chunks[i].crc);
+  }
+  return out;
+}
+
+std::vector<ChunkPlacement> DecodeChunks(const std::vector<uint8_t>& blob) {
+  std::vector<ChunkPlacement> out(blob.size() / kChunkRecordSize);
+  for (size_t i = 0; i < out.size(); i++) {
+    const uint8_t* p = &blob[i * kChunkRecordSize];
+    out[i] = ChunkPlacement{GetFixed32(p), GetFixed64(p + 4), GetFixed64(p + 12), GetFixed32(p + 20)};
+  }
+  return out;
+}
+
 ExtentRecord ReadExtentRow(Statement& s) {
-  return ExtentRecord{s.UInt(0), static_cast<uint32_t>(s.Int(1)), s.UInt(2), s.UInt(3),
-                      s.UInt(4), static_cast<uint32_t>(s.Int(5)), static_cast<int>(s.Int(6)), s.UInt(7)};
+  return ExtentRecord{s.UInt(0), s.UInt(1), static_cast<uint32_t>(s.Int(2)), static_cast<int>(s.Int(3)),
+                      s.UInt(4), DecodeRedundancy(s.UInt(5)), DecodeChunks(s.Blob(6))};
 }
 
 #define INODE_COLUMNS \
   "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink, layout"
 #define SEGMENT_COLUMNS "ino, idx, extent, extent_offset, length, cached"
-#define EXTENT_COLUMNS "id, disk, offset, alloc_length, payload_length, payload_crc, kind, refs"
+#define EXTENT_COLUMNS "id, payload_length, payload_crc, kind, refs, redundancy, chunks"
 
 }  // namespace
 
@@ -474,9 +511,18 @@ Result<ExtentRecord> Catalog::GetExtent(uint64_t id) {
 }
 
 Status Catalog::InsertExtent(const ExtentRecord& r) {
-  return Prepare("INSERT INTO extents(" EXTENT_COLUMNS ") VALUES(?,?,?,?,?,?,?,?)")
-      .Bind(r.id, r.disk, r.offset, r.alloc_length, r.payload_length, r.payload_crc, r.kind, r.refs)
+  return Prepare("INSERT INTO extents(" EXTENT_COLUMNS ") VALUES(?,?,?,?,?,?,?)")
+      .Bind(r.id, r.payload_length, r.payload_crc, r.kind, r.refs, EncodeRedundancy(r.redundancy),
+            EncodeChunks(r.chunks))
       .Run();
+}
+
+Status Catalog::SetExtentChunk(uint64_t id, size_t index, const ChunkPlacement& chunk) {
+  auto extent = GetExtent(id);
+  if (!extent.ok()) return extent.status();
+  if (index >= extent->chunks.size()) return Status::InvalidArgument(fmt::format("extent {}: no chunk {}", id, index));
+  extent->chunks[index] = chunk;
+  return Prepare("UPDATE extents SET chunks = ? WHERE id = ?").Bind(EncodeChunks(extent->chunks), id).Run();
 }
 
 Status Catalog::SetExtentRefs(uint64_t id, uint64_t refs) {
@@ -487,7 +533,7 @@ Status Catalog::DeleteExtent(uint64_t id) { return Prepare("DELETE FROM extents 
 
 std::vector<ExtentRecord> Catalog::AllExtents() {
   std::vector<ExtentRecord> out;
-  auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents ORDER BY disk, offset");
+  auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents ORDER BY id");
   s.Bind();
   while (s.Step()) out.push_back(ReadExtentRow(s));
   return out;
@@ -515,9 +561,9 @@ Catalog::Totals Catalog::ComputeTotals() {
   auto& s = Prepare(
       "SELECT (SELECT COUNT(*) FROM inodes), (SELECT COUNT(*) FROM inodes WHERE dirty = 1), "
       "(SELECT COUNT(*) FROM extents), (SELECT COALESCE(SUM(length), 0) FROM segments), "
-      "(SELECT COALESCE(SUM(alloc_length), 0) FROM extents), (SELECT COUNT(*) FROM policy_queue)");
+      "(SELECT COUNT(*) FROM policy_queue)");
   s.Bind();
-  if (s.Step()) t = Totals{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.UInt(5)};
+  if (s.Step()) t = Totals{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), 0, s.UInt(4)};
   return t;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cairn/status.h"
+#include "backend/extent_format.h"
 #include "catalog/statement.h"
 
 namespace cairn {
@@ -59,15 +60,24 @@ struct SegmentRecord {
   bool cached = false;
 };
 
-struct ExtentRecord {
-  uint64_t id = 0;
+// Where one chunk of an extent lives: its own on-disk extent (header + bytes).
+struct ChunkPlacement {
   uint32_t disk = 0;
   uint64_t offset = 0;
   uint64_t alloc_length = 0;
+  uint32_t crc = 0;  // CRC32C of the chunk's bytes (before intra-disk parity)
+  bool operator==(const ChunkPlacement&) const = default;
+};
+
+// A payload (one segment, or a pack of small ones) and the chunks that hold it.
+struct ExtentRecord {
+  uint64_t id = 0;
   uint64_t payload_length = 0;
   uint32_t payload_crc = 0;
   int kind = 1;       // an ExtentKind (backend/extent_format.h)
   uint64_t refs = 0;  // segments that point into this extent
+  Redundancy redundancy;
+  std::vector<ChunkPlacement> chunks;  // redundancy.chunk_count() of them, on distinct disks
 };
 
 class Catalog {
@@ -155,6 +165,7 @@ class Catalog {
   Result<ExtentRecord> GetExtent(uint64_t id);
   Status InsertExtent(const ExtentRecord& record);  // record.id chosen by the caller
   Status SetExtentRefs(uint64_t id, uint64_t refs);
+  Status SetExtentChunk(uint64_t id, size_t index, const ChunkPlacement& chunk);  // after a repair
   Status DeleteExtent(uint64_t id);
   std::vector<ExtentRecord> AllExtents();
   std::vector<SegmentRecord> AllSegments();
@@ -165,7 +176,7 @@ class Catalog {
     uint64_t dirty_inodes = 0;
     uint64_t extents = 0;
     uint64_t persisted_bytes = 0;  // sum of segment lengths
-    uint64_t extent_bytes = 0;     // sum of allocated extent lengths
+    uint64_t extent_bytes = 0;     // sum of allocated chunk lengths (filled in by the caller)
     uint64_t policy_checks = 0;    // inodes queued for the reconciler
   };
   Totals ComputeTotals();

@@ -112,6 +112,7 @@ int CmdStatus(const Args& args) {
   Archive::OpenOptions open;
   open.lock = false;
   open.read_only = true;
+  open.degraded = true;  // show what is there, and what is missing
   auto archive = Archive::Open(dir, open);
   if (!archive.ok()) return Fail(1, archive.status().message());
   Archive& a = **archive;
@@ -121,9 +122,13 @@ int CmdStatus(const Args& args) {
   {
     std::lock_guard lock(a.catalog_mutex());
     totals = a.catalog().ComputeTotals();
+    totals.extent_bytes = 0;
     for (const auto& e : a.catalog().AllExtents()) {
-      disk_use[e.disk].first++;
-      disk_use[e.disk].second += e.alloc_length;
+      for (const ChunkPlacement& chunk : e.chunks) {
+        disk_use[chunk.disk].first++;
+        disk_use[chunk.disk].second += chunk.alloc_length;
+        totals.extent_bytes += chunk.alloc_length;
+      }
     }
   }
   uint64_t cached = 0;
@@ -162,8 +167,9 @@ int CmdStatus(const Args& args) {
              totals.policy_checks);
   fmt::print("disks     {}\n", a.disk_count());
   for (size_t i = 0; i < a.disk_count(); i++) {
-    fmt::print("  {:>3}  {:<28} {:>10} used of {:>10}  {} extents\n", i, a.options().disks[i],
-               FormatSize(disk_use[i].second), FormatSize(a.disk(i).Size()), disk_use[i].first);
+    fmt::print("  {:>3}  {:<28} {:>10} used of {:>10}  {} chunks{}\n", i, a.options().disks[i],
+               FormatSize(disk_use[i].second), FormatSize(a.disk(i).Size()), disk_use[i].first,
+               a.missing_disks().contains(i) ? "  MISSING: " + a.missing_disks().at(i) : "");
   }
   return 0;
 }
@@ -172,6 +178,7 @@ int CmdFsck(const Args& args) {
   if (args.size() != 1) return Fail(2, "usage: cairn fsck ARCHIVE");
   Archive::OpenOptions open;
   open.check_only = true;
+  open.degraded = true;  // missing disks are problems to report
   auto archive = Archive::Open(args[0], open);
   if (!archive.ok()) return Fail(1, archive.status().message());
   bool tty = ::isatty(2);
@@ -196,6 +203,7 @@ int CmdInspect(const Args& args) {
   Archive::OpenOptions open;
   open.lock = false;
   open.read_only = true;
+  open.degraded = true;  // show what is there, and what is missing
   open.check_only = true;
   auto archive = Archive::Open(args[0], open);
   if (!archive.ok()) return Fail(1, archive.status().message());

@@ -34,6 +34,7 @@ struct MountRequest {
   std::string archive;
   MountSettings settings;
   bool foreground = false;
+  bool degraded = false;  // -o degraded: mount even with disks missing
   std::vector<std::pair<std::string, std::string>> overrides;
 };
 
@@ -44,6 +45,10 @@ Status ParseOptions(const std::string& list, MountRequest& request) {
     std::string option = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? list.size() + 1 : comma + 1;
     if (option.empty() || kIgnoredOptions.contains(option)) continue;
+    if (option == "degraded") {
+      request.degraded = true;
+      continue;
+    }
     size_t eq = option.find('=');
     if (eq == std::string::npos) {
       if (!kFuseFlags.contains(option)) {
@@ -79,12 +84,16 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
   mallopt(M_ARENA_MAX, 2);
   Archive::OpenOptions open;
   open.overrides = request.overrides;
+  open.degraded = request.degraded;
   auto archive = Archive::Open(request.archive, open);
   if (!archive.ok()) {
     channel.Send(archive.status().message());
     return 1;
   }
   SetLogFile((*archive)->dir() + "/cairn.log");
+  for (const auto& [disk, why] : (*archive)->missing_disks()) {
+    LogError("disk {} is missing, running degraded (-o degraded): {}", disk, why);
+  }
   Filesystem fs(**archive);
   if (Status st = fs.Recover(); !st.ok()) {
     channel.Send(fmt::format("cannot recover the archive: {}", st.message()));

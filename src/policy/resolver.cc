@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "redundancy/striping.h"
 #include "util/clock.h"
 
 namespace cairn {
@@ -193,6 +194,11 @@ bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy) {
     if (it == stamped.end() || it->second != field.value) return false;
   }
   return true;
+}
+
+Result<Redundancy> RedundancyOfStamp(const std::string& stamp) {
+  auto fields = StampFields(stamp);
+  return ParseRedundancy(fields["raid"], fields["idr"]);
 }
 
 std::string LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key) {

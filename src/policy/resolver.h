@@ -47,6 +47,9 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
 // only the name of the policy may differ.
 bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy);
 
+// The redundancy a stamp's raid= and idr= fields ask for.
+Result<Redundancy> RedundancyOfStamp(const std::string& stamp);
+
 // The admin lock covering `key` for `ino`: "/path (trusted.cairn.lock=all)", or empty
 // when users may set it. REQUIRES: the caller serializes catalog access.
 std::string LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key);

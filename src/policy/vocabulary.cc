@@ -39,7 +39,7 @@ Result<std::string> CheckRaid(std::string_view v) {
   if (std::regex_match(text, m, std::regex("mirror-([0-9]+)"))) {
     uint64_t n = 0;
     if (!ParseUint(m[1].str(), &n) || n < 2 || n > 8) return Bad(PolicyKey::kRaid, v, kAllowed);
-    return NotYet(PolicyKey::kRaid, v, "every segment is stored once: raid=none");
+    return fmt::format("mirror-{}", n);
   }
   if (std::regex_match(text, m, std::regex("rs-([0-9]+)-([0-9]+)"))) {
     uint64_t k = 0, parity = 0;
@@ -47,7 +47,7 @@ Result<std::string> CheckRaid(std::string_view v) {
         parity > 32) {
       return Bad(PolicyKey::kRaid, v, kAllowed);
     }
-    return NotYet(PolicyKey::kRaid, v, "every segment is stored once: raid=none");
+    return fmt::format("rs-{}-{}", k, parity);
   }
   if (v == "2d") return NotYet(PolicyKey::kRaid, v, "there is no lonestar disk group yet");
   return Bad(PolicyKey::kRaid, v, kAllowed);
@@ -57,10 +57,10 @@ Result<std::string> CheckIdr(std::string_view v) {
   if (v == "none") return std::string(v);
   std::string text(v);
   std::smatch m;
-  if (v == "spc-16-1") return NotYet(PolicyKey::kIdr, v, "only idr=none");
+  if (v == "spc-16-1") return std::string(v);
   if (std::regex_match(text, m, std::regex("spc-16-1-s([0-9]+)"))) {
     uint64_t s = 0;
-    if (ParseUint(m[1].str(), &s) && s >= 1 && s <= 64) return NotYet(PolicyKey::kIdr, v, "only idr=none");
+    if (ParseUint(m[1].str(), &s) && s >= 1 && s <= 64) return s == 1 ? std::string("spc-16-1") : fmt::format("spc-16-1-s{}", s);
   }
   return Bad(PolicyKey::kIdr, v, "none, spc-16-1, spc-16-1-sS (S 1..64)");
 }

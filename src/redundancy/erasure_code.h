@@ -1,5 +1,5 @@
 // ErasureCode: Reed–Solomon RS(k, m) over GF(2^8) with isa-l. k data chunks get m parity chunks,
-// and any k of the k + m chunks rebuild the others. The only file that calls isa-l's EC functions.
+// and any k of the k + m chunks rebuild the others.
 #pragma once
 
 #include <array>
@@ -30,7 +30,7 @@ class ErasureCode {
   // Decode tables are kept for this many distinct erasure patterns (oldest evicted first).
   static constexpr size_t kMaxCachedPatterns = 256;
 
-  // REQUIRES-free factory: 1 <= k <= kMaxDataChunks and 1 <= m <= kMaxParityChunks, else InvalidArgument.
+  // InvalidArgument unless 1 <= k <= kMaxDataChunks and 1 <= m <= kMaxParityChunks.
   static Result<std::unique_ptr<ErasureCode>> Create(int k, int m);
 
   ErasureCode(const ErasureCode&) = delete;
@@ -39,8 +39,8 @@ class ErasureCode {
   int k() const { return k_; }
   int m() const { return m_; }
 
-  // Computes parity[0..m) from data[0..k), each chunk `len` bytes. Chunks need no alignment, but
-  // lengths that are multiples of 64 take the SIMD path throughout.
+  // Computes parity[0..m) from data[0..k), each chunk `len` bytes. Chunks need no alignment; below
+  // 64 bytes isa-l runs its scalar code, so prefer multiples of 64, ideally 4 KiB or more.
   // REQUIRES: len <= INT_MAX; parity chunks do not overlap the data chunks or each other.
   void Encode(size_t len, const uint8_t* const* data, uint8_t* const* parity) const;
 
@@ -54,8 +54,8 @@ class ErasureCode {
   size_t cached_patterns() const;
 
  private:
-  // One bit per chunk index; k + m <= 160 fits in 256 bits.
-  using Pattern = std::array<uint64_t, 4>;
+  // The erased chunks, one bit per chunk index.
+  using Pattern = std::array<uint64_t, (kMaxDataChunks + kMaxParityChunks + 63) / 64>;
   // How to rebuild one erasure pattern: ec_encode_data(tables) maps `sources` to `targets`.
   struct DecodePlan {
     std::vector<int> sources;  // the first k surviving chunk indexes

@@ -163,7 +163,9 @@ TEST_CASE("Filesystem: deleting frees extents and the space is reused") {
   auto reused = f.Extents();
   REQUIRE(reused.size() == 1);
   bool same_place = false;
-  for (const auto& e : first) same_place |= e.disk == reused[0].disk && e.offset == reused[0].offset;
+  for (const auto& e : first) {
+    same_place |= e.chunks[0].disk == reused[0].chunks[0].disk && e.chunks[0].offset == reused[0].chunks[0].offset;
+  }
   CHECK(same_place);
 }
 
@@ -221,11 +223,11 @@ TEST_CASE("fsck: reports damaged, leaked and double-owned extents precisely") {
     CHECK(clean.clean());
   }
   uint8_t byte = 0x5A;
-  REQUIRE(archive->disk(e.disk).WriteAt(e.offset + kExtentHeaderSize + 100, {&byte, 1}).ok());
+  REQUIRE(archive->disk(e.chunks[0].disk).WriteAt(e.chunks[0].offset + kExtentHeaderSize + 100, {&byte, 1}).ok());
   ExtentRecord leaked = e;
   leaked.id = 999;
   leaked.refs = 0;
-  leaked.offset = e.offset + 4096;  // overlaps e
+  leaked.chunks[0].offset = e.chunks[0].offset + 4096;  // overlaps e
   REQUIRE(archive->catalog().InsertExtent(leaked).ok());
   FsckReport report = CheckArchive(*archive);
   auto has = [&](const std::string& text) {
@@ -235,7 +237,7 @@ TEST_CASE("fsck: reports damaged, leaked and double-owned extents precisely") {
     return false;
   };
   CHECK(has("payload checksum mismatch"));
-  CHECK(has("extent 999 on disk"));
+  CHECK(has("extent 999 is leaked"));
   CHECK(has("leaked"));
   CHECK(has("overlap"));
 }

@@ -66,7 +66,9 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
   test::TempDir dir;
   {
     auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
-    REQUIRE(c->InsertExtent({7, 1, 4096, 8192, 5000, 0xabc, 1, 1}).ok());
+    ExtentRecord e{7, 5000, 0xabc, 1, 1, Redundancy{Redundancy::Scheme::kReedSolomon, 2, 1, 8}, {}};
+    e.chunks = {{1, 4096, 8192, 0x11}, {0, 4096, 8192, 0x22}, {3, 65536, 8192, 0x33}};
+    REQUIRE(c->InsertExtent(e).ok());
     REQUIRE(c->PutSegment({5, 0, 7, 0, 5000, true}).ok());
     REQUIRE(c->SetSegmentCached(5, 0, false).ok());
   }
@@ -77,8 +79,13 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
   CHECK_FALSE(segment->cached);
   auto extent = c->GetExtent(7);
   REQUIRE(extent.ok());
-  CHECK(extent->disk == 1);
+  CHECK(extent->chunks.size() == 3);
+  CHECK(extent->chunks[0] == ChunkPlacement{1, 4096, 8192, 0x11});
+  CHECK(extent->chunks[2] == ChunkPlacement{3, 65536, 8192, 0x33});
+  CHECK(extent->redundancy == Redundancy{Redundancy::Scheme::kReedSolomon, 2, 1, 8});
   CHECK(extent->payload_crc == 0xabcu);
+  REQUIRE(c->SetExtentChunk(7, 1, {2, 12288, 8192, 0x22}).ok());
+  CHECK(c->GetExtent(7)->chunks[1].disk == 2);
   CHECK(c->MaxExtentIdEverUsed() == 7);
   REQUIRE(c->DeleteExtent(7).ok());
   CHECK(c->MaxExtentIdEverUsed() == 7);  // ids are never handed out twice

@@ -147,7 +147,7 @@ TEST_CASE("ExtentIo: write, read back, and detect damage on a file-backed disk")
   }
   SECTION("wrong extent at the offset") {
     expect.extent_id = 43;
-    CHECK(Mentions(ReadExtent(**disk, 8192, expect).status(), "holds extent 42 (catalog expects 43)"));
+    CHECK(Mentions(ReadExtent(**disk, 8192, expect).status(), "holds extent 42 chunk 0 (catalog expects 43 chunk 0)"));
   }
   SECTION("extent passing the end of the disk") {
     CHECK(Mentions(ReadExtent(**disk, (1 << 20) - 4096, expect).status(), "passes the end of the disk"));

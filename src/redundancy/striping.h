@@ -1,0 +1,34 @@
+// Striping turns one extent payload into the chunks its Redundancy asks for (the payload
+// itself, identical copies, or Reed–Solomon slices plus parity) and rebuilds the payload
+// from whichever chunks could be read. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "backend/extent_format.h"
+#include "cairn/status.h"
+
+namespace cairn {
+
+// raid = none | mirror-N | rs-K-M and idr = none | spc-16-1[-sS], as in user.cairn.*.
+Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr);
+
+// The chunks of `payload`, redundancy.chunk_count() of them, each ChunkLength() bytes.
+std::vector<std::vector<uint8_t>> MakeChunks(std::span<const uint8_t> payload, const Redundancy& redundancy);
+
+// Rebuilds the payload from `chunks` (one entry per chunk; nullopt = lost or damaged).
+// Rebuilt chunks are filled in too, so that the caller can write them back. Corruption when
+// fewer chunks survive than the redundancy needs.
+Result<std::vector<uint8_t>> JoinChunks(std::vector<std::optional<std::vector<uint8_t>>>& chunks,
+                                        const Redundancy& redundancy, uint64_t payload_length);
+
+// How many chunks must survive: 1 for none and mirror, data_chunks for Reed–Solomon.
+inline size_t ChunksNeeded(const Redundancy& r) {
+  return r.scheme == Redundancy::Scheme::kReedSolomon ? r.data_chunks : 1;
+}
+
+}  // namespace cairn

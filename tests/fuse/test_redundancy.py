@@ -1,0 +1,115 @@
+"""Redundancy through the mount: mirror and Reed–Solomon across disks, intra-disk parity,
+degraded reads with missing and damaged disks."""
+import errno
+import os
+import random
+import re
+
+import pytest
+
+from conftest import MiB, cairn, random_bytes, read_file, sha256, write_file
+
+
+def getx(path, key):
+    return os.getxattr(path, "user.cairn." + key).decode()
+
+
+def chunks_of(path):
+    """{segment index: [(disk, payload offset), ...]} from user.cairn.location."""
+    out = {}
+    for item in getx(path, "location").split():
+        index, where = item.split("=", 1)
+        where = where.split(",")[0]
+        places, _ = where.rsplit("+", 1)
+        out[int(index)] = [tuple(map(int, re.fullmatch(r"disk(\d+)@(\d+)", p).groups())) for p in places.split("/")]
+    return out
+
+
+def disk_path(archive, disk):
+    return os.path.join(archive.arch, "disks", f"disk-{disk:03}.img")
+
+
+def make_archive(archive, disks):
+    archive.umount()
+    import shutil
+    shutil.rmtree(archive.arch)
+    archive.mkfs_args = None
+    cairn("mkfs", archive.arch, "--disks", str(disks), "--disk-size", "1G")
+    archive.mount()
+
+
+def test_raid_values_must_fit_the_disks(archive):
+    write_file(archive.m("f"), b"x")
+    with pytest.raises(OSError) as e:
+        os.setxattr(archive.m("f"), "user.cairn.raid", b"rs-10-4")  # 14 chunks, 4 disks
+    assert e.value.errno == errno.EINVAL
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert "puts 14 chunks on distinct disks; this archive has 4 disks" in log.read()
+    os.setxattr(archive.m("f"), "user.cairn.raid", b"rs-2-2")
+    os.setxattr(archive.m("f"), "user.cairn.raid", b"mirror-4")
+
+
+@pytest.mark.no_fsck  # fsck rightly reports the damage left behind
+def test_rs_4_2_survives_two_lost_disks_and_damage_on_two_more(archive):
+    make_archive(archive, 8)
+    os.makedirs(archive.m("safe"))
+    os.setxattr(archive.m("safe"), "user.cairn.raid", b"rs-4-2")
+    os.setxattr(archive.m("safe"), "user.cairn.idr", b"spc-16-1-s8")
+    files = {f"f{i}": random_bytes(size, 50 + i) for i, size in enumerate([9 * MiB + 123, 4 * MiB, 300 * 1024, 7])}
+    for name, data in files.items():
+        write_file(archive.m("safe", name), data)
+    archive.evict()  # from now on reads come from the disks
+    assert "raid=rs-4-2" in getx(archive.m("safe", "f0"), "effective").split()
+    layout_of = {name: chunks_of(archive.m("safe", name)) for name in files}
+    assert all(len(places) == 6 and len({d for d, _ in places}) == 6 for places in layout_of["f0"].values())
+    archive.umount()
+    rng = random.Random(7)
+    lost = rng.sample(range(8), 2)
+    for disk in lost:
+        os.remove(disk_path(archive, disk))
+    damaged = [d for d in range(8) if d not in lost][:2]
+    hit = 0
+    for name in files:  # a silently corrupted block inside every chunk on the damaged disks
+        for places in layout_of[name].values():
+            for disk, offset in places:
+                if disk in damaged:
+                    with open(disk_path(archive, disk), "r+b") as f:
+                        f.seek(offset + 4096 * rng.randrange(0, 16) + rng.randrange(0, 4000))
+                        f.write(os.urandom(64))
+                    hit += 1
+    assert hit >= 4
+    r = cairn("mount", archive.arch, archive.mnt, check=False)
+    assert r.returncode != 0 and "-o degraded" in r.stderr, r.stderr
+    archive.mount("degraded")
+    for name, data in files.items():
+        assert sha256(read_file(archive.m("safe", name))) == sha256(data), name
+    status = cairn("status", archive.arch).stdout
+    assert status.count("MISSING") == 2
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        text = log.read()
+    for disk in lost:
+        assert f"disk {disk} is missing, running degraded" in text
+    assert "further failures of this disk are not logged" in text  # reads did go to the disks
+
+
+@pytest.mark.no_fsck
+def test_too_much_damage_is_eio_never_wrong_bytes(archive):
+    make_archive(archive, 4)
+    os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
+    data = random_bytes(2 * MiB, 60)
+    write_file(archive.m("m"), data)
+    archive.evict()
+    places = chunks_of(archive.m("m"))[0]
+    assert len(places) == 2 and places[0][0] != places[1][0]
+    archive.umount()
+    os.remove(disk_path(archive, places[0][0]))
+    archive.mount("degraded")
+    assert read_file(archive.m("m")) == data  # one copy is enough
+    archive.umount()
+    with open(disk_path(archive, places[1][0]), "r+b") as f:
+        f.seek(places[1][1] + 100)
+        f.write(b"\x00garbage\x00")
+    archive.mount("degraded")
+    with pytest.raises(OSError) as e:
+        read_file(archive.m("m"))
+    assert e.value.errno == errno.EIO
