@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct ArchiveOptions {
 
   std::string archive_id;          // 32 hex digits
   std::vector<std::string> disks;  // disk.N = path (relative to the archive or absolute)
+  // --- Disk lifecycle (cairn disk fail / replace, cairn rebuild)
+  std::set<uint32_t> failed_disks;   // treated as missing: their chunks are rebuilt from the others
+  std::set<uint32_t> rebuild_disks;  // replaced and still empty: cairn rebuild fills them
 };
 
 }  // namespace cairn

@@ -80,19 +80,26 @@ Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
   options.disks.clear();
   for (uint32_t i = 0; i < mkfs.disk_count; i++) {
     std::string relative = fmt::format("disks/disk-{:03}.img", i);
-    auto disk = CreateImageDisk(dir + "/" + relative, mkfs.disk_size);
-    if (!disk.ok()) return disk.status();
-    Superblock sb;
-    sb.disk_index = i;
-    sb.archive_id = id;
-    sb.disk_size = mkfs.disk_size;
-    auto block = EncodeSuperblock(sb);
-    CAIRN_RETURN_IF_ERROR((*disk)->WriteAt(0, block));
-    CAIRN_RETURN_IF_ERROR((*disk)->Sync());
+    CAIRN_RETURN_IF_ERROR(FormatDisk(dir + "/" + relative, i, id, mkfs.disk_size));
     options.disks.push_back(relative);
   }
   auto catalog = Catalog::Create(dir + "/catalog.db", ::getuid(), ::getgid(), NowNs());
   if (!catalog.ok()) return catalog.status();
+  return SaveConfig(dir, options);
+}
+
+Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, uint64_t size) {
+  auto disk = CreateImageDisk(path, size);
+  if (!disk.ok()) return disk.status();
+  Superblock sb;
+  sb.disk_index = index;
+  sb.archive_id = id;
+  sb.disk_size = size;
+  CAIRN_RETURN_IF_ERROR((*disk)->WriteAt(0, EncodeSuperblock(sb)));
+  return (*disk)->Sync();
+}
+
+Status SaveConfig(const std::string& dir, const ArchiveOptions& options) {
   return WriteFileDurably(dir + "/cairn.conf", FormatConfig(options));
 }
 
@@ -254,6 +261,9 @@ Status Archive::LoadDisks(const OpenOptions& open) {
     Superblock sb;
     auto disk = OpenImageDisk(path);
     Status st = disk.ok() ? Status::OK() : disk.status();
+    if (options_.failed_disks.contains(static_cast<uint32_t>(i))) {
+      st = Status::IOError("marked failed (cairn disk fail); replace it with cairn disk replace");
+    }
     if (st.ok()) {
       std::vector<uint8_t> block(kBlockSize);
       st = (*disk)->ReadAt(0, block);

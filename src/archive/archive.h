@@ -31,6 +31,10 @@ struct MkfsOptions {
 
 // Creates a new archive in `dir` (absent or empty): config, catalog, cache/, disks/.
 Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs);
+// Creates the disk image `path` of `size` bytes with the superblock of disk `index`.
+Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, uint64_t size);
+// Rewrites dir/cairn.conf, durably (a temporary file renamed over it).
+Status SaveConfig(const std::string& dir, const ArchiveOptions& options);
 
 class Archive {
  public:
@@ -109,7 +113,9 @@ class Archive {
   // (degraded read), the reconstruction checked against the payload CRC. Each disk's
   // first failure is logged. Thread-safe.
   Result<std::vector<uint8_t>> ReadExtentPayload(const ExtentRecord& extent);
-  // Reads and checks every chunk of an extent (fsck, scrub): one status per chunk.
+  // Reads and verifies chunk `index` of `extent`. Thread-safe.
+  Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index);
+  // Reads and checks every chunk of an extent (fsck): one status per chunk.
   std::vector<Status> CheckChunks(const ExtentRecord& extent);
   // Disks that could not be opened (mounted with -o degraded), by index, with the reason.
   const std::map<size_t, std::string>& missing_disks() const { return missing_; }
@@ -120,8 +126,6 @@ class Archive {
  private:
   Archive() = default;
   Status LoadDisks(const OpenOptions& open);
-  // Reads and verifies chunk `index` of `extent`.
-  Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index);
   Status RebuildAllocators();
 
   std::string dir_;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "util/size.h"
 
@@ -98,6 +99,14 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
                         line_no, o.disks.size(), key));
       }
       o.disks.push_back(value);
+    } else if (key == "failed_disks" || key == "rebuild_disks") {
+      auto& set = key == "failed_disks" ? o.failed_disks : o.rebuild_disks;
+      std::istringstream list(value);
+      for (std::string item; std::getline(list, item, ',');) {
+        auto index = ParseCount(key, Trim(item));
+        if (!index.ok()) return Status::InvalidArgument(fmt::format("{}:{}: {}", where, line_no, index.status().message()));
+        set.insert(static_cast<uint32_t>(*index));
+      }
     } else {
       st = ApplyOption(o, key, value);
     }
@@ -127,6 +136,8 @@ std::string FormatConfig(const ArchiveOptions& o) {
   out += fmt::format("reconcile_rate = {}\n", o.reconcile_rate);
   out += fmt::format("reconcile_idle = {}\n", o.reconcile_idle_seconds);
   for (size_t i = 0; i < o.disks.size(); i++) out += fmt::format("disk.{} = {}\n", i, o.disks[i]);
+  if (!o.failed_disks.empty()) out += fmt::format("failed_disks = {}\n", fmt::join(o.failed_disks, ","));
+  if (!o.rebuild_disks.empty()) out += fmt::format("rebuild_disks = {}\n", fmt::join(o.rebuild_disks, ","));
   return out;
 }
 

@@ -26,6 +26,11 @@ commands:
   rules check FILE           check an admin rules file (errors as FILE:LINE:COLUMN)
   rules dry-run FILE --path DIR    which existing files below DIR the rules would change, and how
   rules reload ARCHIVE|MOUNTPOINT  make the daemon re-read ARCHIVE/rules (as SIGHUP does)
+  disk list ARCHIVE          each disk's path, use and state (ok, missing, failed, needs rebuild)
+  disk fail ARCHIVE DISK     mark a disk failed (drills); mount with -o degraded
+  disk replace ARCHIVE DISK NEWPATH   a new, empty disk in its place; then rebuild
+  rebuild ARCHIVE [--progress]        recreate the chunks of replaced and missing disks
+  scrub ARCHIVE [--progress] [--budget DURATION]   verify every chunk, rewrite bad ones
   inspect ARCHIVE --disk N --offset BYTES
 
 See cairn(8).
@@ -52,7 +57,8 @@ int main(int argc, char** argv) {
   static const std::map<std::string, int (*)(const Args&)> kCommands = {
       {"mkfs", CmdMkfs},       {"mount", CmdMount},     {"umount", CmdUmount}, {"status", CmdStatus},
       {"persist", CmdPersist}, {"evict", CmdEvict},     {"fsck", CmdFsck},     {"inspect", CmdInspect},
-      {"policy", CmdPolicy},   {"rules", CmdRules},
+      {"policy", CmdPolicy},   {"rules", CmdRules},     {"disk", CmdDisk},     {"rebuild", CmdRebuild},
+      {"scrub", CmdScrub},
   };
   auto command = kCommands.find(args[0]);
   if (command != kCommands.end()) return command->second(Args(args.begin() + 1, args.end()));

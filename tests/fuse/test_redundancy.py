@@ -113,3 +113,57 @@ def test_too_much_damage_is_eio_never_wrong_bytes(archive):
     with pytest.raises(OSError) as e:
         read_file(archive.m("m"))
     assert e.value.errno == errno.EIO
+
+
+def test_disk_fail_replace_rebuild_leaves_fsck_and_scrub_clean(archive):
+    make_archive(archive, 6)
+    os.setxattr(archive.mnt, "user.cairn.raid", b"rs-3-2")
+    files = {f"f{i}": random_bytes(size, 70 + i) for i, size in enumerate([6 * MiB + 5, 1 * MiB, 100 * 1024])}
+    for name, data in files.items():
+        write_file(archive.m(name), data)
+    archive.evict()
+    archive.umount()
+    assert "failed" in cairn("disk", "fail", archive.arch, "2").stdout
+    listing = cairn("disk", "list", archive.arch).stdout
+    assert re.search(r"^\s+2 .* failed", listing, re.M), listing
+    archive.mount("degraded")
+    for name, data in files.items():
+        assert read_file(archive.m(name)) == data, name
+    archive.umount()
+    new = os.path.join(archive.base, "new-disk-2.img")
+    r = cairn("disk", "replace", archive.arch, "2", new)
+    assert "run cairn rebuild" in r.stdout
+    assert "needs cairn rebuild" in cairn("disk", "list", archive.arch).stdout
+    r = cairn("rebuild", archive.arch, "--progress")
+    assert "0 extent(s) lost" in r.stdout and "repaired" in r.stdout, r.stdout
+    assert int(re.search(r"(\d+) repaired", r.stdout).group(1)) > 0
+    assert "rebuild:" in r.stderr
+    assert "needs cairn rebuild" not in cairn("disk", "list", archive.arch).stdout
+    archive.fsck()
+    r = cairn("scrub", archive.arch)
+    assert "0 bad chunk(s)" in r.stdout, r.stdout
+    archive.mount()  # not degraded: every disk is back
+    archive.evict()
+    for name, data in files.items():
+        assert sha256(read_file(archive.m(name))) == sha256(data), name
+
+
+def test_scrub_finds_and_rewrites_silent_corruption(archive):
+    make_archive(archive, 4)
+    os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
+    data = random_bytes(3 * MiB, 80)
+    write_file(archive.m("f"), data)
+    archive.evict()
+    disk, offset = chunks_of(archive.m("f"))[0][1]
+    archive.umount()
+    with open(disk_path(archive, disk), "r+b") as f:
+        f.seek(offset + 12345)
+        f.write(b"\xde\xad\xbe\xef")
+    r = cairn("fsck", archive.arch, check=False)
+    assert r.returncode != 0 and "chunk 1" in r.stdout + r.stderr
+    r = cairn("scrub", archive.arch, "--budget", "10m")
+    assert "1 bad chunk(s), 1 repaired" in r.stdout, r.stdout
+    assert "0 bad chunk(s)" in cairn("scrub", archive.arch).stdout
+    archive.fsck()
+    archive.mount()
+    assert read_file(archive.m("f")) == data

@@ -1,0 +1,146 @@
+#include "archive/repair.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "backend/extent_io.h"
+#include "redundancy/striping.h"
+#include "util/clock.h"
+#include "util/coding.h"
+#include "util/log.h"
+
+namespace cairn {
+namespace {
+
+constexpr const char* kScrubCursor = "scrub_cursor";  // catalog meta: last extent id scrubbed
+
+// The header of a good chunk of `extent`, for rewriting another chunk of it.
+Result<ExtentHeader> HeaderOfGoodChunk(Archive& archive, const ExtentRecord& extent, const std::set<size_t>& bad) {
+  Status last = Status::Corruption(fmt::format("extent {}: no readable chunk header", extent.id));
+  for (size_t i = 0; i < extent.chunks.size(); i++) {
+    if (bad.contains(i)) continue;
+    const ChunkPlacement& chunk = extent.chunks[i];
+    std::vector<uint8_t> block(kExtentHeaderSize);
+    Status st = archive.disk(chunk.disk).ReadAt(chunk.offset, block);
+    auto header = st.ok() ? DecodeExtentHeader(block, archive.disk(chunk.disk).Name()) : Result<ExtentHeader>(st);
+    if (header.ok() && header->extent_id == extent.id) return header;
+    last = header.ok() ? last : header.status();
+  }
+  return last;
+}
+
+// Writes chunk `index` of `extent`: in place when its disk is there, else on a disk that
+// holds no other chunk of the extent (then the catalog is updated).
+Status WriteChunk(Archive& archive, ExtentRecord& extent, size_t index, ExtentHeader header,
+                  std::span<const uint8_t> bytes) {
+  ChunkPlacement placement = extent.chunks[index];
+  header.chunk_index = static_cast<uint8_t>(index);
+  header.payload_crc = placement.crc;
+  header.payload_length = bytes.size();
+  bool moved = archive.missing_disks().contains(placement.disk);
+  if (moved) {
+    std::lock_guard lock(archive.catalog_mutex());
+    std::set<uint32_t> used;
+    for (const ChunkPlacement& c : extent.chunks) used.insert(c.disk);
+    std::optional<uint64_t> offset;
+    for (uint32_t d = 0; d < archive.disk_count() && !offset; d++) {
+      if (used.contains(d) || archive.missing_disks().contains(d)) continue;
+      offset = archive.allocator(d).Allocate(placement.alloc_length);
+      if (offset) placement = ChunkPlacement{d, *offset, placement.alloc_length, placement.crc};
+    }
+    if (!offset) {
+      return Status::NoSpace(fmt::format("extent {}: no disk without a chunk of it has room for chunk {}", extent.id,
+                                         index));
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(WriteExtent(archive.disk(placement.disk), placement.offset, header, bytes));
+  CAIRN_RETURN_IF_ERROR(archive.disk(placement.disk).Sync());
+  if (!moved) return Status::OK();
+  std::lock_guard lock(archive.catalog_mutex());
+  Catalog& catalog = archive.catalog();
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] { return catalog.SetExtentChunk(extent.id, index, placement); }));
+  extent.chunks[index] = placement;
+  return archive.FlushCatalog(true);
+}
+
+}  // namespace
+
+Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options) {
+  RepairReport report;
+  std::vector<ExtentRecord> extents;
+  uint64_t cursor = 0;
+  {
+    std::lock_guard lock(archive.catalog_mutex());
+    extents = archive.catalog().AllExtents();
+    auto saved = archive.catalog().GetMeta(kScrubCursor);
+    if (!options.rebuild && saved.ok()) cursor = std::strtoull(saved->c_str(), nullptr, 10);
+  }
+  std::set<uint32_t> lost_disks = archive.options().rebuild_disks;
+  for (const auto& [disk, why] : archive.missing_disks()) lost_disks.insert(static_cast<uint32_t>(disk));
+  report.extents_total = extents.size();
+  int64_t start = NowNs();
+  uint64_t last_id = cursor;
+  auto save_cursor = [&](uint64_t id) {
+    std::lock_guard lock(archive.catalog_mutex());
+    Catalog& catalog = archive.catalog();
+    Status st = InTransaction(catalog, [&] { return catalog.SetMeta(kScrubCursor, std::to_string(id)); });
+    return st.ok() ? archive.FlushCatalog(true) : st;
+  };
+  report.finished = true;
+  for (ExtentRecord& extent : extents) {
+    if (extent.id <= cursor) {
+      report.extents_done++;
+      continue;
+    }
+    if (options.budget_ns > 0 && NowNs() - start > options.budget_ns) {
+      report.finished = false;
+      break;
+    }
+    std::set<size_t> bad;
+    for (size_t i = 0; i < extent.chunks.size(); i++) {
+      if (options.rebuild) {
+        if (lost_disks.contains(extent.chunks[i].disk)) bad.insert(i);
+        continue;
+      }
+      Status st = archive.ReadChunk(extent, i).status();
+      report.bytes_read += extent.redundancy.ChunkLength(extent.payload_length);
+      if (!st.ok()) {
+        bad.insert(i);
+        LogWarning("scrub: extent {} chunk {} (disk {}): {}", extent.id, i, extent.chunks[i].disk, st.message());
+      }
+    }
+    report.chunks_bad += bad.size();
+    if (!bad.empty()) {
+      auto payload = archive.ReadExtentPayload(extent);
+      auto header = payload.ok() ? HeaderOfGoodChunk(archive, extent, bad) : Result<ExtentHeader>(payload.status());
+      if (!header.ok()) {
+        report.extents_lost++;
+        report.problems.push_back(fmt::format("extent {}: {}", extent.id, header.status().message()));
+      } else {
+        report.bytes_read += payload->size();
+        // Encoding is deterministic: the chunks come out as they were written.
+        auto chunks = MakeChunks(*payload, extent.redundancy);
+        for (size_t i : bad) {
+          Status st = WriteChunk(archive, extent, i, *header, chunks[i]);
+          if (!st.ok()) return st;
+          report.chunks_repaired++;
+        }
+      }
+    }
+    report.extents_done++;
+    last_id = extent.id;
+    if (options.progress) options.progress(report);
+    if (options.rate > 0) {
+      int64_t due = start + static_cast<int64_t>(report.bytes_read * 1e9 / options.rate);
+      if (due > NowNs()) std::this_thread::sleep_for(std::chrono::nanoseconds(due - NowNs()));
+    }
+  }
+  if (!options.rebuild) CAIRN_RETURN_IF_ERROR(save_cursor(report.finished ? 0 : last_id));
+  return report;
+}
+
+}  // namespace cairn

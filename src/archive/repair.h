@@ -1,0 +1,38 @@
+// Repair recreates chunks of extents from their other chunks: scrub reads and verifies
+// every chunk and rewrites the bad ones; rebuild recreates the chunks of replaced and
+// missing disks. It runs on an archive opened offline (cairn scrub, cairn rebuild).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "archive/archive.h"
+
+namespace cairn {
+
+struct RepairReport {
+  uint64_t extents_total = 0;
+  uint64_t extents_done = 0;
+  uint64_t bytes_read = 0;       // of chunks read and verified
+  uint64_t chunks_bad = 0;       // damaged, unreadable, missing or on a replaced disk
+  uint64_t chunks_repaired = 0;  // rewritten in place or on another disk
+  uint64_t extents_lost = 0;     // too few good chunks: listed in `problems`
+  std::vector<std::string> problems;
+  bool finished = false;         // false when the time budget ran out first
+};
+
+struct RepairOptions {
+  // false: scrub (verify every chunk); true: rebuild (recreate the chunks on the disks in
+  // rebuild_disks and on missing disks, without reading those).
+  bool rebuild = false;
+  int64_t budget_ns = 0;  // scrub stops after this long and resumes there next time; 0: no limit
+  uint64_t rate = 0;      // bytes per second to read; 0: unlimited
+  std::function<void(const RepairReport&)> progress;  // after every extent
+};
+
+// REQUIRES: the archive is opened with lock and degraded, and not mounted.
+Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options);
+
+}  // namespace cairn

@@ -1,0 +1,195 @@
+// cairn disk list|fail|replace, cairn rebuild and cairn scrub: the disk lifecycle of an
+// unmounted archive. A failed or missing disk is mounted around with -o degraded; after
+// a replacement, rebuild recreates its chunks from the others. See cairn(8).
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "archive/archive.h"
+#include "archive/config.h"
+#include "archive/repair.h"
+#include "cli/commands.h"
+#include "util/clock.h"
+#include "util/size.h"
+
+namespace cairn {
+namespace {
+
+Status RefuseIfMounted(const std::string& dir) {
+  int pid = Archive::LockHolder(dir);
+  if (pid == 0) return Status::OK();
+  return Status::Busy(fmt::format("{} is in use (pid {}); unmount it first", dir, pid));
+}
+
+Result<std::unique_ptr<Archive>> OpenOffline(const std::string& dir) {
+  CAIRN_RETURN_IF_ERROR(RefuseIfMounted(dir));
+  Archive::OpenOptions open;
+  open.degraded = true;
+  open.check_only = false;
+  return Archive::Open(dir, open);
+}
+
+Result<uint32_t> DiskIndex(const ArchiveOptions& options, const std::string& text) {
+  char* end = nullptr;
+  unsigned long index = std::strtoul(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || index >= options.disks.size()) {
+    return Status::InvalidArgument(fmt::format("'{}' is not a disk of this archive (0..{})", text, options.disks.size() - 1));
+  }
+  return static_cast<uint32_t>(index);
+}
+
+int List(const std::string& dir) {
+  Archive::OpenOptions open;
+  open.lock = false;
+  open.read_only = true;
+  open.degraded = true;
+  auto archive = Archive::Open(dir, open);
+  if (!archive.ok()) return Fail(1, archive.status().message());
+  Archive& a = **archive;
+  std::vector<uint64_t> chunks(a.disk_count(), 0), bytes(a.disk_count(), 0);
+  {
+    std::lock_guard lock(a.catalog_mutex());
+    for (const auto& e : a.catalog().AllExtents()) {
+      for (const auto& c : e.chunks) {
+        chunks[c.disk]++;
+        bytes[c.disk] += c.alloc_length;
+      }
+    }
+  }
+  fmt::print("{:>4}  {:<30} {:>10} {:>10} {:>8}  {}\n", "disk", "path", "size", "used", "chunks", "state");
+  for (size_t i = 0; i < a.disk_count(); i++) {
+    std::string state = a.options().failed_disks.contains(i)     ? "failed (cairn disk fail)"
+                         : a.missing_disks().contains(i)          ? "missing: " + a.missing_disks().at(i)
+                         : a.options().rebuild_disks.contains(i) ? "replaced, needs cairn rebuild"
+                                                                  : "ok";
+    fmt::print("{:>4}  {:<30} {:>10} {:>10} {:>8}  {}\n", i, a.options().disks[i], FormatSize(a.disk(i).Size()),
+               FormatSize(bytes[i]), chunks[i], state);
+  }
+  return 0;
+}
+
+int FailDisk(const std::string& dir, const std::string& which) {
+  if (Status st = RefuseIfMounted(dir); !st.ok()) return Fail(1, st.message());
+  auto options = LoadConfig(dir + "/cairn.conf");
+  if (!options.ok()) return Fail(1, options.status().message());
+  auto index = DiskIndex(*options, which);
+  if (!index.ok()) return Fail(2, index.status().message());
+  options->failed_disks.insert(*index);
+  if (Status st = SaveConfig(dir, *options); !st.ok()) return Fail(1, st.message());
+  fmt::print("disk {} marked failed: mount with -o degraded, or replace it (cairn disk replace) and rebuild\n", *index);
+  return 0;
+}
+
+int ReplaceDisk(const std::string& dir, const std::string& which, const std::string& path) {
+  auto archive = OpenOffline(dir);  // checks that the archive opens and gives the disk size
+  if (!archive.ok()) return Fail(1, archive.status().message());
+  ArchiveOptions options = (*archive)->options();
+  auto index = DiskIndex(options, which);
+  if (!index.ok()) return Fail(2, index.status().message());
+  uint64_t size = 0;
+  for (size_t i = 0; i < (*archive)->disk_count(); i++) size = std::max(size, (*archive)->disk(i).Size());
+  auto id = ArchiveIdFromString(options.archive_id);
+  archive->reset();  // release the lock before the config changes
+  if (!id.ok()) return Fail(1, id.status().message());
+  if (::access(path.c_str(), F_OK) == 0) return Fail(1, fmt::format("{} exists; give a new path", path));
+  if (Status st = FormatDisk(path, *index, *id, size); !st.ok()) return Fail(1, st.message());
+  auto saved = LoadConfig(dir + "/cairn.conf");  // without the -o overrides
+  if (!saved.ok()) return Fail(1, saved.status().message());
+  saved->disks[*index] = path;
+  saved->failed_disks.erase(*index);
+  saved->rebuild_disks.insert(*index);
+  if (Status st = SaveConfig(dir, *saved); !st.ok()) return Fail(1, st.message());
+  fmt::print("disk {} is now {} ({}); run cairn rebuild {} to fill it\n", *index, path, FormatSize(size), dir);
+  return 0;
+}
+
+int Repair(const std::string& dir, bool rebuild, bool progress, int64_t budget_ns) {
+  auto archive = OpenOffline(dir);
+  if (!archive.ok()) return Fail(1, archive.status().message());
+  RepairOptions options;
+  options.rebuild = rebuild;
+  options.budget_ns = budget_ns;
+  bool tty = ::isatty(2);
+  int64_t start = NowNs(), last = 0;
+  if (progress) {
+    options.progress = [&](const RepairReport& r) {
+      int64_t now = NowNs();
+      if (now - last < (tty ? 200'000'000 : 2'000'000'000) && r.extents_done != r.extents_total) return;
+      last = now;
+      fmt::print(stderr, "{}{} {}/{} extents, {} read ({:.1f} MiB/s), {} chunk(s) repaired{}", tty ? "\r" : "",
+                 rebuild ? "rebuild:" : "scrub:", r.extents_done, r.extents_total, FormatSize(r.bytes_read),
+                 r.bytes_read / std::max(1e-3, (now - start) / 1e9) / (1 << 20), r.chunks_repaired, tty ? "  " : "\n");
+    };
+  }
+  auto report = RepairArchive(**archive, options);
+  if (progress && tty) fmt::print(stderr, "\n");
+  if (!report.ok()) return Fail(1, report.status().message());
+  if (rebuild && report->finished && report->extents_lost == 0) {
+    archive->reset();
+    auto saved = LoadConfig(dir + "/cairn.conf");
+    if (!saved.ok()) return Fail(1, saved.status().message());
+    saved->rebuild_disks.clear();
+    if (Status st = SaveConfig(dir, *saved); !st.ok()) return Fail(1, st.message());
+  }
+  for (const auto& p : report->problems) fmt::print("{}\n", p);
+  fmt::print("{}: {} of {} extents {}, {} read, {} bad chunk(s), {} repaired, {} extent(s) lost{}\n",
+             rebuild ? "rebuild" : "scrub", report->extents_done, report->extents_total,
+             rebuild ? "checked" : "verified", FormatSize(report->bytes_read), report->chunks_bad,
+             report->chunks_repaired, report->extents_lost,
+             report->finished ? "" : " (budget used up; run again to continue)");
+  return report->extents_lost > 0 ? 1 : 0;
+}
+
+Result<int64_t> ParseDuration(const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  std::string unit(end);
+  double scale = unit == "s" || unit.empty() ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+  if (text.empty() || end == text.c_str() || scale < 0 || value <= 0) {
+    return Status::InvalidArgument(fmt::format("'{}' is not a duration (e.g. 90s, 10m, 2h)", text));
+  }
+  return static_cast<int64_t>(value * scale * 1e9);
+}
+
+}  // namespace
+
+int CmdDisk(const Args& args) {
+  if (args.size() == 2 && args[0] == "list") return List(args[1]);
+  if (args.size() == 3 && args[0] == "fail") return FailDisk(args[1], args[2]);
+  if (args.size() == 4 && args[0] == "replace") return ReplaceDisk(args[1], args[2], args[3]);
+  return Fail(2, "usage: cairn disk list ARCHIVE\n       cairn disk fail ARCHIVE DISK\n"
+                 "       cairn disk replace ARCHIVE DISK NEWPATH");
+}
+
+int CmdRebuild(const Args& args) {
+  if (args.empty() || args.size() > 2 || (args.size() == 2 && args[1] != "--progress")) {
+    return Fail(2, "usage: cairn rebuild ARCHIVE [--progress]");
+  }
+  return Repair(args[0], true, args.size() == 2, 0);
+}
+
+int CmdScrub(const Args& args) {
+  const char* usage = "usage: cairn scrub ARCHIVE [--progress] [--budget DURATION]";
+  std::string dir;
+  bool progress = false;
+  int64_t budget = 0;
+  for (size_t i = 0; i < args.size(); i++) {
+    if (args[i] == "--progress") {
+      progress = true;
+    } else if (args[i] == "--budget" && i + 1 < args.size()) {
+      auto d = ParseDuration(args[++i]);
+      if (!d.ok()) return Fail(2, d.status().message());
+      budget = *d;
+    } else if (dir.empty() && !args[i].starts_with("-")) {
+      dir = args[i];
+    } else {
+      return Fail(2, usage);
+    }
+  }
+  if (dir.empty()) return Fail(2, usage);
+  return Repair(dir, false, progress, budget);
+}
+
+}  // namespace cairn
