@@ -166,6 +166,7 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
       }});
   archive->cache_ = StagingCache(root + "/cache");
   CAIRN_RETURN_IF_ERROR(archive->LoadDisks(open));
+  archive->repair_on_read_ = open.repair_on_read && !open.read_only && !open.check_only;
   if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildAllocators());
   archive->next_extent_id_ = archive->catalog_->MaxExtentIdEverUsed() + 1;
   if (!open.check_only && !open.read_only) CAIRN_RETURN_IF_ERROR(archive->LoadRules());
@@ -418,10 +419,57 @@ Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size
                                       static_cast<uint8_t>(index), r.idr_scramble});
 }
 
+Result<ExtentHeader> Archive::ReadChunkHeader(const ExtentRecord& extent, size_t index) {
+  const ChunkPlacement& chunk = extent.chunks[index];
+  std::vector<uint8_t> block(kExtentHeaderSize);
+  CAIRN_RETURN_IF_ERROR(disks_[chunk.disk]->ReadAt(chunk.offset, block));
+  auto header = DecodeExtentHeader(block, fmt::format("{} offset {}", disks_[chunk.disk]->Name(), chunk.offset));
+  if (header.ok() && (header->extent_id != extent.id || header->chunk_index != index)) {
+    return Status::Corruption(fmt::format("extent {} chunk {}: the header belongs to extent {} chunk {}", extent.id,
+                                          index, header->extent_id, header->chunk_index));
+  }
+  return header;
+}
+
+Status Archive::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
+                             std::span<const uint8_t> bytes) {
+  const ChunkPlacement& chunk = extent.chunks[index];
+  header.chunk_index = static_cast<uint8_t>(index);
+  header.payload_crc = chunk.crc;
+  header.payload_length = bytes.size();
+  // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
+  std::lock_guard lock(catalog_mutex_);
+  auto current = catalog_->GetExtent(extent.id);
+  if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return Status::OK();
+  CAIRN_RETURN_IF_ERROR(WriteExtent(*disks_[chunk.disk], chunk.offset, header, bytes));
+  return disks_[chunk.disk]->Sync();
+}
+
 std::vector<Status> Archive::CheckChunks(const ExtentRecord& extent) {
   std::vector<Status> out;
   for (size_t i = 0; i < extent.chunks.size(); i++) out.push_back(ReadChunk(extent, i).status());
   return out;
+}
+
+void Archive::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed,
+                           std::span<const uint8_t> payload) {
+  std::vector<std::vector<uint8_t>> chunks;
+  for (size_t i : failed) {
+    if (missing_.contains(extent.chunks[i].disk)) continue;  // cairn rebuild moves those
+    if (chunks.empty()) chunks = MakeChunks(payload, extent.redundancy);
+    Status st;
+    for (size_t good = 0; good < extent.chunks.size(); good++) {
+      if (std::find(failed.begin(), failed.end(), good) != failed.end()) continue;
+      auto header = ReadChunkHeader(extent, good);
+      st = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : header.status();
+      break;
+    }
+    if (st.ok()) {
+      LogInfo("repaired extent {} chunk {} on disk {} from the other chunks", extent.id, i, extent.chunks[i].disk);
+    } else {
+      LogError("cannot repair extent {} chunk {} on disk {}: {}", extent.id, i, extent.chunks[i].disk, st.message());
+    }
+  }
 }
 
 Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& extent) {
@@ -429,6 +477,7 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
   std::vector<std::optional<std::vector<uint8_t>>> chunks(extent.chunks.size());
   size_t have = 0;
   std::string failures;
+  std::vector<size_t> failed;
   // Data chunks first (a healthy read touches only them), then parity as needed.
   for (size_t i = 0; i < extent.chunks.size() && have < ChunksNeeded(r); i++) {
     const ChunkPlacement& chunk = extent.chunks[i];
@@ -439,6 +488,7 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
       continue;
     }
     failures += fmt::format("{}{}", failures.empty() ? "" : "; ", bytes.status().message());
+    failed.push_back(i);
     std::lock_guard lock(failures_mutex_);
     if (failed_disks_logged_.insert(chunk.disk).second) {
       LogError("disk {}: {} (further failures of this disk are not logged)", chunk.disk, bytes.status().message());
@@ -454,6 +504,7 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
   if (Crc32c(*payload) != extent.payload_crc) {
     return Status::Corruption(fmt::format("extent {}: the rebuilt payload does not match its checksum", extent.id));
   }
+  if (repair_on_read_ && !failed.empty()) RepairOnRead(extent, failed, *payload);
   return payload;
 }
 

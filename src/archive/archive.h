@@ -43,6 +43,7 @@ class Archive {
     bool read_only = false;  // open the catalog read-only (status)
     bool check_only = false; // fsck: do not refuse an inconsistent extent map, report it
     bool degraded = false;   // open even when disks are missing (they read as failed)
+    bool repair_on_read = true;  // rewrite a damaged chunk when a read rebuilt it
     std::vector<std::pair<std::string, std::string>> overrides;  // -o key=value
     // Wraps each opened disk (fault injection, accounting); null keeps them as they are.
     std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk> disk, size_t index)> wrap_disk;
@@ -115,6 +116,11 @@ class Archive {
   Result<std::vector<uint8_t>> ReadExtentPayload(const ExtentRecord& extent);
   // Reads and verifies chunk `index` of `extent`. Thread-safe.
   Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index);
+  // The header of chunk `index` (policy stamp, inode, ...), checked.
+  Result<ExtentHeader> ReadChunkHeader(const ExtentRecord& extent, size_t index);
+  // Rewrites chunk `index` of `extent` where it is, with `bytes` (from MakeChunks) and the
+  // header of a good chunk; skipped if the catalog no longer has that chunk there.
+  Status RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header, std::span<const uint8_t> bytes);
   // Reads and checks every chunk of an extent (fsck): one status per chunk.
   std::vector<Status> CheckChunks(const ExtentRecord& extent);
   // Disks that could not be opened (mounted with -o degraded), by index, with the reason.
@@ -126,6 +132,8 @@ class Archive {
  private:
   Archive() = default;
   Status LoadDisks(const OpenOptions& open);
+  // Rewrites the chunks a read found bad (on disks that are there), from the payload.
+  void RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed, std::span<const uint8_t> payload);
   Status RebuildAllocators();
 
   std::string dir_;
@@ -138,6 +146,7 @@ class Archive {
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<SpaceAllocator> allocators_;
   std::map<size_t, std::string> missing_;
+  bool repair_on_read_ = false;
   std::mutex failures_mutex_;
   std::set<uint32_t> failed_disks_logged_;  // guarded by failures_mutex_
   std::atomic<uint64_t> next_extent_id_{1};

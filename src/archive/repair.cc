@@ -23,12 +23,9 @@ Result<ExtentHeader> HeaderOfGoodChunk(Archive& archive, const ExtentRecord& ext
   Status last = Status::Corruption(fmt::format("extent {}: no readable chunk header", extent.id));
   for (size_t i = 0; i < extent.chunks.size(); i++) {
     if (bad.contains(i)) continue;
-    const ChunkPlacement& chunk = extent.chunks[i];
-    std::vector<uint8_t> block(kExtentHeaderSize);
-    Status st = archive.disk(chunk.disk).ReadAt(chunk.offset, block);
-    auto header = st.ok() ? DecodeExtentHeader(block, archive.disk(chunk.disk).Name()) : Result<ExtentHeader>(st);
-    if (header.ok() && header->extent_id == extent.id) return header;
-    last = header.ok() ? last : header.status();
+    auto header = archive.ReadChunkHeader(extent, i);
+    if (header.ok()) return header;
+    last = header.status();
   }
   return last;
 }
@@ -38,11 +35,8 @@ Result<ExtentHeader> HeaderOfGoodChunk(Archive& archive, const ExtentRecord& ext
 Status WriteChunk(Archive& archive, ExtentRecord& extent, size_t index, ExtentHeader header,
                   std::span<const uint8_t> bytes) {
   ChunkPlacement placement = extent.chunks[index];
-  header.chunk_index = static_cast<uint8_t>(index);
-  header.payload_crc = placement.crc;
-  header.payload_length = bytes.size();
-  bool moved = archive.missing_disks().contains(placement.disk);
-  if (moved) {
+  if (!archive.missing_disks().contains(placement.disk)) return archive.RewriteChunk(extent, index, header, bytes);
+  {
     std::lock_guard lock(archive.catalog_mutex());
     std::set<uint32_t> used;
     for (const ChunkPlacement& c : extent.chunks) used.insert(c.disk);
@@ -57,9 +51,11 @@ Status WriteChunk(Archive& archive, ExtentRecord& extent, size_t index, ExtentHe
                                          index));
     }
   }
+  header.chunk_index = static_cast<uint8_t>(index);
+  header.payload_crc = placement.crc;
+  header.payload_length = bytes.size();
   CAIRN_RETURN_IF_ERROR(WriteExtent(archive.disk(placement.disk), placement.offset, header, bytes));
   CAIRN_RETURN_IF_ERROR(archive.disk(placement.disk).Sync());
-  if (!moved) return Status::OK();
   std::lock_guard lock(archive.catalog_mutex());
   Catalog& catalog = archive.catalog();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] { return catalog.SetExtentChunk(extent.id, index, placement); }));

@@ -27,7 +27,7 @@ Result<std::unique_ptr<Archive>> OpenOffline(const std::string& dir) {
   CAIRN_RETURN_IF_ERROR(RefuseIfMounted(dir));
   Archive::OpenOptions open;
   open.degraded = true;
-  open.check_only = false;
+  open.repair_on_read = false;  // repair decides what to rewrite, and where
   return Archive::Open(dir, open);
 }
 

@@ -88,15 +88,13 @@ Result<std::vector<uint8_t>> JoinChunks(std::vector<std::optional<std::vector<ui
   }
   if (r.scheme != Redundancy::Scheme::kReedSolomon) {
     const auto& copy = *std::find_if(chunks.begin(), chunks.end(), [](const auto& c) { return c.has_value(); });
-    for (auto& c : chunks) {
-      if (!c) c = copy;
-    }
     return std::vector<uint8_t>(copy->begin(), copy->begin() + static_cast<ptrdiff_t>(payload_length));
   }
   uint64_t length = r.ChunkLength(payload_length);
   std::vector<int> erased;
   std::vector<uint8_t*> pointers;
-  for (size_t i = 0; i < chunks.size(); i++) {
+  bool data_complete = std::all_of(chunks.begin(), chunks.begin() + r.data_chunks, [](const auto& c) { return c.has_value(); });
+  for (size_t i = 0; i < chunks.size() && !data_complete; i++) {
     if (!chunks[i]) {
       erased.push_back(static_cast<int>(i));
       chunks[i].emplace(length, 0);

@@ -20,9 +20,9 @@ Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr);
 // The chunks of `payload`, redundancy.chunk_count() of them, each ChunkLength() bytes.
 std::vector<std::vector<uint8_t>> MakeChunks(std::span<const uint8_t> payload, const Redundancy& redundancy);
 
-// Rebuilds the payload from `chunks` (one entry per chunk; nullopt = lost or damaged).
-// Rebuilt chunks are filled in too, so that the caller can write them back. Corruption when
-// fewer chunks survive than the redundancy needs.
+// Rebuilds the payload from `chunks` (one entry per chunk; nullopt = lost, damaged or not
+// read; entries may be filled in while decoding). Corruption when too few survive. To
+// rewrite a damaged chunk, MakeChunks(payload) gives it back exactly as it was written.
 Result<std::vector<uint8_t>> JoinChunks(std::vector<std::optional<std::vector<uint8_t>>>& chunks,
                                         const Redundancy& redundancy, uint64_t payload_length);
 

@@ -167,3 +167,23 @@ def test_scrub_finds_and_rewrites_silent_corruption(archive):
     archive.fsck()
     archive.mount()
     assert read_file(archive.m("f")) == data
+
+
+def test_a_read_repairs_the_chunk_it_had_to_rebuild(archive):
+    make_archive(archive, 4)
+    os.setxattr(archive.mnt, "user.cairn.raid", b"rs-2-1")
+    data = random_bytes(5 * MiB, 90)
+    write_file(archive.m("f"), data)
+    archive.evict()
+    disk, offset = chunks_of(archive.m("f"))[1][0]  # segment 1, data chunk 0
+    archive.umount()
+    with open(disk_path(archive, disk), "r+b") as f:
+        f.seek(offset + 777)
+        f.write(b"\x00" * 32)
+    archive.mount()
+    assert read_file(archive.m("f")) == data
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert re.search(r"repaired extent \d+ chunk 0 on disk %d from the other chunks" % disk, log.read())
+    archive.umount()
+    archive.fsck()  # clean again without a scrub
+    archive.mount()
