@@ -291,8 +291,13 @@ Status Archive::LoadDisks(const OpenOptions& open) {
           fmt::format("{} is disk {} of this archive but the config lists it as disk {}", path, sb.disk_index, i));
     }
     if (sb.disk_size > (*disk)->Size()) {
-      return Status::Corruption(fmt::format("{} is {} bytes but was created with {} bytes (truncated?)", path,
-                                            (*disk)->Size(), sb.disk_size));
+      st = Status::Corruption(fmt::format("{} is {} bytes but was created with {} bytes (truncated?)", path,
+                                          (*disk)->Size(), sb.disk_size));
+      if (!open.degraded) return st;
+      missing_[i] = st.message();  // what is left of it is not trusted; rebuild moves its chunks
+      allocators_.emplace_back(0, 0);
+      disks_.push_back(MissingDisk(path, st.message()));
+      continue;
     }
     allocators_.emplace_back(sb.data_start, sb.disk_size / kBlockSize * kBlockSize);
     disks_.push_back(open.wrap_disk ? open.wrap_disk(std::move(*disk), i) : std::move(*disk));

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -18,6 +19,8 @@
 #include "archive/config.h"
 #include "archive/fsck.h"
 #include "backend/extent_format.h"
+#include "policy/resolver.h"
+#include "redundancy/striping.h"
 #include "util/size.h"
 
 namespace cairn {
@@ -118,18 +121,45 @@ int CmdStatus(const Args& args) {
   Archive& a = **archive;
   int pid = Archive::LockHolder(a.dir());
   Catalog::Totals totals;
-  std::vector<std::pair<uint64_t, uint64_t>> disk_use(a.disk_count());  // extents, bytes
+  std::vector<std::pair<uint64_t, uint64_t>> disk_use(a.disk_count());  // chunks, bytes
+  uint64_t degraded = 0;  // extents with chunks on missing or replaced disks
+  std::set<uint64_t> at_risk, unreadable;
+  std::vector<uint64_t> risky_files, lost_files, skip;
+  std::string risky_text, lost_text;
   {
     std::lock_guard lock(a.catalog_mutex());
     totals = a.catalog().ComputeTotals();
     totals.extent_bytes = 0;
+    std::set<uint32_t> down = a.options().rebuild_disks;
+    for (const auto& [disk, why] : a.missing_disks()) down.insert(static_cast<uint32_t>(disk));
     for (const auto& e : a.catalog().AllExtents()) {
+      size_t lost = 0;
       for (const ChunkPlacement& chunk : e.chunks) {
         disk_use[chunk.disk].first++;
         disk_use[chunk.disk].second += chunk.alloc_length;
         totals.extent_bytes += chunk.alloc_length;
+        lost += down.contains(chunk.disk);
+      }
+      if (lost > 0) {
+        degraded++;
+        if (e.chunks.size() - lost < ChunksNeeded(e.redundancy)) unreadable.insert(e.id);
+        else if (e.chunks.size() - lost == ChunksNeeded(e.redundancy)) at_risk.insert(e.id);
       }
     }
+    // Files with no redundancy left, or none at all to read from.
+    for (const auto& segment : a.catalog().AllSegments()) {
+      auto& list = unreadable.contains(segment.extent_id)  ? lost_files
+                   : at_risk.contains(segment.extent_id) ? risky_files
+                                                         : skip;
+      if (list.size() < 10 && (list.empty() || list.back() != segment.ino)) list.push_back(segment.ino);
+    }
+    auto paths = [&](const std::vector<uint64_t>& inos) {
+      std::string out;
+      for (uint64_t ino : inos) out += fmt::format("{}{}", out.empty() ? "" : ", ", PathOf(a.catalog(), ino));
+      return out;
+    };
+    risky_text = paths(risky_files);
+    lost_text = paths(lost_files);
   }
   uint64_t cached = 0;
   uint64_t cache_files = 0;
@@ -151,9 +181,11 @@ int CmdStatus(const Args& args) {
     fmt::print(
         "{{\"archive\":\"{}\",\"id\":\"{}\",\"mounted_by_pid\":{},\"inodes\":{},\"files_queued\":{},"
         "\"bytes_cached\":{},\"cache_files\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
-        "\"catalog_bytes\":{},\"policy_checks_queued\":{},\"disks\":[{}]}}\n",
+        "\"catalog_bytes\":{},\"policy_checks_queued\":{},\"extents_degraded\":{},\"extents_at_risk\":{},"
+        "\"extents_unreadable\":{},\"disks\":[{}]}}\n",
         a.dir(), a.options().archive_id, pid > 0 ? pid : 0, totals.inodes, totals.dirty_inodes, cached, cache_files,
-        totals.persisted_bytes, totals.extents, totals.extent_bytes, catalog_bytes, totals.policy_checks, disks);
+        totals.persisted_bytes, totals.extents, totals.extent_bytes, catalog_bytes, totals.policy_checks, degraded,
+        at_risk.size(), unreadable.size(), disks);
     return 0;
   }
   fmt::print("archive   {} (id {})\n", a.dir(), a.options().archive_id);
@@ -165,6 +197,12 @@ int CmdStatus(const Args& args) {
   fmt::print("catalog   {}\n", FormatSize(catalog_bytes));
   fmt::print("policy    {} file(s) or directories queued for a policy check by the reconciler\n",
              totals.policy_checks);
+  fmt::print("health    {}\n", degraded == 0 ? std::string("every extent has all its chunks")
+                                 : fmt::format("{} extent(s) degraded (cairn rebuild), {} without redundancy left, "
+                                               "{} unreadable",
+                                               degraded, at_risk.size(), unreadable.size()));
+  if (!risky_text.empty()) fmt::print("at risk   {}\n", risky_text);
+  if (!lost_text.empty()) fmt::print("lost      {}\n", lost_text);
   fmt::print("disks     {}\n", a.disk_count());
   for (size_t i = 0; i < a.disk_count(); i++) {
     fmt::print("  {:>3}  {:<28} {:>10} used of {:>10}  {} chunks{}\n", i, a.options().disks[i],

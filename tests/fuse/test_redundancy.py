@@ -85,6 +85,9 @@ def test_rs_4_2_survives_two_lost_disks_and_damage_on_two_more(archive):
         assert sha256(read_file(archive.m("safe", name))) == sha256(data), name
     status = cairn("status", archive.arch).stdout
     assert status.count("MISSING") == 2
+    assert re.search(r"health +\d+ extent\(s\) degraded \(cairn rebuild\), \d+ without redundancy left, 0 unreadable",
+                     status), status
+    assert "/safe/f0" in status  # the files whose extents lost both parity chunks are named
     with open(os.path.join(archive.arch, "cairn.log")) as log:
         text = log.read()
     for disk in lost:
