@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "cairn/disk.h"
 
@@ -38,6 +40,26 @@ class FaultDisk : public DiskWrapper {
     return fail;
   }
   FaultPlan& plan_;
+};
+
+// BadBlocksDisk reports read errors for byte ranges, like a disk with latent sector
+// errors: a read that touches one fails as a whole.
+class BadBlocksDisk : public DiskWrapper {
+ public:
+  BadBlocksDisk(std::unique_ptr<Disk> target, std::vector<std::pair<uint64_t, uint64_t>>& bad)
+      : DiskWrapper(std::move(target)), bad_(bad) {}
+
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override {
+    for (const auto& [start, length] : bad_) {
+      if (offset < start + length && start < offset + dst.size()) {
+        return Status::IOError(Name() + ": injected read error");
+      }
+    }
+    return DiskWrapper::ReadAt(offset, dst);
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, uint64_t>>& bad_;  // (offset, length), may change while in use
 };
 
 }  // namespace cairn::test

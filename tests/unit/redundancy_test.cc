@@ -1,0 +1,114 @@
+#include <catch2/catch.hpp>
+
+#include "archive/archive.h"
+#include "fault_disk.h"
+#include "redundancy/intra_disk.h"
+#include "redundancy/striping.h"
+#include "test_util.h"
+#include "util/coding.h"
+
+using namespace cairn;
+
+namespace {
+
+Redundancy Parse(const char* raid, const char* idr = "none") {
+  auto r = ParseRedundancy(raid, idr);
+  REQUIRE(r.ok());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("Striping: every loss the redundancy covers gives the payload back", "[striping]") {
+  for (const char* raid : {"none", "mirror-3", "rs-4-2", "rs-3-1", "rs-1-2"}) {
+    Redundancy r = Parse(raid);
+    for (size_t size : {1, 63, 4096 * 5 + 7, 1 << 20}) {
+      INFO(raid << " payload " << size);
+      auto payload = test::RandomBytes(size, static_cast<uint32_t>(size));
+      auto chunks = MakeChunks(payload, r);
+      REQUIRE(chunks.size() == r.chunk_count());
+      for (const auto& c : chunks) CHECK(c.size() == r.ChunkLength(size));
+      size_t tolerated = r.chunk_count() - ChunksNeeded(r);
+      // Every pattern of up to `tolerated` lost chunks, and one pattern too many.
+      for (uint32_t mask = 0; mask < (1u << chunks.size()); mask++) {
+        size_t lost = static_cast<size_t>(__builtin_popcount(mask));
+        if (lost > tolerated + 1) continue;
+        std::vector<std::optional<std::vector<uint8_t>>> have(chunks.size());
+        for (size_t i = 0; i < chunks.size(); i++) {
+          if (!(mask & (1u << i))) have[i] = chunks[i];
+        }
+        auto back = JoinChunks(have, r, size);
+        if (lost <= tolerated) {
+          REQUIRE(back.ok());
+          CHECK(*back == payload);
+        } else {
+          CHECK(back.status().IsCorruption());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Striping: parsing raid and idr values", "[striping]") {
+  CHECK(Parse("rs-10-4").chunk_count() == 14);
+  CHECK(Parse("mirror-2").chunk_count() == 2);
+  CHECK(Parse("none", "spc-16-1-s8").idr_scramble == 8);
+  CHECK(Parse("none", "spc-16-1").idr_scramble == 1);
+  CHECK_FALSE(ParseRedundancy("rs-0-2", "none").ok());
+  CHECK_FALSE(ParseRedundancy("mirror-9", "none").ok());
+  CHECK_FALSE(ParseRedundancy("raid5", "none").ok());
+  CHECK_FALSE(ParseRedundancy("none", "spc-16-2").ok());
+  CHECK(Parse("rs-4-2").ChunkLength(1000) == 256);  // a quarter, rounded up to 64
+}
+
+// A file-backed archive of six disks whose reads the test can fail block by block.
+TEST_CASE("Archive: degraded reads rebuild from intra-disk parity first, then from other disks", "[striping]") {
+  test::TempDir dir;
+  MkfsOptions mkfs;
+  mkfs.disk_count = 6;
+  mkfs.disk_size = 64 << 20;
+  REQUIRE(CreateArchive(dir / "a", mkfs).ok());
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> bad(6);
+  Archive::OpenOptions open;
+  open.repair_on_read = false;
+  open.wrap_disk = [&](std::unique_ptr<Disk> disk, size_t i) -> std::unique_ptr<Disk> {
+    return std::make_unique<test::BadBlocksDisk>(std::move(disk), bad[i]);
+  };
+  auto archive = Archive::Open(dir / "a", open);
+  REQUIRE(archive.ok());
+  auto payload = test::RandomBytes(3 << 20, 5);
+  Redundancy r = Parse("rs-4-2", "spc-16-1-s4");
+  auto extent = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 9, 0, payload, "raid=rs-4-2", r);
+  REQUIRE(extent.ok());
+  REQUIRE(extent->chunks.size() == 6);
+  auto read = [&]() { return (*archive)->ReadExtentPayload(*extent); };
+  REQUIRE(*read() == payload);
+
+  SECTION("a burst of unreadable blocks inside one chunk: intra-disk parity fixes it on that disk alone") {
+    const ChunkPlacement& c = extent->chunks[0];
+    bad[c.disk].push_back({c.offset + kExtentHeaderSize + 5 * kIdrBlockSize, 4 * kIdrBlockSize});
+    auto again = (*archive)->ReadChunk(*extent, 0);
+    REQUIRE(again.ok());  // the chunk itself decodes: IDR, not the other disks
+    CHECK(*read() == payload);
+  }
+  SECTION("two whole disks unreadable: Reed-Solomon rebuilds, the result is checked") {
+    bad[extent->chunks[1].disk].push_back({0, 64 << 20});
+    bad[extent->chunks[3].disk].push_back({0, 64 << 20});
+    CHECK(*read() == payload);
+  }
+  SECTION("three disks unreadable: a clear error, never wrong bytes") {
+    for (size_t i : {0, 2, 4}) bad[extent->chunks[i].disk].push_back({0, 64 << 20});
+    auto r3 = read();
+    REQUIRE_FALSE(r3.ok());
+    CHECK(r3.status().message().find("too few readable chunks (3 of 4 needed)") != std::string::npos);
+  }
+  SECTION("silent corruption in a data chunk is located and repaired by its checksum") {
+    const ChunkPlacement& c = extent->chunks[2];
+    uint8_t junk[16] = {1, 2, 3};
+    REQUIRE((*archive)->disk(c.disk).WriteAt(c.offset + kExtentHeaderSize + 70000, junk).ok());
+    CHECK((*archive)->ReadChunk(*extent, 2).ok());
+    CHECK(*read() == payload);
+  }
+  std::lock_guard lock((*archive)->catalog_mutex());
+  (*archive)->ReleaseUncommitted(*extent);
+}
