@@ -105,12 +105,13 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
   return 0;
 }
 
-int Repair(const std::string& dir, bool rebuild, bool progress, int64_t budget_ns) {
+int Repair(const std::string& dir, bool rebuild, bool progress, int64_t budget_ns, uint64_t rate) {
   auto archive = OpenOffline(dir);
   if (!archive.ok()) return Fail(1, archive.status().message());
   RepairOptions options;
   options.rebuild = rebuild;
   options.budget_ns = budget_ns;
+  options.rate = rate;
   bool tty = ::isatty(2);
   int64_t start = NowNs(), last = 0;
   if (progress) {
@@ -153,6 +154,30 @@ Result<int64_t> ParseDuration(const std::string& text) {
   return static_cast<int64_t>(value * scale * 1e9);
 }
 
+// The arguments of rebuild and scrub: the archive, --progress, --rate SIZE and, for scrub,
+// --budget DURATION. False on bad usage (with *error set when there is more to say).
+bool ParseRepairArgs(const Args& args, bool allow_budget, std::string* dir, bool* progress, int64_t* budget,
+                     uint64_t* rate, std::string* error) {
+  for (size_t i = 0; i < args.size(); i++) {
+    if (args[i] == "--progress") {
+      *progress = true;
+    } else if (allow_budget && args[i] == "--budget" && i + 1 < args.size()) {
+      auto d = ParseDuration(args[++i]);
+      if (!d.ok()) return *error = d.status().message(), false;
+      *budget = *d;
+    } else if (args[i] == "--rate" && i + 1 < args.size()) {
+      auto r = ParseSize(args[++i]);
+      if (!r.ok()) return *error = fmt::format("--rate: {}", r.status().message()), false;
+      *rate = *r;
+    } else if (dir->empty() && !args[i].starts_with("-")) {
+      *dir = args[i];
+    } else {
+      return false;
+    }
+  }
+  return !dir->empty();
+}
+
 }  // namespace
 
 int CmdDisk(const Args& args) {
@@ -164,32 +189,26 @@ int CmdDisk(const Args& args) {
 }
 
 int CmdRebuild(const Args& args) {
-  if (args.empty() || args.size() > 2 || (args.size() == 2 && args[1] != "--progress")) {
-    return Fail(2, "usage: cairn rebuild ARCHIVE [--progress]");
+  std::string dir, error;
+  bool progress = false;
+  int64_t budget = 0;
+  uint64_t rate = 0;
+  if (!ParseRepairArgs(args, false, &dir, &progress, &budget, &rate, &error)) {
+    return Fail(2, error.empty() ? "usage: cairn rebuild ARCHIVE [--progress] [--rate SIZE]" : error);
   }
-  return Repair(args[0], true, args.size() == 2, 0);
+  return Repair(dir, true, progress, 0, rate);
 }
 
 int CmdScrub(const Args& args) {
-  const char* usage = "usage: cairn scrub ARCHIVE [--progress] [--budget DURATION]";
-  std::string dir;
+  std::string dir, error;
   bool progress = false;
   int64_t budget = 0;
-  for (size_t i = 0; i < args.size(); i++) {
-    if (args[i] == "--progress") {
-      progress = true;
-    } else if (args[i] == "--budget" && i + 1 < args.size()) {
-      auto d = ParseDuration(args[++i]);
-      if (!d.ok()) return Fail(2, d.status().message());
-      budget = *d;
-    } else if (dir.empty() && !args[i].starts_with("-")) {
-      dir = args[i];
-    } else {
-      return Fail(2, usage);
-    }
+  uint64_t rate = 0;
+  if (!ParseRepairArgs(args, true, &dir, &progress, &budget, &rate, &error)) {
+    return Fail(2, error.empty() ? "usage: cairn scrub ARCHIVE [--progress] [--budget DURATION] [--rate SIZE]"
+                                 : error);
   }
-  if (dir.empty()) return Fail(2, usage);
-  return Repair(dir, false, progress, budget);
+  return Repair(dir, false, progress, budget, rate);
 }
 
 }  // namespace cairn

@@ -1,13 +1,14 @@
 # shellcheck shell=bash
-# Helpers shared by the cairn benchmarks (run.sh, policy.sh). Source it at the top level of the script, after
-# setting CAIRN (the cairn binary) and STEP_TIMEOUT (seconds per step); then call bench_check_prereqs and
-# bench_make_tmp.
+# Helpers shared by the cairn benchmarks (run.sh, policy.sh, redundancy.sh). Source it at the top level of the
+# script, after setting CAIRN (the cairn binary) and STEP_TIMEOUT (seconds per step); then call bench_check_prereqs
+# and bench_make_tmp.
 #
 # What a benchmark gets from here:
 #   TMP, T (a tmpfs of our own inside TMP), BIN, LOGS, MNTS     temp dirs, removed on exit
 #   cleanup on every exit path: unmounts what we mounted (newest first), stops only the pids we started
 #   run SYS CMD... / try CMD...       a step with a timeout; output in $LOGS/last.{out,err}
 #   cairn_mkfs / cairn_mount_existing / cairn_mount / cairn_unmount_and_fsck
+#   bench_mount_tmpfs DIR SIZE_KIB    one more tmpfs inside T (a device of its own), unmounted on exit
 #   R (results), NOTES, WARNINGS; median, rate, secs, fmt, ratio, verdict for the report
 # Set CLEANUP_CAIRN_UMOUNT=1 to have the cleanup try 'cairn umount' on cairn mounts before fusermount3.
 
@@ -38,6 +39,7 @@ FUSE_MOUNTS=()         # FUSE mountpoints this script mounted
 declare -A PID_TAG=()  # pid -> a string its cmdline must contain (guards against pid reuse)
 declare -A CAIRN_ARCH_OF=()  # cairn mountpoint -> its archive
 TMPFS_MOUNTED=0
+EXTRA_TMPFS=()        # more tmpfs mounts inside T (bench_mount_tmpfs), unmounted before T
 CHILD=""              # the step running in the background (see run)
 RC=0
 CLEANUP_CAIRN_UMOUNT=${CLEANUP_CAIRN_UMOUNT:-0}
@@ -77,6 +79,11 @@ cleanup() {
     unmount_fuse "$m"
   done
   for p in "${!PID_TAG[@]}"; do stop_pid "$p"; done
+  for ((i = ${#EXTRA_TMPFS[@]} - 1; i >= 0; i--)); do
+    m=${EXTRA_TMPFS[i]}
+    is_mounted "$m" || continue
+    umount "$m" 2>/dev/null || { sleep 1; umount "$m" 2>/dev/null; } || umount -l "$m" 2>/dev/null
+  done
   if ((TMPFS_MOUNTED)); then
     umount "$T" 2>/dev/null || { sleep 2; umount "$T" 2>/dev/null; } || umount -l "$T" 2>/dev/null
   fi
@@ -103,6 +110,14 @@ bench_make_tmp() {
   mem_total_kib=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
   mount -t tmpfs -o "size=$((mem_total_kib * 9 / 10))k,mode=0755" cairn-bench "$T" || die "cannot mount tmpfs on $T"
   TMPFS_MOUNTED=1
+}
+
+# bench_mount_tmpfs DIR SIZE_KIB: one more tmpfs (its own device, for tools that want one file system per disk),
+# unmounted on exit
+bench_mount_tmpfs() {
+  mkdir -p "$1"
+  mount -t tmpfs -o "size=${2}k,mode=0755" cairn-bench "$1" || die "cannot mount a tmpfs on $1"
+  EXTRA_TMPFS+=("$1")
 }
 
 # ---------------------------------------------------------------- failure reporting and steps

@@ -190,3 +190,48 @@ def test_a_read_repairs_the_chunk_it_had_to_rebuild(archive):
     archive.umount()
     archive.fsck()  # clean again without a scrub
     archive.mount()
+
+
+def _damage(archive, kind, layout, rng):
+    """Applies one kind of fault to the disk images of an unmounted 8-disk archive; returns the
+    mount options it then needs."""
+    some_chunks = [place for places in layout.values() for place in places]
+    if kind == "delete":
+        os.remove(disk_path(archive, 5))
+        return "degraded"
+    if kind == "truncate":
+        with open(disk_path(archive, 6), "r+b") as f:
+            f.truncate(os.fstat(f.fileno()).st_size // 2)
+        return "degraded"
+    if kind == "zero-burst":  # a latent sector burst inside chunks on two disks
+        for disk, offset in [p for p in some_chunks if p[0] in (1, 2)]:
+            with open(disk_path(archive, disk), "r+b") as f:
+                f.seek(offset + 3 * 4096)
+                f.write(b"\0" * (6 * 4096))
+        return None
+    if kind == "bit-flips":
+        for disk, offset in rng.sample(some_chunks, 6):
+            with open(disk_path(archive, disk), "r+b") as f:
+                for _ in range(3):
+                    f.seek(offset + rng.randrange(0, MiB))
+                    byte = f.read(1)
+                    f.seek(-1, 1)
+                    f.write(bytes([byte[0] ^ (1 << rng.randrange(8))]))
+        return None
+    raise AssertionError(kind)
+
+
+@pytest.mark.no_fsck
+@pytest.mark.parametrize("kind", ["delete", "truncate", "zero-burst", "bit-flips"])
+def test_faults_end_with_correct_bytes(archive, kind):
+    make_archive(archive, 8)
+    os.setxattr(archive.mnt, "user.cairn.raid", b"rs-4-2")
+    os.setxattr(archive.mnt, "user.cairn.idr", b"spc-16-1-s4")
+    data = random_bytes(16 * MiB + 3, 100)
+    write_file(archive.m("f"), data)
+    archive.evict()
+    layout = chunks_of(archive.m("f"))
+    archive.umount()
+    opts = _damage(archive, kind, layout, random.Random(kind))
+    archive.mount(opts)
+    assert sha256(read_file(archive.m("f"))) == sha256(data)
