@@ -177,8 +177,8 @@ Status Archive::CheckRaidFits(std::string_view raid) const {
   auto redundancy = ParseRedundancy(raid, "none");
   if (!redundancy.ok()) return redundancy.status();
   if (redundancy->chunk_count() <= disks_.size()) return Status::OK();
-  return Status::InvalidArgument(fmt::format("raid={} puts {} chunks on distinct disks; this archive has {} disks", raid,
-                                             redundancy->chunk_count(), disks_.size()));
+  return Status::InvalidArgument(fmt::format("raid={} puts {} chunks on distinct disks; this archive has {} disks",
+                                             raid, redundancy->chunk_count(), disks_.size()));
 }
 
 PolicyContext Archive::policy_context() const {
@@ -344,7 +344,8 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     for (size_t i : order) {
       if (record.chunks.size() == chunks.size()) break;
       if (auto offset = allocators_[i].Allocate(alloc_length)) {
-        record.chunks.push_back({static_cast<uint32_t>(i), *offset, alloc_length, Crc32c(chunks[record.chunks.size()])});
+        uint32_t crc = Crc32c(chunks[record.chunks.size()]);
+        record.chunks.push_back({static_cast<uint32_t>(i), *offset, alloc_length, crc});
       }
     }
     if (record.chunks.size() < chunks.size()) {

@@ -145,7 +145,8 @@ struct Checker {
       uint64_t want = ExtentAllocation(e.redundancy.ChunkLength(e.payload_length), e.redundancy.idr_scramble);
       for (const ChunkPlacement& chunk : e.chunks) {
         if (chunk.alloc_length != want) {
-          Problem("extent {}: chunk allocated {} bytes for a {}-byte payload", id, chunk.alloc_length, e.payload_length);
+          Problem("extent {}: chunk allocated {} bytes for a {}-byte payload", id, chunk.alloc_length,
+                  e.payload_length);
         }
       }
     }
@@ -167,7 +168,8 @@ struct Checker {
         }
         if (!disks.insert(c.disk).second) Problem("extent {} has two chunks on disk {}", id, c.disk);
         if (archive.missing_disks().contains(c.disk)) continue;
-        if (c.offset < kBlockSize || c.offset % kBlockSize != 0 || c.offset + c.alloc_length > archive.disk(c.disk).Size()) {
+        bool outside = c.offset + c.alloc_length > archive.disk(c.disk).Size();
+        if (c.offset < kBlockSize || c.offset % kBlockSize != 0 || outside) {
           Problem("extent {} at disk {} offset {} (+{}) is misaligned or outside the disk", id, c.disk, c.offset,
                   c.alloc_length);
         }

@@ -58,7 +58,8 @@ Status WriteExtent(Disk& disk, uint64_t offset, const ExtentHeader& header, std:
   auto encoded = EncodeExtentHeader(header);
   std::memcpy(buffer.data(), encoded.data(), encoded.size());
   if (scramble != 0) {
-    IdrEncode(payload, IdrParams{scramble}, std::span(buffer).subspan(kExtentHeaderSize, IdrEncodedSize(payload.size())));
+    std::span<uint8_t> image = std::span(buffer).subspan(kExtentHeaderSize, IdrEncodedSize(payload.size()));
+    IdrEncode(payload, IdrParams{scramble}, image);
   } else if (!payload.empty()) {
     std::memcpy(buffer.data() + kExtentHeaderSize, payload.data(), payload.size());
   }

@@ -35,7 +35,8 @@ Result<uint32_t> DiskIndex(const ArchiveOptions& options, const std::string& tex
   char* end = nullptr;
   unsigned long index = std::strtoul(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || index >= options.disks.size()) {
-    return Status::InvalidArgument(fmt::format("'{}' is not a disk of this archive (0..{})", text, options.disks.size() - 1));
+    return Status::InvalidArgument(
+        fmt::format("'{}' is not a disk of this archive (0..{})", text, options.disks.size() - 1));
   }
   return static_cast<uint32_t>(index);
 }

@@ -93,7 +93,8 @@ Result<std::vector<uint8_t>> JoinChunks(std::vector<std::optional<std::vector<ui
   uint64_t length = r.ChunkLength(payload_length);
   std::vector<int> erased;
   std::vector<uint8_t*> pointers;
-  bool data_complete = std::all_of(chunks.begin(), chunks.begin() + r.data_chunks, [](const auto& c) { return c.has_value(); });
+  bool data_complete =
+      std::all_of(chunks.begin(), chunks.begin() + r.data_chunks, [](const auto& c) { return c.has_value(); });
   for (size_t i = 0; i < chunks.size() && !data_complete; i++) {
     if (!chunks[i]) {
       erased.push_back(static_cast<int>(i));
