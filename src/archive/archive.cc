@@ -414,15 +414,22 @@ Status Archive::UnrefExtent(uint64_t extent_id) {
   return Status::OK();
 }
 
-Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size_t index) {
+Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired) {
   const ChunkPlacement& chunk = extent.chunks[index];
   if (chunk.disk >= disks_.size()) {
     return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, chunk.disk));
   }
+  if (auto missing = missing_.find(chunk.disk); missing != missing_.end()) {
+    return Status::IOError(fmt::format("disk {} is missing: {}", chunk.disk, missing->second));
+  }
   const Redundancy& r = extent.redundancy;
-  return ReadExtent(*disks_[chunk.disk], chunk.offset,
-                    ExtentExpectation{id_, extent.id, r.ChunkLength(extent.payload_length), chunk.crc,
-                                      static_cast<uint8_t>(index), r.idr_scramble});
+  std::vector<uint64_t> repaired;
+  auto bytes = ReadExtent(*disks_[chunk.disk], chunk.offset,
+                          ExtentExpectation{id_, extent.id, r.ChunkLength(extent.payload_length), chunk.crc,
+                                            static_cast<uint8_t>(index), r.idr_scramble},
+                          &repaired);
+  if (idr_repaired) *idr_repaired = bytes.ok() && !repaired.empty();
+  return bytes;
 }
 
 Result<ExtentHeader> Archive::ReadChunkHeader(const ExtentRecord& extent, size_t index) {
@@ -435,6 +442,17 @@ Result<ExtentHeader> Archive::ReadChunkHeader(const ExtentRecord& extent, size_t
                                           index, header->extent_id, header->chunk_index));
   }
   return header;
+}
+
+Result<ExtentHeader> Archive::ReadAnyChunkHeader(const ExtentRecord& extent) {
+  Status last = Status::Corruption(fmt::format("extent {}: no chunk header can be read", extent.id));
+  for (size_t i = 0; i < extent.chunks.size(); i++) {
+    if (missing_.contains(extent.chunks[i].disk)) continue;
+    auto header = ReadChunkHeader(extent, i);
+    if (header.ok()) return header;
+    last = header.status();
+  }
+  return last;
 }
 
 Status Archive::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
@@ -453,7 +471,14 @@ Status Archive::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHea
 
 std::vector<Status> Archive::CheckChunks(const ExtentRecord& extent) {
   std::vector<Status> out;
-  for (size_t i = 0; i < extent.chunks.size(); i++) out.push_back(ReadChunk(extent, i).status());
+  for (size_t i = 0; i < extent.chunks.size(); i++) {
+    bool idr_repaired = false;
+    Status st = ReadChunk(extent, i, &idr_repaired).status();
+    if (idr_repaired) {
+      st = Status::Corruption("damaged blocks, rebuilt by its intra-disk parity (cairn scrub rewrites them)");
+    }
+    out.push_back(st);
+  }
   return out;
 }
 
@@ -463,13 +488,8 @@ void Archive::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>
   for (size_t i : failed) {
     if (missing_.contains(extent.chunks[i].disk)) continue;  // cairn rebuild moves those
     if (chunks.empty()) chunks = MakeChunks(payload, extent.redundancy);
-    Status st;
-    for (size_t good = 0; good < extent.chunks.size(); good++) {
-      if (std::find(failed.begin(), failed.end(), good) != failed.end()) continue;
-      auto header = ReadChunkHeader(extent, good);
-      st = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : header.status();
-      break;
-    }
+    auto header = ReadAnyChunkHeader(extent);
+    Status st = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : header.status();
     if (st.ok()) {
       LogInfo("repaired extent {} chunk {} on disk {} from the other chunks", extent.id, i, extent.chunks[i].disk);
     } else {
@@ -487,10 +507,12 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
   // Data chunks first (a healthy read touches only them), then parity as needed.
   for (size_t i = 0; i < extent.chunks.size() && have < ChunksNeeded(r); i++) {
     const ChunkPlacement& chunk = extent.chunks[i];
-    auto bytes = ReadChunk(extent, i);
+    bool idr_repaired = false;
+    auto bytes = ReadChunk(extent, i, &idr_repaired);
     if (bytes.ok()) {
       chunks[i] = std::move(*bytes);
       have++;
+      if (idr_repaired) failed.push_back(i);  // good bytes from a bad spot: rewrite it
       continue;
     }
     failures += fmt::format("{}{}", failures.empty() ? "" : "; ", bytes.status().message());

@@ -114,10 +114,14 @@ class Archive {
   // (degraded read), the reconstruction checked against the payload CRC. Each disk's
   // first failure is logged. Thread-safe.
   Result<std::vector<uint8_t>> ReadExtentPayload(const ExtentRecord& extent);
-  // Reads and verifies chunk `index` of `extent`. Thread-safe.
-  Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index);
+  // Reads and verifies chunk `index` of `extent`; *idr_repaired says whether intra-disk
+  // parity had to rebuild blocks of it (the bytes are good, the disk is not). Thread-safe.
+  Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired = nullptr);
   // The header of chunk `index` (policy stamp, inode, ...), checked.
   Result<ExtentHeader> ReadChunkHeader(const ExtentRecord& extent, size_t index);
+  // The first chunk header of `extent` that reads and checks: the template for rewriting
+  // any chunk of it (the chunk's own fields are set by RewriteChunk).
+  Result<ExtentHeader> ReadAnyChunkHeader(const ExtentRecord& extent);
   // Rewrites chunk `index` of `extent` where it is, with `bytes` (from MakeChunks) and the
   // header of a good chunk; skipped if the catalog no longer has that chunk there.
   Status RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header, std::span<const uint8_t> bytes);

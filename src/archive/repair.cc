@@ -18,18 +18,6 @@ namespace {
 
 constexpr const char* kScrubCursor = "scrub_cursor";  // catalog meta: last extent id scrubbed
 
-// The header of a good chunk of `extent`, for rewriting another chunk of it.
-Result<ExtentHeader> HeaderOfGoodChunk(Archive& archive, const ExtentRecord& extent, const std::set<size_t>& bad) {
-  Status last = Status::Corruption(fmt::format("extent {}: no readable chunk header", extent.id));
-  for (size_t i = 0; i < extent.chunks.size(); i++) {
-    if (bad.contains(i)) continue;
-    auto header = archive.ReadChunkHeader(extent, i);
-    if (header.ok()) return header;
-    last = header.status();
-  }
-  return last;
-}
-
 // Writes chunk `index` of `extent`: in place when its disk is there, else on a disk that
 // holds no other chunk of the extent (then the catalog is updated).
 Status WriteChunk(Archive& archive, ExtentRecord& extent, size_t index, ExtentHeader header,
@@ -102,7 +90,9 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
         if (lost_disks.contains(extent.chunks[i].disk)) bad.insert(i);
         continue;
       }
-      Status st = archive.ReadChunk(extent, i).status();
+      bool idr_repaired = false;
+      Status st = archive.ReadChunk(extent, i, &idr_repaired).status();
+      if (st.ok() && idr_repaired) st = Status::Corruption("damaged blocks, rebuilt by its intra-disk parity");
       report.bytes_read += extent.redundancy.ChunkLength(extent.payload_length);
       if (!st.ok()) {
         bad.insert(i);
@@ -112,7 +102,7 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
     report.chunks_bad += bad.size();
     if (!bad.empty()) {
       auto payload = archive.ReadExtentPayload(extent);
-      auto header = payload.ok() ? HeaderOfGoodChunk(archive, extent, bad) : Result<ExtentHeader>(payload.status());
+      auto header = payload.ok() ? archive.ReadAnyChunkHeader(extent) : Result<ExtentHeader>(payload.status());
       if (!header.ok()) {
         report.extents_lost++;
         report.problems.push_back(fmt::format("extent {}: {}", extent.id, header.status().message()));

@@ -20,7 +20,7 @@
 
 namespace cairn {
 
-constexpr int kCatalogSchemaVersion = 2;
+constexpr int kCatalogSchemaVersion = 3;
 constexpr uint64_t kRootInode = 1;
 
 struct InodeRecord {

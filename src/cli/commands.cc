@@ -254,11 +254,20 @@ int CmdInspect(const Args& args) {
   auto header = DecodeExtentHeader(bytes, fmt::format("{} offset {}", d.Name(), offset));
   if (!header.ok()) return Fail(1, header.status().message());
   fmt::print("extent {} at {} offset {}\n  version {}\n  kind {}\n  archive {}\n  inode {}\n  file offset {}\n"
-             "  payload {} bytes, crc32c {:08x}\n  allocated {} bytes\n  policy {}\n",
+             "  payload {} bytes, crc32c {:08x}\n  allocated {} bytes\n  chunk {} of {} ({}{})\n  policy {}\n",
              header->extent_id, d.Name(), offset, header->version,
              header->kind == ExtentKind::kPack ? "pack" : "file segment", ArchiveIdToString(header->archive_id),
              header->inode, header->file_offset, header->payload_length, header->payload_crc,
-             ExtentAllocation(header->payload_length), header->policy_stamp);
+             ExtentAllocation(header->payload_length, header->redundancy.idr_scramble), header->chunk_index,
+             header->redundancy.chunk_count(),
+             header->redundancy.scheme == Redundancy::Scheme::kNone     ? std::string("no redundancy")
+             : header->redundancy.scheme == Redundancy::Scheme::kMirror ? fmt::format("mirror-{}",
+                                                                                      header->redundancy.chunk_count())
+                                                                        : fmt::format("rs-{}-{}",
+                                                                                      header->redundancy.data_chunks,
+                                                                                      header->redundancy.parity_chunks),
+             header->redundancy.idr_scramble ? fmt::format(", idr spc-16-1-s{}", header->redundancy.idr_scramble) : "",
+             header->policy_stamp);
   return 0;
 }
 

@@ -235,3 +235,22 @@ def test_faults_end_with_correct_bytes(archive, kind):
     opts = _damage(archive, kind, layout, random.Random(kind))
     archive.mount(opts)
     assert sha256(read_file(archive.m("f"))) == sha256(data)
+
+
+def test_intra_disk_parity_alone_repairs_a_single_disk_file(archive):
+    """raid=none with idr: a silently damaged block is rebuilt on that disk alone; scrub rewrites it."""
+    os.setxattr(archive.mnt, "user.cairn.idr", b"spc-16-1")
+    data = random_bytes(2 * MiB, 110)
+    write_file(archive.m("f"), data)
+    archive.evict()
+    [(disk, offset)] = chunks_of(archive.m("f"))[0]
+    archive.umount()
+    with open(disk_path(archive, disk), "r+b") as f:
+        f.seek(offset + 5 * 4096 + 10)
+        f.write(b"\xff" * 100)
+    r = cairn("fsck", archive.arch, check=False)
+    assert r.returncode != 0 and "rebuilt by its intra-disk parity" in r.stdout + r.stderr
+    assert "1 bad chunk(s), 1 repaired" in cairn("scrub", archive.arch).stdout
+    archive.fsck()
+    archive.mount()
+    assert read_file(archive.m("f")) == data
