@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct ArchiveOptions {
 
   std::string archive_id;          // 32 hex digits
   std::vector<std::string> disks;  // disk.N = path (relative to the archive or absolute)
+  // domain.N = NAME: the failure domain (enclosure, controller, host) of disk N. Chunks of
+  // one extent go to distinct domains; a disk without one is a domain of its own.
+  std::map<uint32_t, std::string> disk_domains;
   // --- Disk lifecycle (cairn disk fail / replace, cairn rebuild)
   std::set<uint32_t> failed_disks;   // treated as missing: their chunks are rebuilt from the others
   std::set<uint32_t> rebuild_disks;  // replaced and still empty: cairn rebuild fills them

@@ -173,12 +173,24 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   return archive;
 }
 
+std::string Archive::DomainOf(size_t disk) const {
+  auto it = options_.disk_domains.find(static_cast<uint32_t>(disk));
+  return it != options_.disk_domains.end() ? it->second : fmt::format("#disk{}", disk);
+}
+
 Status Archive::CheckRaidFits(std::string_view raid) const {
   auto redundancy = ParseRedundancy(raid, "none");
   if (!redundancy.ok()) return redundancy.status();
-  if (redundancy->chunk_count() <= disks_.size()) return Status::OK();
-  return Status::InvalidArgument(fmt::format("raid={} puts {} chunks on distinct disks; this archive has {} disks",
-                                             raid, redundancy->chunk_count(), disks_.size()));
+  std::set<std::string> domains;
+  for (size_t i = 0; i < disks_.size(); i++) domains.insert(DomainOf(i));
+  if (redundancy->chunk_count() <= domains.size()) return Status::OK();
+  if (domains.size() == disks_.size()) {
+    return Status::InvalidArgument(fmt::format("raid={} puts {} chunks on distinct disks; this archive has {} disks",
+                                               raid, redundancy->chunk_count(), disks_.size()));
+  }
+  return Status::InvalidArgument(fmt::format("raid={} puts {} chunks in distinct failure domains; this archive's {} "
+                                             "disks are in {} domains",
+                                             raid, redundancy->chunk_count(), disks_.size(), domains.size()));
 }
 
 PolicyContext Archive::policy_context() const {
@@ -341,17 +353,20 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     for (size_t i = 0; i < order.size(); i++) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t x, size_t y) { return allocators_[x].free_bytes() > allocators_[y].free_bytes(); });
+    std::set<std::string> used;  // failure domains
     for (size_t i : order) {
       if (record.chunks.size() == chunks.size()) break;
+      if (used.contains(DomainOf(i))) continue;
       if (auto offset = allocators_[i].Allocate(alloc_length)) {
+        used.insert(DomainOf(i));
         uint32_t crc = Crc32c(chunks[record.chunks.size()]);
         record.chunks.push_back({static_cast<uint32_t>(i), *offset, alloc_length, crc});
       }
     }
     if (record.chunks.size() < chunks.size()) {
       ReleaseUncommitted(record);
-      return Status::NoSpace(fmt::format("{} chunk(s) of {} bytes need as many disks with room; {} of the {} disks "
-                                         "have it",
+      return Status::NoSpace(fmt::format("{} chunk(s) of {} bytes need as many disks with room, in distinct failure "
+                                         "domains; only {} found among the {} disks",
                                          chunks.size(), alloc_length, record.chunks.size(), disks_.size()));
     }
   }

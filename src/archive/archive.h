@@ -66,8 +66,11 @@ class Archive {
   // rules in force stay. When the rules differ from those the catalog last saw, the whole
   // tree is queued for a policy check. Takes the catalog mutex.
   Status LoadRules();
-  // InvalidArgument when raid=`raid` needs more distinct disks than the archive has.
+  // InvalidArgument when raid=`raid` needs more distinct disks (or failure domains) than
+  // the archive has.
   Status CheckRaidFits(std::string_view raid) const;
+  // The failure domain of a disk: its domain.N name, or a domain of its own.
+  std::string DomainOf(size_t disk) const;
 
   std::mutex& catalog_mutex() { return catalog_mutex_; }
   Catalog& catalog() { return *catalog_; }                              // REQUIRES: catalog_mutex held

@@ -99,6 +99,11 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
                         line_no, o.disks.size(), key));
       }
       o.disks.push_back(value);
+    } else if (key.starts_with("domain.")) {
+      auto index = ParseCount(key, key.substr(7));
+      if (!index.ok()) return Status::InvalidArgument(fmt::format("{}:{}: {}", where, line_no, index.status().message()));
+      if (value.empty()) return Status::InvalidArgument(fmt::format("{}:{}: {} needs a name", where, line_no, key));
+      o.disk_domains[static_cast<uint32_t>(*index)] = value;
     } else if (key == "failed_disks" || key == "rebuild_disks") {
       auto& set = key == "failed_disks" ? o.failed_disks : o.rebuild_disks;
       std::istringstream list(value);
@@ -114,6 +119,10 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
   }
   if (o.archive_id.size() != 32) return Status::InvalidArgument(fmt::format("{}: archive_id missing or malformed", where));
   if (o.disks.empty()) return Status::InvalidArgument(fmt::format("{}: no disk.0 line: an archive needs disks", where));
+  if (!o.disk_domains.empty() && o.disk_domains.rbegin()->first >= o.disks.size()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: domain.{} names a disk the archive does not have", where, o.disk_domains.rbegin()->first));
+  }
   return o;
 }
 
@@ -136,6 +145,7 @@ std::string FormatConfig(const ArchiveOptions& o) {
   out += fmt::format("reconcile_rate = {}\n", o.reconcile_rate);
   out += fmt::format("reconcile_idle = {}\n", o.reconcile_idle_seconds);
   for (size_t i = 0; i < o.disks.size(); i++) out += fmt::format("disk.{} = {}\n", i, o.disks[i]);
+  for (const auto& [disk, domain] : o.disk_domains) out += fmt::format("domain.{} = {}\n", disk, domain);
   if (!o.failed_disks.empty()) out += fmt::format("failed_disks = {}\n", fmt::join(o.failed_disks, ","));
   if (!o.rebuild_disks.empty()) out += fmt::format("rebuild_disks = {}\n", fmt::join(o.rebuild_disks, ","));
   return out;

@@ -160,13 +160,15 @@ struct Checker {
     };
     std::map<uint32_t, std::map<uint64_t, Owner>> by_disk;
     for (const auto& [id, e] : extents) {
-      std::set<uint32_t> disks;
+      std::set<std::string> domains;
       for (const ChunkPlacement& c : e.chunks) {
         if (c.disk >= archive.disk_count()) {
           Problem("extent {} has a chunk on disk {}, but the archive has {} disks", id, c.disk, archive.disk_count());
           continue;
         }
-        if (!disks.insert(c.disk).second) Problem("extent {} has two chunks on disk {}", id, c.disk);
+        if (!domains.insert(archive.DomainOf(c.disk)).second) {
+          Problem("extent {} has two chunks in failure domain {} (disk {})", id, archive.DomainOf(c.disk), c.disk);
+        }
         if (archive.missing_disks().contains(c.disk)) continue;
         bool outside = c.offset + c.alloc_length > archive.disk(c.disk).Size();
         if (c.offset < kBlockSize || c.offset % kBlockSize != 0 || outside) {

@@ -26,11 +26,13 @@ Status WriteChunk(Archive& archive, ExtentRecord& extent, size_t index, ExtentHe
   if (!archive.missing_disks().contains(placement.disk)) return archive.RewriteChunk(extent, index, header, bytes);
   {
     std::lock_guard lock(archive.catalog_mutex());
-    std::set<uint32_t> used;
-    for (const ChunkPlacement& c : extent.chunks) used.insert(c.disk);
+    std::set<std::string> used;  // failure domains of the other chunks
+    for (size_t i = 0; i < extent.chunks.size(); i++) {
+      if (i != index) used.insert(archive.DomainOf(extent.chunks[i].disk));
+    }
     std::optional<uint64_t> offset;
     for (uint32_t d = 0; d < archive.disk_count() && !offset; d++) {
-      if (used.contains(d) || archive.missing_disks().contains(d)) continue;
+      if (used.contains(archive.DomainOf(d)) || archive.missing_disks().contains(d)) continue;
       offset = archive.allocator(d).Allocate(placement.alloc_length);
       if (offset) placement = ChunkPlacement{d, *offset, placement.alloc_length, placement.crc};
     }

@@ -254,3 +254,18 @@ def test_intra_disk_parity_alone_repairs_a_single_disk_file(archive):
     archive.fsck()
     archive.mount()
     assert read_file(archive.m("f")) == data
+
+
+def test_changing_raid_of_persisted_data_re_encodes_it(archive):
+    archive.remount("reconcile_idle=3600")
+    data = random_bytes(6 * MiB, 120)
+    write_file(archive.m("f"), data)
+    archive.evict()
+    assert all(len(places) == 1 for places in chunks_of(archive.m("f")).values())
+    os.setxattr(archive.m("f"), "user.cairn.raid", b"rs-2-1")
+    assert getx(archive.m("f"), "state") == "out-of-policy"
+    cairn("policy", "apply", archive.m("f"))
+    assert getx(archive.m("f"), "state") == "persisted"
+    assert all(len(places) == 3 for places in chunks_of(archive.m("f")).values())
+    archive.evict()
+    assert read_file(archive.m("f")) == data

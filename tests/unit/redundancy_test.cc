@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "archive/archive.h"
+#include "archive/config.h"
 #include "fault_disk.h"
 #include "redundancy/intra_disk.h"
 #include "redundancy/striping.h"
@@ -111,4 +114,32 @@ TEST_CASE("Archive: degraded reads rebuild from intra-disk parity first, then fr
   }
   std::lock_guard lock((*archive)->catalog_mutex());
   (*archive)->ReleaseUncommitted(*extent);
+}
+
+TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[striping]") {
+  test::TempDir dir;
+  MkfsOptions mkfs;
+  mkfs.disk_count = 6;
+  mkfs.disk_size = 16 << 20;
+  REQUIRE(CreateArchive(dir / "a", mkfs).ok());
+  auto options = LoadConfig(dir / "a/cairn.conf");
+  REQUIRE(options.ok());
+  for (uint32_t i = 0; i < 6; i++) options->disk_domains[i] = i < 2 ? "shelf-a" : i < 4 ? "shelf-b" : "shelf-c";
+  REQUIRE(SaveConfig(dir / "a", *options).ok());
+  auto archive = Archive::Open(dir / "a", {});
+  REQUIRE(archive.ok());
+  CHECK((*archive)->CheckRaidFits("rs-2-1").ok());
+  Status too_wide = (*archive)->CheckRaidFits("rs-3-1");
+  CHECK(too_wide.message() == "raid=rs-3-1 puts 4 chunks in distinct failure domains; this archive's 6 disks are in 3 "
+                              "domains");
+  for (int round = 0; round < 5; round++) {
+    auto payload = test::RandomBytes(100000, round);
+    auto extent = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, "", Parse("rs-2-1"));
+    REQUIRE(extent.ok());
+    std::set<std::string> domains;
+    for (const auto& c : extent->chunks) domains.insert((*archive)->DomainOf(c.disk));
+    CHECK(domains.size() == 3);
+    std::lock_guard lock((*archive)->catalog_mutex());
+    (*archive)->ReleaseUncommitted(*extent);
+  }
 }
