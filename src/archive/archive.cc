@@ -359,8 +359,9 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
       if (used.contains(DomainOf(i))) continue;
       if (auto offset = allocators_[i].Allocate(alloc_length)) {
         used.insert(DomainOf(i));
-        uint32_t crc = Crc32c(chunks[record.chunks.size()]);
-        record.chunks.push_back({static_cast<uint32_t>(i), *offset, alloc_length, crc});
+        const auto& bytes = chunks[record.chunks.size()];
+        record.chunks.push_back({static_cast<uint32_t>(i), *offset, alloc_length, Crc32c(bytes),
+                                 ComputeDigest(redundancy.checksum, bytes)});
       }
     }
     if (record.chunks.size() < chunks.size()) {
@@ -379,6 +380,7 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     header.file_offset = file_offset;
     header.payload_length = chunks[i].size();
     header.payload_crc = record.chunks[i].crc;
+    header.digest = record.chunks[i].digest;
     header.chunk_index = static_cast<uint8_t>(i);
     header.redundancy = redundancy;
     header.policy_stamp = policy_stamp;
@@ -441,7 +443,7 @@ Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size
   std::vector<uint64_t> repaired;
   auto bytes = ReadExtent(*disks_[chunk.disk], chunk.offset,
                           ExtentExpectation{id_, extent.id, r.ChunkLength(extent.payload_length), chunk.crc,
-                                            static_cast<uint8_t>(index), r.idr_scramble},
+                                            static_cast<uint8_t>(index), r.idr_scramble, r.checksum, chunk.digest},
                           &repaired);
   if (idr_repaired) *idr_repaired = bytes.ok() && !repaired.empty();
   return bytes;
@@ -475,6 +477,7 @@ Status Archive::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHea
   const ChunkPlacement& chunk = extent.chunks[index];
   header.chunk_index = static_cast<uint8_t>(index);
   header.payload_crc = chunk.crc;
+  header.digest = chunk.digest;
   header.payload_length = bytes.size();
   // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
   std::lock_guard lock(catalog_mutex_);
@@ -541,8 +544,17 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
     return Status::Corruption(fmt::format("extent {}: too few readable chunks ({} of {} needed): {}", extent.id, have,
                                           ChunksNeeded(r), failures));
   }
+  std::vector<bool> read_ok(chunks.size());
+  for (size_t i = 0; i < chunks.size(); i++) read_ok[i] = chunks[i].has_value();
   auto payload = JoinChunks(chunks, r, extent.payload_length);
   if (!payload.ok()) return payload.status();
+  for (size_t i = 0; i < r.data_chunks && r.checksum != ChecksumType::kCrc32c; i++) {
+    if (read_ok[i] || !chunks[i]) continue;  // a rebuilt data chunk must match its own digest too
+    if (ComputeDigest(r.checksum, *chunks[i]) != extent.chunks[i].digest) {
+      return Status::Corruption(fmt::format("extent {}: rebuilt chunk {} does not match its {}", extent.id, i,
+                                            ChecksumName(r.checksum)));
+    }
+  }
   // A reconstruction is only as good as its check: never hand out unverified bytes.
   if (Crc32c(*payload) != extent.payload_crc) {
     return Status::Corruption(fmt::format("extent {}: the rebuilt payload does not match its checksum", extent.id));

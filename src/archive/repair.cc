@@ -43,6 +43,7 @@ Status WriteChunk(Archive& archive, ExtentRecord& extent, size_t index, ExtentHe
   }
   header.chunk_index = static_cast<uint8_t>(index);
   header.payload_crc = placement.crc;
+  header.digest = placement.digest;
   header.payload_length = bytes.size();
   CAIRN_RETURN_IF_ERROR(WriteExtent(archive.disk(placement.disk), placement.offset, header, bytes));
   CAIRN_RETURN_IF_ERROR(archive.disk(placement.disk).Sync());

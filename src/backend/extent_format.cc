@@ -93,19 +93,22 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
 }
 
 // Extent header layout (little-endian), one 4096-byte block:
-//   0 magic[8] | 8 u16 version | 10 u16 header_len (76 + stamp_len) | 12 u8 kind
+//   0 magic[8] | 8 u16 version | 10 u16 header_len (76 + stamp_len + digest_len)
+//   12 u8 kind (bits 0-3) and checksum type (bits 4-7)
 //   13 u8 chunk_index | 14 u8 scheme | 15 u8 data_chunks
 //   16 archive_id[16] | 32 u64 extent_id | 40 u64 inode | 48 u64 file_offset
 //   56 u64 payload_length | 64 u32 masked crc32c(payload) | 68 u16 stamp_len
 //   70 u8 parity_chunks | 71 u8 idr_scramble
-//   72 policy stamp[stamp_len] | 72+stamp_len u32 masked crc32c(bytes [0, 72+stamp_len)) | zeros
+//   72 policy stamp[stamp_len] | digest[digest_len] (0, 8 or 32 bytes by checksum type)
+//   then u32 masked crc32c of every byte before it | zeros
 std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h) {
   std::array<uint8_t, kExtentHeaderSize> out{};
   size_t stamp_len = std::min(h.policy_stamp.size(), kMaxPolicyStamp);
+  size_t digest_len = DigestSize(h.redundancy.checksum);
   std::memcpy(out.data(), kExtentMagic, 8);
   PutFixed16(&out[8], h.version);
-  PutFixed16(&out[10], static_cast<uint16_t>(76 + stamp_len));
-  out[12] = static_cast<uint8_t>(h.kind);
+  PutFixed16(&out[10], static_cast<uint16_t>(76 + stamp_len + digest_len));
+  out[12] = static_cast<uint8_t>(static_cast<uint8_t>(h.kind) | static_cast<uint8_t>(h.redundancy.checksum) << 4);
   out[13] = h.chunk_index;
   out[14] = static_cast<uint8_t>(h.redundancy.scheme);
   out[15] = h.redundancy.data_chunks;
@@ -119,7 +122,9 @@ std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h)
   PutFixed32(&out[64], MaskCrc(h.payload_crc));
   PutFixed16(&out[68], static_cast<uint16_t>(stamp_len));
   std::memcpy(&out[72], h.policy_stamp.data(), stamp_len);
-  PutFixed32(&out[72 + stamp_len], MaskCrc(Crc32c({out.data(), 72 + stamp_len})));
+  std::memcpy(&out[72 + stamp_len], h.digest.data(), digest_len);
+  size_t end = 72 + stamp_len + digest_len;
+  PutFixed32(&out[end], MaskCrc(Crc32c({out.data(), end})));
   return out;
 }
 
@@ -136,13 +141,17 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
   }
   uint16_t header_len = GetFixed16(&bytes[10]);
   uint16_t stamp_len = GetFixed16(&bytes[68]);
-  if (stamp_len > kMaxPolicyStamp || header_len != 76 + stamp_len) {
+  uint8_t checksum = bytes[12] >> 4;
+  size_t digest_len = checksum <= static_cast<uint8_t>(ChecksumType::kSha256)
+                          ? DigestSize(static_cast<ChecksumType>(checksum)) : 0;
+  if (stamp_len > kMaxPolicyStamp || header_len != 76 + stamp_len + digest_len) {
     return Status::Corruption(
         fmt::format("{}: extent header length {} does not fit its policy stamp of {} bytes", where, header_len,
                     stamp_len));
   }
-  uint32_t stored = UnmaskCrc(GetFixed32(&bytes[72 + stamp_len]));
-  uint32_t actual = Crc32c(bytes.first(72 + stamp_len));
+  size_t end = 72 + stamp_len + digest_len;
+  uint32_t stored = UnmaskCrc(GetFixed32(&bytes[end]));
+  uint32_t actual = Crc32c(bytes.first(end));
   if (stored != actual) {
     return Status::Corruption(
         fmt::format("{}: extent header checksum mismatch (want={:08x} have={:08x})", where, stored, actual));
@@ -153,7 +162,10 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
     return Status::NotSupported(fmt::format("{}: extent format version {} is not supported (this cairn reads {})",
                                             where, h.version, kFormatVersion));
   }
-uint8_t kind = bytes[12];
+  uint8_t kind = bytes[12] & 0x0f;
+  if (checksum > static_cast<uint8_t>(ChecksumType::kSha256)) {
+    return Status::Corruption(fmt::format("{}: unknown checksum type {}", where, checksum));
+  }
   if (kind != static_cast<uint8_t>(ExtentKind::kFileSegment) && kind != static_cast<uint8_t>(ExtentKind::kPack)) {
     return Status::Corruption(fmt::format("{}: unknown extent kind {}", where, kind));
   }
@@ -173,6 +185,8 @@ uint8_t kind = bytes[12];
   h.redundancy.parity_chunks = bytes[70];
   h.redundancy.idr_scramble = bytes[71];
   h.policy_stamp.assign(reinterpret_cast<const char*>(&bytes[72]), stamp_len);
+  h.redundancy.checksum = static_cast<ChecksumType>(checksum);
+  std::memcpy(h.digest.data(), &bytes[72 + stamp_len], digest_len);
   return h;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cairn/status.h"
+#include "redundancy/checksum.h"
 
 namespace cairn {
 
@@ -41,7 +42,7 @@ constexpr char kExtentMagic[8] = {'C', 'A', 'I', 'R', 'N', 'E', 'X', 'T'};
 // The header fills one block, so payloads start block aligned; it holds 76 fixed bytes
 // and the policy stamp.
 constexpr uint16_t kExtentHeaderSize = 4096;
-constexpr size_t kMaxPolicyStamp = kExtentHeaderSize - 76;
+constexpr size_t kMaxPolicyStamp = kExtentHeaderSize - 76 - sizeof(Digest);
 
 // Persisted values: never renumber.
 enum class ExtentKind : uint8_t {
@@ -61,6 +62,7 @@ struct Redundancy {
   uint8_t data_chunks = 1;
   uint8_t parity_chunks = 0;
   uint8_t idr_scramble = 0;  // 0: no intra-disk redundancy; else SPC 16+1 with this scrambling
+  ChecksumType checksum = ChecksumType::kCrc32c;  // kept with each chunk besides its CRC32C
   size_t chunk_count() const { return scheme == Scheme::kMirror ? 1u + parity_chunks : data_chunks + parity_chunks; }
   // Bytes of payload each chunk carries (RS slices are padded to a multiple of 64).
   uint64_t ChunkLength(uint64_t payload_length) const;
@@ -78,6 +80,7 @@ struct ExtentHeader {
   uint32_t payload_crc = 0;     // unmasked CRC32C of those bytes
   uint8_t chunk_index = 0;
   Redundancy redundancy;
+  Digest digest{};  // of this chunk's bytes, per redundancy.checksum
   // The fully resolved policy the payload was written with ("raid=none ... plugins=none
   // policy=cold"), so the extent decodes after the policy definitions change.
   std::string policy_stamp;

@@ -95,14 +95,27 @@ Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const Exten
     return Status::Corruption(fmt::format("{}: extent {} header checksum {:08x} differs from the catalog's {:08x}",
                                           where, expect.extent_id, header->payload_crc, expect.payload_crc));
   }
-  if (expect.idr_scramble != 0) return DecodeWithIdr(disk, offset + kExtentHeaderSize, expect, where, repaired);
-  // The payload goes straight into its own buffer: no copy on the read path.
-  std::vector<uint8_t> payload(expect.payload_length);
-  CAIRN_RETURN_IF_ERROR(disk.ReadAt(offset + kExtentHeaderSize, payload));
-  uint32_t actual = Crc32c(payload);
-  if (actual != expect.payload_crc) {
-    return Status::Corruption(fmt::format("{}: extent {} payload checksum mismatch (want={:08x} have={:08x})", where,
-                                          expect.extent_id, expect.payload_crc, actual));
+  if (header->redundancy.checksum != expect.checksum || header->digest != expect.digest) {
+    return Status::Corruption(fmt::format("{}: extent {} header {} digest differs from the catalog's", where,
+                                          expect.extent_id, ChecksumName(expect.checksum)));
+  }
+  Result<std::vector<uint8_t>> payload = std::vector<uint8_t>();
+  if (expect.idr_scramble != 0) {
+    payload = DecodeWithIdr(disk, offset + kExtentHeaderSize, expect, where, repaired);
+  } else {
+    // The payload goes straight into its own buffer: no copy on the read path.
+    payload->resize(expect.payload_length);
+    CAIRN_RETURN_IF_ERROR(disk.ReadAt(offset + kExtentHeaderSize, *payload));
+    uint32_t actual = Crc32c(*payload);
+    if (actual != expect.payload_crc) {
+      return Status::Corruption(fmt::format("{}: extent {} payload checksum mismatch (want={:08x} have={:08x})",
+                                            where, expect.extent_id, expect.payload_crc, actual));
+    }
+  }
+  if (payload.ok() && expect.checksum != ChecksumType::kCrc32c &&
+      ComputeDigest(expect.checksum, *payload) != expect.digest) {
+    return Status::Corruption(fmt::format("{}: extent {} chunk {} {} mismatch", where, expect.extent_id,
+                                          expect.chunk_index, ChecksumName(expect.checksum)));
   }
   return payload;
 }

@@ -24,6 +24,8 @@ struct ExtentExpectation {
   uint32_t payload_crc = 0;
   uint8_t chunk_index = 0;
   uint8_t idr_scramble = 0;
+  ChecksumType checksum = ChecksumType::kCrc32c;
+  Digest digest{};  // for checksum types other than crc32c
 };
 
 // Reads the extent at `offset`, checks header, identity, length and payload CRC, and

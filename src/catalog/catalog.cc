@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstring>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -81,20 +82,22 @@ SegmentRecord ReadSegment(Statement& s) {
   return SegmentRecord{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.Int(5) != 0};
 }
 
-// Redundancy packed into one integer: scheme | data << 8 | parity << 16 | idr << 24.
+// Redundancy packed into one integer: scheme | data << 8 | parity << 16 | idr << 24 |
+// checksum << 32.
 uint64_t EncodeRedundancy(const Redundancy& r) {
   return static_cast<uint64_t>(r.scheme) | uint64_t{r.data_chunks} << 8 | uint64_t{r.parity_chunks} << 16 |
-         uint64_t{r.idr_scramble} << 24;
+         uint64_t{r.idr_scramble} << 24 | static_cast<uint64_t>(r.checksum) << 32;
 }
 
 Redundancy DecodeRedundancy(uint64_t v) {
   return Redundancy{static_cast<Redundancy::Scheme>(v & 0xff), static_cast<uint8_t>(v >> 8),
-                    static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 24)};
+                    static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 24),
+                    static_cast<ChecksumType>((v >> 32) & 0xff)};
 }
 
-// Chunk placements as a blob of 28-byte records: u32 disk, u64 offset, u64 alloc_length,
-// u32 crc, u32 reserved (little-endian).
-constexpr size_t kChunkRecordSize = 28;
+// Chunk placements as a blob of 60-byte records: u32 disk, u64 offset, u64 alloc_length,
+// u32 crc, u32 reserved, u8[32] digest (little-endian).
+constexpr size_t kChunkRecordSize = 60;
 
 std::vector<uint8_t> EncodeChunks(const std::vector<ChunkPlacement>& chunks) {
   std::vector<uint8_t> out(chunks.size() * kChunkRecordSize, 0);
@@ -104,6 +107,7 @@ std::vector<uint8_t> EncodeChunks(const std::vector<ChunkPlacement>& chunks) {
     PutFixed64(p + 4, chunks[i].offset);
     PutFixed64(p + 12, chunks[i].alloc_length);
     PutFixed32(p + 20, chunks[i].crc);
+    std::memcpy(p + 28, chunks[i].digest.data(), chunks[i].digest.size());
   }
   return out;
 }
@@ -112,7 +116,8 @@ std::vector<ChunkPlacement> DecodeChunks(const std::vector<uint8_t>& blob) {
   std::vector<ChunkPlacement> out(blob.size() / kChunkRecordSize);
   for (size_t i = 0; i < out.size(); i++) {
     const uint8_t* p = &blob[i * kChunkRecordSize];
-    out[i] = ChunkPlacement{GetFixed32(p), GetFixed64(p + 4), GetFixed64(p + 12), GetFixed32(p + 20)};
+    out[i] = ChunkPlacement{GetFixed32(p), GetFixed64(p + 4), GetFixed64(p + 12), GetFixed32(p + 20), {}};
+    std::memcpy(out[i].digest.data(), p + 28, out[i].digest.size());
   }
   return out;
 }

@@ -66,6 +66,7 @@ struct ChunkPlacement {
   uint64_t offset = 0;
   uint64_t alloc_length = 0;
   uint32_t crc = 0;  // CRC32C of the chunk's bytes (before intra-disk parity)
+  Digest digest{};   // their digest by the extent's checksum type (zeros for crc32c)
   bool operator==(const ChunkPlacement&) const = default;
 };
 

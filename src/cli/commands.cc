@@ -14,6 +14,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "archive/archive.h"
 #include "archive/config.h"
@@ -254,10 +255,14 @@ int CmdInspect(const Args& args) {
   auto header = DecodeExtentHeader(bytes, fmt::format("{} offset {}", d.Name(), offset));
   if (!header.ok()) return Fail(1, header.status().message());
   fmt::print("extent {} at {} offset {}\n  version {}\n  kind {}\n  archive {}\n  inode {}\n  file offset {}\n"
-             "  payload {} bytes, crc32c {:08x}\n  allocated {} bytes\n  chunk {} of {} ({}{})\n  policy {}\n",
+             "  payload {} bytes, crc32c {:08x}{}\n  allocated {} bytes\n  chunk {} of {} ({}{})\n  policy {}\n",
              header->extent_id, d.Name(), offset, header->version,
              header->kind == ExtentKind::kPack ? "pack" : "file segment", ArchiveIdToString(header->archive_id),
              header->inode, header->file_offset, header->payload_length, header->payload_crc,
+             header->redundancy.checksum == ChecksumType::kCrc32c
+                 ? std::string()
+                 : fmt::format(", {} {:02x}", ChecksumName(header->redundancy.checksum),
+                               fmt::join(std::span(header->digest).first(DigestSize(header->redundancy.checksum)), "")),
              ExtentAllocation(header->payload_length, header->redundancy.idr_scramble), header->chunk_index,
              header->redundancy.chunk_count(),
              header->redundancy.scheme == Redundancy::Scheme::kNone     ? std::string("no redundancy")

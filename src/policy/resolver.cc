@@ -198,7 +198,7 @@ bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy) {
 
 Result<Redundancy> RedundancyOfStamp(const std::string& stamp) {
   auto fields = StampFields(stamp);
-  return ParseRedundancy(fields["raid"], fields["idr"]);
+  return ParseRedundancy(fields["raid"], fields["idr"], fields.contains("checksum") ? fields["checksum"] : "crc32c");
 }
 
 std::string LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key) {

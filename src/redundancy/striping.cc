@@ -37,7 +37,7 @@ bool ParseNumbers(std::string_view text, std::initializer_list<uint64_t*> out) {
 
 }  // namespace
 
-Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr) {
+Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr, std::string_view checksum) {
   Redundancy r;
   uint64_t a = 0, b = 0;
   if (raid == "none") {
@@ -55,6 +55,9 @@ Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr) 
   auto params = ParseIdr(idr);
   if (!params.ok()) return params.status();
   if (*params) r.idr_scramble = static_cast<uint8_t>((*params)->scramble);
+  auto type = ParseChecksum(checksum);
+  if (!type.ok()) return type.status();
+  r.checksum = *type;
   return r;
 }
 

@@ -14,8 +14,10 @@
 
 namespace cairn {
 
-// raid = none | mirror-N | rs-K-M and idr = none | spc-16-1[-sS], as in user.cairn.*.
-Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr);
+// raid = none | mirror-N | rs-K-M, idr = none | spc-16-1[-sS] and checksum = crc32c |
+// xxh3 | sha256, as in user.cairn.*.
+Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr,
+                                   std::string_view checksum = "crc32c");
 
 // The chunks of `payload`, redundancy.chunk_count() of them, each ChunkLength() bytes.
 std::vector<std::vector<uint8_t>> MakeChunks(std::span<const uint8_t> payload, const Redundancy& redundancy);

@@ -37,7 +37,7 @@ while (($#)); do
     --quick) quick=1 ;;
     --reps) reps=${2:?--reps needs a number}; shift ;;
     --reps=*) reps=${1#--reps=} ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "usage: $0 [--quick] [--reps N]" >&2; exit 2 ;;
   esac
   shift
@@ -464,7 +464,10 @@ snapraid_phase
 # ---------------------------------------------------------------- report
 echo
 echo "cairn redundancy benchmark — $( ((quick)) && echo "quick" || echo "full") run, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $((mem_total_kib / 1024 / 1024)) GiB RAM, kernel $(uname -r)"
-echo "cairn: $CAIRN ($(cairn_revision)); ec_bench built from $repo ($(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "?")$(git -C "$repo" diff --quiet HEAD -- src 2>/dev/null || echo "+dirty"))"
+# cairn_revision falls back to this tree's HEAD when the binary is not in a git tree: say so instead
+if git -C "$(dirname "$CAIRN")" rev-parse --show-toplevel >/dev/null 2>&1; then bin_rev=$(cairn_revision); else
+  bin_rev="not built in a git tree"; fi
+echo "cairn: $CAIRN ($bin_rev); ec_bench built from $repo ($(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "?")$(git -C "$repo" diff --quiet HEAD -- src 2>/dev/null || echo "+dirty"))"
 echo "reps: $reps (median); archives: $NDISKS disks x $(human_mib "$DISK_MIB") (sparse images) on tmpfs, segments of $SEG_MIB MiB, mounted with -o $MOUNT_OPTS"
 echo "load average at start: $LOAD_START, at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on this machine skews the numbers)"
 echo

@@ -269,3 +269,25 @@ def test_changing_raid_of_persisted_data_re_encodes_it(archive):
     assert all(len(places) == 3 for places in chunks_of(archive.m("f")).values())
     archive.evict()
     assert read_file(archive.m("f")) == data
+
+
+@pytest.mark.parametrize("checksum", ["xxh3", "sha256"])
+def test_strong_checksums_are_stored_and_verified(archive, checksum):
+    os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
+    os.setxattr(archive.mnt, "user.cairn.checksum", checksum.encode())
+    data = random_bytes(3 * MiB, 130)
+    write_file(archive.m("f"), data)
+    archive.evict()
+    (disk, offset), _ = chunks_of(archive.m("f"))[0]
+    out = cairn("inspect", archive.arch, "--disk", str(disk), "--offset", str(offset - 4096)).stdout
+    assert re.search(r"crc32c [0-9a-f]{8}, %s [0-9a-f]{%d}$" % (checksum, 16 if checksum == "xxh3" else 64), out, re.M), out
+    assert f"checksum={checksum}" in out
+    archive.umount()
+    with open(disk_path(archive, disk), "r+b") as f:
+        f.seek(offset + 999)
+        f.write(b"\x55" * 8)
+    archive.mount()
+    assert read_file(archive.m("f")) == data  # the other copy, and the damaged one rewritten
+    archive.umount()
+    archive.fsck()
+    archive.mount()

@@ -8,6 +8,8 @@
 #include "test_util.h"
 #include "util/coding.h"
 
+#include <fmt/format.h>
+
 using namespace cairn;
 
 namespace {
@@ -67,7 +69,7 @@ TEST_CASE("ExtentHeader: every anomaly is a clear error") {
   }
   SECTION("flipped bit anywhere in the checked range") {
     for (size_t byte = 12; byte < 72 + SampleHeader().policy_stamp.size(); byte += 7) {
-      if (byte == 68 || byte == 69) continue;  // the stamp length: see below
+      if (byte == 12 || byte == 68 || byte == 69) continue;  // checksum type, stamp length: they set the length
       auto copy = good;
       copy[byte] ^= 0x10;
       auto r = DecodeExtentHeader(copy, "x");
@@ -91,10 +93,10 @@ TEST_CASE("ExtentHeader: every anomaly is a clear error") {
     CHECK(Mentions(r.status(), "version 9"));
   }
   SECTION("unknown kind (with a valid checksum)") {
-    good[12] = 77;
+    good[12] = 7;
     size_t crc_at = 72 + SampleHeader().policy_stamp.size();
     PutFixed32(&good[crc_at], MaskCrc(Crc32c(std::span<const uint8_t>(good).first(crc_at))));
-    CHECK(Mentions(DecodeExtentHeader(good, "x").status(), "unknown extent kind 77"));
+    CHECK(Mentions(DecodeExtentHeader(good, "x").status(), "unknown extent kind 7"));
   }
 }
 
@@ -156,4 +158,40 @@ TEST_CASE("ExtentIo: write, read back, and detect damage on a file-backed disk")
     REQUIRE((*disk)->Discard(8192, 16384).ok());
     CHECK(Mentions(ReadExtent(**disk, 8192, expect).status(), "all-zero"));
   }
+}
+
+TEST_CASE("ExtentHeader: chunk fields and a strong digest round trip") {
+  ExtentHeader h = SampleHeader();
+  h.chunk_index = 5;
+  h.redundancy = Redundancy{Redundancy::Scheme::kReedSolomon, 4, 2, 8, ChecksumType::kSha256};
+  std::vector<uint8_t> data = {'a', 'b', 'c'};
+  h.digest = ComputeDigest(ChecksumType::kSha256, data);
+  auto bytes = EncodeExtentHeader(h);
+  CHECK(GetFixed16(&bytes[10]) == 76 + h.policy_stamp.size() + 32);
+  CHECK(bytes[12] == (1 | 2 << 4));
+  auto back = DecodeExtentHeader(bytes, "x");
+  REQUIRE(back.ok());
+  CHECK(back->chunk_index == 5);
+  CHECK(back->redundancy == h.redundancy);
+  CHECK(back->digest == h.digest);
+  bytes[72 + h.policy_stamp.size() + 3] ^= 1;  // inside the digest: the header CRC covers it
+  CHECK(Mentions(DecodeExtentHeader(bytes, "x").status(), "checksum mismatch"));
+}
+
+TEST_CASE("Checksums: known vectors") {
+  auto hex = [](const Digest& d, size_t n) {
+    std::string out;
+    for (size_t i = 0; i < n; i++) out += fmt::format("{:02x}", d[i]);
+    return out;
+  };
+  std::vector<uint8_t> abc = {'a', 'b', 'c'};
+  CHECK(hex(ComputeDigest(ChecksumType::kSha256, abc), 32) ==
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(hex(ComputeDigest(ChecksumType::kSha256, {}), 32) ==
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(GetFixed64(ComputeDigest(ChecksumType::kXxh3, {}).data()) == 0x2D06800538D394C2ull);  // XXH3_64bits("")
+  CHECK(ComputeDigest(ChecksumType::kCrc32c, abc) == Digest{});
+  CHECK(DigestSize(ChecksumType::kXxh3) == 8);
+  CHECK(*ParseChecksum("sha256") == ChecksumType::kSha256);
+  CHECK_FALSE(ParseChecksum("md5").ok());
 }
