@@ -439,6 +439,9 @@ Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size
   if (auto missing = missing_.find(chunk.disk); missing != missing_.end()) {
     return Status::IOError(fmt::format("disk {} is missing: {}", chunk.disk, missing->second));
   }
+  if (options_.rebuild_disks.contains(chunk.disk)) {
+    return Status::IOError(fmt::format("disk {} was replaced and waits for cairn rebuild", chunk.disk));
+  }
   const Redundancy& r = extent.redundancy;
   std::vector<uint64_t> repaired;
   auto bytes = ReadExtent(*disks_[chunk.disk], chunk.offset,
@@ -535,8 +538,9 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
     }
     failures += fmt::format("{}{}", failures.empty() ? "" : "; ", bytes.status().message());
     failed.push_back(i);
+    bool expected = missing_.contains(chunk.disk) || options_.rebuild_disks.contains(chunk.disk);
     std::lock_guard lock(failures_mutex_);
-    if (failed_disks_logged_.insert(chunk.disk).second) {
+    if (!expected && failed_disks_logged_.insert(chunk.disk).second) {
       LogError("disk {}: {} (further failures of this disk are not logged)", chunk.disk, bytes.status().message());
     }
   }

@@ -92,7 +92,7 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
   }
   SetLogFile((*archive)->dir() + "/cairn.log");
   for (const auto& [disk, why] : (*archive)->missing_disks()) {
-    LogError("disk {} is missing, running degraded (-o degraded): {}", disk, why);
+    LogWarning("disk {} is missing, running degraded (-o degraded): {}", disk, why);
   }
   Filesystem fs(**archive);
   if (Status st = fs.Recover(); !st.ok()) {
