@@ -251,3 +251,21 @@ cairn_revision() {
   top=$(git -C "$(dirname "$CAIRN")" rev-parse --show-toplevel 2>/dev/null) || top=$repo
   echo "$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo "?")$(git -C "$top" diff --quiet HEAD -- src 2>/dev/null || echo "+dirty")"
 }
+
+# finish_report SUCCESS_LINE: prints the notes, warnings and failures collected by a benchmark,
+# then SUCCESS_LINE and exit 0, or exit 1 when a correctness check failed.
+finish_report() {
+  local n
+  for n in "${NOTES[@]}"; do echo "note: $n"; done
+  if ((${#WARNINGS[@]})); then
+    echo
+    for n in "${WARNINGS[@]}"; do echo "WARNING: $n"; done
+  fi
+  if ((${#FAILURES[@]})); then
+    echo
+    for n in "${FAILURES[@]}"; do echo "FAILED: $n"; done
+    exit 1
+  fi
+  echo "$1"
+  exit 0
+}

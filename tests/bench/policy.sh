@@ -454,15 +454,4 @@ if [[ $only != rules ]]; then
   echo "re-encode / raw read+write: $(ratio "${R[reencode,reenc]:-}" "${R[raw,reenc]:-}") (information; no target)"
 fi
 echo
-for n in "${NOTES[@]}"; do echo "note: $n"; done
-if ((${#WARNINGS[@]})); then
-  echo
-  for w in "${WARNINGS[@]}"; do echo "WARNING: $w"; done
-fi
-if ((${#FAILURES[@]})); then
-  echo
-  for w in "${FAILURES[@]}"; do echo "FAILED: $w"; done
-  exit 1
-fi
-echo "correctness checks: all passed"
-exit 0
+finish_report "correctness checks: all passed"

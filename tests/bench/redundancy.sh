@@ -506,15 +506,4 @@ printf '%-46s %10s %10s %8s\n' "scrub -p 100 ${R[scrub_s,snapraid]:-?} s (data+p
 echo
 echo "summary: ec_bench ${R[ec,rows]:-0} rows, ${R[ec,miss]:-?} MISS (lowest ratio ${R[ec,min]:-?}, target >= ${EC_TARGET}x): $( ((${R[ec,rows]:-0} > 0 && ${R[ec,miss]:-1} == 0)) && echo PASS || echo MISS)"
 echo
-for n in "${NOTES[@]}"; do echo "note: $n"; done
-if ((${#WARNINGS[@]})); then
-  echo
-  for w in "${WARNINGS[@]}"; do echo "WARNING: $w"; done
-fi
-if ((${#FAILURES[@]})); then
-  echo
-  for w in "${FAILURES[@]}"; do echo "FAILED: $w"; done
-  exit 1
-fi
-echo "correctness checks: all $NCHECKS passed"
-exit 0
+finish_report "correctness checks: all $NCHECKS passed"
