@@ -103,6 +103,34 @@ Status SaveConfig(const std::string& dir, const ArchiveOptions& options) {
   return WriteFileDurably(dir + "/cairn.conf", FormatConfig(options));
 }
 
+Status MarkDiskFailed(const std::string& dir, uint32_t disk) {
+  auto options = LoadConfig(dir + "/cairn.conf");  // as written, without -o overrides
+  if (!options.ok()) return options.status();
+  if (disk >= options->disks.size()) {
+    return Status::InvalidArgument(fmt::format("'{}' is not a disk of this archive (0..{})", disk,
+                                               options->disks.size() - 1));
+  }
+  options->failed_disks.insert(disk);
+  return SaveConfig(dir, *options);
+}
+
+std::map<size_t, std::string> Archive::missing_disks() const {
+  std::lock_guard lock(missing_mutex_);
+  return missing_;
+}
+
+bool Archive::IsOut(size_t disk) const {
+  std::lock_guard lock(missing_mutex_);
+  return missing_.contains(disk);
+}
+
+Status Archive::FailDisk(size_t disk) {
+  CAIRN_RETURN_IF_ERROR(MarkDiskFailed(dir_, static_cast<uint32_t>(disk)));
+  std::lock_guard lock(missing_mutex_);
+  missing_[disk] = "marked failed (cairn disk fail); replace it with cairn disk replace";
+  return Status::OK();
+}
+
 Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const OpenOptions& open) {
   std::unique_ptr<Archive> archive(new Archive());
   char* real = ::realpath(dir.c_str(), nullptr);
@@ -324,7 +352,7 @@ Status Archive::RebuildAllocators() {
         return Status::Corruption(fmt::format("catalog: extent {} has a chunk on disk {}, but the archive has {} disks",
                                               e.id, chunk.disk, disks_.size()));
       }
-      if (missing_.contains(chunk.disk)) continue;
+      if (IsOut(chunk.disk)) continue;
       Status st = allocators_[chunk.disk].MarkUsed(chunk.offset, chunk.alloc_length);
       if (!st.ok()) {
         return Status::Corruption(fmt::format("catalog: extent {} on disk {}: {} (run cairn fsck)", e.id, chunk.disk,
@@ -356,7 +384,7 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     std::set<std::string> used;  // failure domains
     for (size_t i : order) {
       if (record.chunks.size() == chunks.size()) break;
-      if (used.contains(DomainOf(i))) continue;
+      if (used.contains(DomainOf(i)) || IsOut(i)) continue;
       if (auto offset = allocators_[i].Allocate(alloc_length)) {
         used.insert(DomainOf(i));
         const auto& bytes = chunks[record.chunks.size()];
@@ -436,8 +464,8 @@ Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size
   if (chunk.disk >= disks_.size()) {
     return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, chunk.disk));
   }
-  if (auto missing = missing_.find(chunk.disk); missing != missing_.end()) {
-    return Status::IOError(fmt::format("disk {} is missing: {}", chunk.disk, missing->second));
+  if (IsOut(chunk.disk)) {
+    return Status::IOError(fmt::format("disk {} is out of service: {}", chunk.disk, missing_disks()[chunk.disk]));
   }
   if (options_.rebuild_disks.contains(chunk.disk)) {
     return Status::IOError(fmt::format("disk {} was replaced and waits for cairn rebuild", chunk.disk));
@@ -467,7 +495,7 @@ Result<ExtentHeader> Archive::ReadChunkHeader(const ExtentRecord& extent, size_t
 Result<ExtentHeader> Archive::ReadAnyChunkHeader(const ExtentRecord& extent) {
   Status last = Status::Corruption(fmt::format("extent {}: no chunk header can be read", extent.id));
   for (size_t i = 0; i < extent.chunks.size(); i++) {
-    if (missing_.contains(extent.chunks[i].disk)) continue;
+    if (IsOut(extent.chunks[i].disk)) continue;
     auto header = ReadChunkHeader(extent, i);
     if (header.ok()) return header;
     last = header.status();
@@ -482,6 +510,7 @@ Status Archive::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHea
   header.payload_crc = chunk.crc;
   header.digest = chunk.digest;
   header.payload_length = bytes.size();
+  if (IsOut(chunk.disk)) return Status::OK();  // cairn rebuild moves it
   // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
   std::lock_guard lock(catalog_mutex_);
   auto current = catalog_->GetExtent(extent.id);
@@ -507,7 +536,7 @@ void Archive::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>
                            std::span<const uint8_t> payload) {
   std::vector<std::vector<uint8_t>> chunks;
   for (size_t i : failed) {
-    if (missing_.contains(extent.chunks[i].disk)) continue;  // cairn rebuild moves those
+    if (IsOut(extent.chunks[i].disk)) continue;  // cairn rebuild moves those
     if (chunks.empty()) chunks = MakeChunks(payload, extent.redundancy);
     auto header = ReadAnyChunkHeader(extent);
     Status st = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : header.status();
@@ -538,7 +567,7 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
     }
     failures += fmt::format("{}{}", failures.empty() ? "" : "; ", bytes.status().message());
     failed.push_back(i);
-    bool expected = missing_.contains(chunk.disk) || options_.rebuild_disks.contains(chunk.disk);
+    bool expected = IsOut(chunk.disk) || options_.rebuild_disks.contains(chunk.disk);
     std::lock_guard lock(failures_mutex_);
     if (!expected && failed_disks_logged_.insert(chunk.disk).second) {
       LogError("disk {}: {} (further failures of this disk are not logged)", chunk.disk, bytes.status().message());

@@ -35,6 +35,8 @@ Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs);
 Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, uint64_t size);
 // Rewrites dir/cairn.conf, durably (a temporary file renamed over it).
 Status SaveConfig(const std::string& dir, const ArchiveOptions& options);
+// Adds `disk` to failed_disks in dir/cairn.conf.
+Status MarkDiskFailed(const std::string& dir, uint32_t disk);
 
 class Archive {
  public:
@@ -130,8 +132,13 @@ class Archive {
   Status RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header, std::span<const uint8_t> bytes);
   // Reads and checks every chunk of an extent (fsck): one status per chunk.
   std::vector<Status> CheckChunks(const ExtentRecord& extent);
-  // Disks that could not be opened (mounted with -o degraded), by index, with the reason.
-  const std::map<size_t, std::string>& missing_disks() const { return missing_; }
+  // Disks out of service (missing at open with -o degraded, or failed since), by index,
+  // with the reason. Thread-safe.
+  std::map<size_t, std::string> missing_disks() const;
+  bool IsOut(size_t disk) const;
+  // Takes a disk out of service now (cairn disk fail on a mounted archive): its chunks
+  // are read from the others and nothing new goes to it; recorded in cairn.conf.
+  Status FailDisk(size_t disk);
 
   // The pid recorded in the lock file of `dir`, or 0 when no daemon holds the archive.
   static int LockHolder(const std::string& dir);
@@ -152,7 +159,8 @@ class Archive {
   StagingCache cache_{""};
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<SpaceAllocator> allocators_;
-  std::map<size_t, std::string> missing_;
+  mutable std::mutex missing_mutex_;
+  std::map<size_t, std::string> missing_;  // guarded by missing_mutex_
   bool repair_on_read_ = false;
   std::mutex failures_mutex_;
   std::set<uint32_t> failed_disks_logged_;  // guarded by failures_mutex_

@@ -74,13 +74,16 @@ int List(const std::string& dir) {
 }
 
 int FailDisk(const std::string& dir, const std::string& which) {
-  if (Status st = RefuseIfMounted(dir); !st.ok()) return Fail(1, st.message());
   auto options = LoadConfig(dir + "/cairn.conf");
   if (!options.ok()) return Fail(1, options.status().message());
   auto index = DiskIndex(*options, which);
   if (!index.ok()) return Fail(2, index.status().message());
-  options->failed_disks.insert(*index);
-  if (Status st = SaveConfig(dir, *options); !st.ok()) return Fail(1, st.message());
+  if (Archive::LockHolder(dir) != 0) {  // mounted: the daemon stops using it at once
+    int rc = SendControl(dir, fmt::format("disk-fail\t{}", *index));
+    if (rc == 0) fmt::print("disk {} taken out of service; reads rebuild its chunks from the others\n", *index);
+    return rc;
+  }
+  if (Status st = MarkDiskFailed(dir, *index); !st.ok()) return Fail(1, st.message());
   fmt::print("disk {} marked failed: mount with -o degraded, or replace it (cairn disk replace) and rebuild\n", *index);
   return 0;
 }

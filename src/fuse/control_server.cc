@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -107,6 +108,16 @@ Status ControlServer::Handle(const std::vector<std::string>& command,
   if (verb == "status") {
     send(fmt::format("pid {}", ::getpid()));
     return Status::OK();
+  }
+  if (verb == "disk-fail" && command.size() == 2) {
+    char* end = nullptr;
+    unsigned long disk = std::strtoul(command[1].c_str(), &end, 10);
+    if (command[1].empty() || *end != '\0' || disk >= fs_.archive().disk_count()) {
+      return Status::InvalidArgument(fmt::format("'{}' is not a disk of this archive", command[1]));
+    }
+    Status st = fs_.archive().FailDisk(disk);
+    if (st.ok()) LogWarning("disk {} taken out of service (cairn disk fail); running degraded", disk);
+    return st;
   }
   if (verb == "rules-reload") {
     Status st = fs_.ReloadRules();

@@ -1,6 +1,6 @@
 // ControlServer answers the CLI's requests to a running daemon over the unix socket
 // ARCHIVE/control.sock, one command line per connection, fields separated by tabs:
-// persist, evict, status, rules-reload, apply PATH, dry-run RULES PATH. Replies are
+// persist, evict, status, rules-reload, apply PATH, dry-run RULES PATH, disk-fail N. Replies are
 // lines; the last is "ok" or "error: ...". Each connection gets its own thread.
 #pragma once
 

@@ -291,3 +291,31 @@ def test_strong_checksums_are_stored_and_verified(archive, checksum):
     archive.umount()
     archive.fsck()
     archive.mount()
+
+
+def test_a_disk_failed_while_mounted_is_read_around_and_left_alone(archive):
+    make_archive(archive, 6)
+    os.setxattr(archive.mnt, "user.cairn.raid", b"rs-3-2")
+    data = random_bytes(8 * MiB, 140)
+    write_file(archive.m("old"), data)
+    archive.evict()
+    victim = chunks_of(archive.m("old"))[0][0][0]  # holds data chunk 0 of segment 0
+    r = cairn("disk", "fail", archive.arch, str(victim))
+    assert "taken out of service" in r.stdout
+    assert archive.is_mounted()
+    assert read_file(archive.m("old")) == data  # rebuilt from the other chunks on every read
+    write_file(archive.m("new"), random_bytes(5 * MiB, 141))
+    archive.persist()
+    for places in chunks_of(archive.m("new")).values():
+        assert victim not in [d for d, _ in places]  # nothing new goes to it
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert f"disk {victim} taken out of service" in log.read()
+    archive.umount()
+    assert "failed" in cairn("disk", "list", archive.arch).stdout  # it stays failed
+    new = os.path.join(archive.base, "replacement.img")
+    cairn("disk", "replace", archive.arch, str(victim), new)
+    cairn("rebuild", archive.arch)
+    archive.fsck()
+    archive.mount()
+    archive.evict()
+    assert read_file(archive.m("old")) == data
