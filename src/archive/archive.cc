@@ -384,7 +384,8 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     std::set<std::string> used;  // failure domains
     for (size_t i : order) {
       if (record.chunks.size() == chunks.size()) break;
-      if (used.contains(DomainOf(i)) || IsOut(i)) continue;
+      // A replaced disk waiting for cairn rebuild gets nothing new: its chunks are not read.
+      if (used.contains(DomainOf(i)) || IsOut(i) || options_.rebuild_disks.contains(i)) continue;
       if (auto offset = allocators_[i].Allocate(alloc_length)) {
         used.insert(DomainOf(i));
         const auto& bytes = chunks[record.chunks.size()];

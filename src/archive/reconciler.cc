@@ -22,6 +22,7 @@ constexpr size_t kListChunk = 1024;  // directory entries read at a time
 constexpr uint64_t kWriteChunk = 32 << 20;  // bytes read ahead of writing them
 constexpr uint64_t kCommitBytes = 256 << 20;  // a commit per this many bytes or files
 constexpr size_t kCommitFiles = 256;
+constexpr int64_t kFailedRetryNs = 600'000'000'000;  // an unreadable file is retried after 10 minutes
 
 bool SameSegments(const std::vector<SegmentRecord>& a, const std::vector<SegmentRecord>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const SegmentRecord& x, const SegmentRecord& y) {
@@ -233,8 +234,13 @@ struct Reconciler::Batch {
   std::vector<Placed> placed;
 };
 
-bool Reconciler::Plan(uint64_t ino, Job* job, Progress* progress) {
+bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progress) {
   Catalog& catalog = archive_.catalog();
+  auto retry = retry_after_.find(ino);
+  if (retry != retry_after_.end()) {
+    if (background && retry->second > NowNs()) return false;  // it failed lately: not every second
+    retry_after_.erase(retry);
+  }
   auto queue = [&](bool add) {
     Status st = InTransaction(catalog, [&] {
       return add ? catalog.QueuePolicyCheck(ino) : catalog.DequeuePolicyCheck(ino);
@@ -319,9 +325,9 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   Status st = InTransaction(catalog, [&]() -> Status {
     for (size_t j = 0; j < batch.jobs.size(); j++) {
       const Job& job = batch.jobs[j];
-      if (!swap[j]) {  // changed meanwhile: try again later; unreadable: not again and again
-        CAIRN_RETURN_IF_ERROR(job.failed ? catalog.DequeuePolicyCheck(job.inode.ino)
-                                         : catalog.QueuePolicyCheck(job.inode.ino));
+      if (!swap[j]) {  // changed meanwhile, or unreadable: stays queued, the latter backs off
+        if (job.failed) retry_after_[job.inode.ino] = NowNs() + kFailedRetryNs;
+        CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(job.inode.ino));
         continue;
       }
       for (const SegmentRecord& segment : job.old) {
@@ -350,7 +356,10 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
       inode->segment_size = batch.jobs[j].segment_size;
       inode->layout_id = *layout;
       CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*inode));
-      CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(inode->ino));
+      // A policy change while it was being rewritten leaves it queued for another pass.
+      auto policy = ResolvePolicy(catalog, inode->ino, archive_.policy_context());
+      if (!policy.ok()) return policy.status();
+      if (LayoutMatches(batch.jobs[j].stamp, *policy)) CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(inode->ino));
     }
     return Status::OK();
   });
@@ -391,7 +400,7 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
     Job job;
     {
       std::lock_guard lock(archive_.catalog_mutex());
-      if (!Plan(ino, &job, progress)) continue;
+      if (!Plan(ino, throttle, &job, progress)) continue;
       state_.migrating = ino;
     }
     size_t j = batch.jobs.size();

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -65,9 +66,10 @@ class Reconciler {
   // is being written, or changes meanwhile, is left queued. `report` (may be empty) sees
   // the progress and may cancel.
   Status Reencode(const std::vector<uint64_t>& inos, bool throttle, Progress* progress, const ProgressFn& report);
-  // Reads a file's state and plans its new layout; false when there is nothing to do or
-  // it is busy (counted in *progress). REQUIRES: catalog mutex.
-  bool Plan(uint64_t ino, Job* job, Progress* progress);
+  // Reads a file's state and plans its new layout; false when there is nothing to do, it
+  // is busy (counted in *progress) or, in the background, it failed lately.
+  // REQUIRES: catalog mutex, run_mutex_.
+  bool Plan(uint64_t ino, bool background, Job* job, Progress* progress);
   // Reads segment `index` of the new layout from the old extents.
   Status ReadNewSegment(const Job& job, uint64_t index, std::vector<uint8_t>* data);
   // Writes the pending pieces of `batch` as extents (WriteSegments) and frees their data.
@@ -85,6 +87,7 @@ class Reconciler {
   std::condition_variable wake_;
   bool stopping_ = false;
   std::atomic<bool> cancel_{false};
+  std::map<uint64_t, int64_t> retry_after_;  // unreadable files: ino -> when to try again (run_mutex_)
   int64_t throttle_start_ns_ = 0;
   uint64_t throttle_bytes_ = 0;
   std::thread thread_;

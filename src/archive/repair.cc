@@ -34,7 +34,10 @@ Status WriteChunk(Archive& archive, ExtentRecord& extent, size_t index, ExtentHe
     for (uint32_t d = 0; d < archive.disk_count() && !offset; d++) {
       if (used.contains(archive.DomainOf(d)) || archive.missing_disks().contains(d)) continue;
       offset = archive.allocator(d).Allocate(placement.alloc_length);
-      if (offset) placement = ChunkPlacement{d, *offset, placement.alloc_length, placement.crc};
+      if (offset) {  // same bytes, same CRC and digest: only the place changes
+        placement.disk = d;
+        placement.offset = *offset;
+      }
     }
     if (!offset) {
       return Status::NoSpace(fmt::format("extent {}: no disk without a chunk of it has room for chunk {}", extent.id,
@@ -45,11 +48,15 @@ Status WriteChunk(Archive& archive, ExtentRecord& extent, size_t index, ExtentHe
   header.payload_crc = placement.crc;
   header.digest = placement.digest;
   header.payload_length = bytes.size();
-  CAIRN_RETURN_IF_ERROR(WriteExtent(archive.disk(placement.disk), placement.offset, header, bytes));
-  CAIRN_RETURN_IF_ERROR(archive.disk(placement.disk).Sync());
+  Status st = WriteExtent(archive.disk(placement.disk), placement.offset, header, bytes);
+  if (st.ok()) st = archive.disk(placement.disk).Sync();
   std::lock_guard lock(archive.catalog_mutex());
   Catalog& catalog = archive.catalog();
-  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] { return catalog.SetExtentChunk(extent.id, index, placement); }));
+  if (st.ok()) st = InTransaction(catalog, [&] { return catalog.SetExtentChunk(extent.id, index, placement); });
+  if (!st.ok()) {
+    archive.allocator(placement.disk).Release(placement.offset, placement.alloc_length);
+    return st;
+  }
   extent.chunks[index] = placement;
   return archive.FlushCatalog(true);
 }

@@ -4,6 +4,7 @@
 
 #include "archive/archive.h"
 #include "archive/config.h"
+#include "archive/repair.h"
 #include "fault_disk.h"
 #include "redundancy/intra_disk.h"
 #include "redundancy/striping.h"
@@ -141,5 +142,64 @@ TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[strip
     CHECK(domains.size() == 3);
     std::lock_guard lock((*archive)->catalog_mutex());
     (*archive)->ReleaseUncommitted(*extent);
+  }
+}
+
+// A disk goes missing; rebuild moves its chunks to another disk. The moved chunks keep their
+// digests, and a replaced disk waiting for a rebuild gets no new data.
+TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothing new", "[striping]") {
+  test::TempDir dir;
+  MkfsOptions mkfs;
+  mkfs.disk_count = 3;
+  mkfs.disk_size = 16 << 20;
+  REQUIRE(CreateArchive(dir / "a", mkfs).ok());
+  auto payload = test::RandomBytes(300000, 77);
+  ExtentRecord extent;
+  {
+    auto archive = Archive::Open(dir / "a", {});
+    REQUIRE(archive.ok());
+    auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, "checksum=sha256",
+                                                 *ParseRedundancy("mirror-2", "none", "sha256"));
+    REQUIRE(written.ok());
+    extent = *written;
+    extent.refs = 1;
+    std::lock_guard lock((*archive)->catalog_mutex());
+    REQUIRE(InTransaction((*archive)->catalog(), [&] { return (*archive)->catalog().InsertExtent(extent); }).ok());
+    REQUIRE((*archive)->FlushCatalog(true).ok());
+  }
+  REQUIRE(MarkDiskFailed(dir / "a", extent.chunks[0].disk).ok());
+  Archive::OpenOptions open;
+  open.degraded = true;
+  open.repair_on_read = false;
+  {
+    auto archive = Archive::Open(dir / "a", open);
+    REQUIRE(archive.ok());
+    RepairOptions options;
+    options.rebuild = true;
+    auto report = RepairArchive(**archive, options);
+    REQUIRE(report.ok());
+    CHECK(report->chunks_repaired == 1);
+    std::lock_guard lock((*archive)->catalog_mutex());
+    extent = *(*archive)->catalog().GetExtent(extent.id);
+  }
+  auto archive = Archive::Open(dir / "a", open);
+  REQUIRE(archive.ok());
+  for (size_t i = 0; i < 2; i++) CHECK((*archive)->ReadChunk(extent, i).ok());  // both copies, digests and all
+  CHECK(*(*archive)->ReadExtentPayload(extent) == payload);
+  archive->reset();
+
+  auto options = LoadConfig(dir / "a/cairn.conf");
+  options->failed_disks.clear();
+  options->rebuild_disks = {1};
+  REQUIRE(SaveConfig(dir / "a", *options).ok());
+  archive = Archive::Open(dir / "a", {});
+  REQUIRE(archive.ok());
+  for (int round = 0; round < 4; round++) {
+    auto more = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 2, 0, payload, "", Parse("none"));
+    REQUIRE(more.ok());
+    CHECK(more->chunks[0].disk != 1);
+    CHECK(*(*archive)->ReadExtentPayload(*more) == payload);
+    std::lock_guard lock((*archive)->catalog_mutex());
+    (*archive)->ReleaseUncommitted(*more);
   }
 }
