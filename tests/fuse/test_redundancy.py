@@ -4,6 +4,7 @@ import errno
 import os
 import random
 import re
+import shutil
 
 import pytest
 
@@ -30,10 +31,9 @@ def disk_path(archive, disk):
 
 
 def make_archive(archive, disks):
+    """Replaces the fixture's 4-disk archive with one of `disks` disks, mounted."""
     archive.umount()
-    import shutil
     shutil.rmtree(archive.arch)
-    archive.mkfs_args = None
     cairn("mkfs", archive.arch, "--disks", str(disks), "--disk-size", "1G")
     archive.mount()
 
