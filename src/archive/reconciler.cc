@@ -93,14 +93,16 @@ void Reconciler::QueueAgeScan() {
   if (!st.ok()) LogError("reconciler: cannot queue the daily check of age rules: {}", st.message());
 }
 
-Result<bool> Reconciler::InPolicy(const InodeRecord& inode) {
+Result<bool> Reconciler::InPolicy(const InodeRecord& inode, ResolvedPolicy* resolved) {
   Catalog& catalog = archive_.catalog();
   if (!S_ISREG(inode.mode) || inode.layout_id == 0) return true;  // nothing persisted to re-encode
   auto policy = ResolvePolicy(catalog, inode.ino, archive_.policy_context());
   if (!policy.ok()) return policy.status();
   auto stamp = catalog.LayoutStamp(inode.layout_id);
   if (!stamp.ok()) return stamp.status();
-  return LayoutMatches(*stamp, *policy);
+  bool matches = LayoutMatches(*stamp, *policy);
+  if (resolved) *resolved = std::move(*policy);
+  return matches;
 }
 
 Result<size_t> Reconciler::RunQueue(size_t limit) {
@@ -257,7 +259,8 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     queue(true);
     return false;
   }
-  auto in_policy = InPolicy(*record);
+  ResolvedPolicy policy;
+  auto in_policy = InPolicy(*record, &policy);
   if (!in_policy.ok()) {
     LogError("reconciler: inode {}: {}", ino, in_policy.status().message());
     return false;
@@ -266,12 +269,10 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     queue(false);
     return false;
   }
-  auto policy = ResolvePolicy(catalog, ino, archive_.policy_context());
-  if (!policy.ok()) return false;
   job->inode = *record;
   job->old = catalog.GetSegments(ino);
-  job->stamp = policy->Effective();
-  job->segment_size = policy->segment_size();
+  job->stamp = policy.Effective();
+  job->segment_size = policy.segment_size();
   return true;
 }
 

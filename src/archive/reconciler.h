@@ -57,8 +57,9 @@ class Reconciler {
   // REQUIRES: catalog mutex.
   void CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files,
                           std::vector<uint64_t>* dirs);
-  // Whether a persisted file is laid out as its policy says. REQUIRES: catalog mutex.
-  Result<bool> InPolicy(const InodeRecord& inode);
+  // Whether a persisted file is laid out as its policy says; the policy goes to *resolved
+  // when given. REQUIRES: catalog mutex.
+  Result<bool> InPolicy(const InodeRecord& inode, ResolvedPolicy* resolved = nullptr);
   struct Job;
   struct Batch;
   // Rewrites `inos` with their effective policies, small files packed together, and

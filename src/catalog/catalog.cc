@@ -463,13 +463,19 @@ std::vector<std::string> Catalog::ListXattrs(uint64_t ino) {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> Catalog::XattrsWithPrefix(uint64_t ino, std::string_view prefix) {
+std::vector<std::pair<std::string, std::string>> Catalog::XattrsWithPrefix(
+    uint64_t ino, std::initializer_list<std::string_view> prefixes) {
   std::vector<std::pair<std::string, std::string>> out;
   auto& s = Prepare("SELECT name, value FROM xattrs WHERE ino = ?");
   s.Bind(ino);
   while (s.Step()) {
     std::string name = s.Text(0);
-    if (name.starts_with(prefix)) out.emplace_back(std::move(name), s.Text(1));
+    for (std::string_view prefix : prefixes) {
+      if (name.starts_with(prefix)) {
+        out.emplace_back(std::move(name), s.Text(1));
+        break;
+      }
+    }
   }
   return out;
 }

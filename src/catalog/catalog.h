@@ -142,8 +142,9 @@ class Catalog {
   Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value);
   Status RemoveXattr(uint64_t ino, const std::string& name);  // NotFound if absent
   std::vector<std::string> ListXattrs(uint64_t ino);
-  // (name, value) of the attributes of `ino` whose names start with `prefix`.
-  std::vector<std::pair<std::string, std::string>> XattrsWithPrefix(uint64_t ino, std::string_view prefix);
+  // (name, value) of the attributes of `ino` whose names start with one of `prefixes`.
+  std::vector<std::pair<std::string, std::string>> XattrsWithPrefix(uint64_t ino,
+                                                                    std::initializer_list<std::string_view> prefixes);
 
   // --- policy stamps: the resolved policy each file's extents were written with
   Result<uint64_t> InternLayout(const std::string& stamp);  // id of an existing or new stamp

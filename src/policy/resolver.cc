@@ -29,11 +29,12 @@ std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino) {
   for (uint64_t at = ino; levels.size() < kMaxDepth;) {
     Level& level = levels.emplace_back();
     level.ino = at;
-    for (auto& [name, value] : catalog.XattrsWithPrefix(at, "user.cairn.")) {
-      level.user[name.substr(kPolicyPrefix.size())] = value;
-    }
-    for (auto& [name, value] : catalog.XattrsWithPrefix(at, kTrustedPrefix)) {
-      level.trusted[name.substr(kTrustedPrefix.size())] = value;
+    for (auto& [name, value] : catalog.XattrsWithPrefix(at, {kPolicyPrefix, kTrustedPrefix})) {
+      if (name.starts_with(kPolicyPrefix)) {
+        level.user[name.substr(kPolicyPrefix.size())] = value;
+      } else {
+        level.trusted[name.substr(kTrustedPrefix.size())] = value;
+      }
     }
     if (at == kRootInode) break;
     auto parent = catalog.NameOf(at);
