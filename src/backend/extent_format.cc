@@ -142,7 +142,7 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
   uint16_t header_len = GetFixed16(&bytes[10]);
   uint16_t stamp_len = GetFixed16(&bytes[68]);
   uint8_t checksum = bytes[12] >> 4;
-  size_t digest_len = checksum <= static_cast<uint8_t>(ChecksumType::kSha256)
+  size_t digest_len = checksum <= static_cast<uint8_t>(kLastChecksumType)
                           ? DigestSize(static_cast<ChecksumType>(checksum)) : 0;
   if (stamp_len > kMaxPolicyStamp || header_len != 76 + stamp_len + digest_len) {
     return Status::Corruption(
@@ -163,7 +163,7 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
                                             where, h.version, kFormatVersion));
   }
   uint8_t kind = bytes[12] & 0x0f;
-  if (checksum > static_cast<uint8_t>(ChecksumType::kSha256)) {
+  if (checksum > static_cast<uint8_t>(kLastChecksumType)) {
     return Status::Corruption(fmt::format("{}: unknown checksum type {}", where, checksum));
   }
   if (kind != static_cast<uint8_t>(ExtentKind::kFileSegment) && kind != static_cast<uint8_t>(ExtentKind::kPack)) {

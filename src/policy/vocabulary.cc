@@ -164,8 +164,7 @@ Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value) 
       return NotYet(key, value, "encryption is not available");
     }
     case PolicyKey::kChecksum:
-      if (value == "crc32c" || value == "xxh3" || value == "sha256") return std::string(value);
-      if (value == "blake3") return NotYet(key, value, "Debian 12 has no BLAKE3 library; use xxh3 or sha256");
+      if (value == "crc32c" || value == "xxh3" || value == "sha256" || value == "blake3") return std::string(value);
       return Bad(key, value, "crc32c, xxh3, blake3, sha256");
     case PolicyKey::kPlacement: return CheckPlacement(value);
     case PolicyKey::kSegmentSize: return CheckSegmentSize(value);

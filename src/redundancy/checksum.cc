@@ -1,5 +1,6 @@
 #include "redundancy/checksum.h"
 
+#include <blake3.h>
 #include <openssl/evp.h>
 #include <xxhash.h>
 
@@ -13,7 +14,8 @@ Result<ChecksumType> ParseChecksum(std::string_view name) {
   if (name == "crc32c") return ChecksumType::kCrc32c;
   if (name == "xxh3") return ChecksumType::kXxh3;
   if (name == "sha256") return ChecksumType::kSha256;
-  return Status::InvalidArgument(fmt::format("checksum={} is not crc32c, xxh3 or sha256", name));
+  if (name == "blake3") return ChecksumType::kBlake3;
+  return Status::InvalidArgument(fmt::format("checksum={} is not crc32c, xxh3, sha256 or blake3", name));
 }
 
 std::string_view ChecksumName(ChecksumType type) {
@@ -21,6 +23,7 @@ std::string_view ChecksumName(ChecksumType type) {
     case ChecksumType::kCrc32c: return "crc32c";
     case ChecksumType::kXxh3: return "xxh3";
     case ChecksumType::kSha256: return "sha256";
+    case ChecksumType::kBlake3: return "blake3";
   }
   return "?";
 }
@@ -29,7 +32,8 @@ size_t DigestSize(ChecksumType type) {
   switch (type) {
     case ChecksumType::kCrc32c: return 0;
     case ChecksumType::kXxh3: return 8;
-    case ChecksumType::kSha256: return 32;
+    case ChecksumType::kSha256:
+    case ChecksumType::kBlake3: return 32;
   }
   return 0;
 }
@@ -41,6 +45,11 @@ Digest ComputeDigest(ChecksumType type, std::span<const uint8_t> data) {
   } else if (type == ChecksumType::kSha256) {
     unsigned int length = 0;
     EVP_Digest(data.data(), data.size(), digest.data(), &length, EVP_sha256(), nullptr);
+  } else if (type == ChecksumType::kBlake3) {
+    blake3_hasher hasher;
+    blake3_hasher_init(&hasher);
+    blake3_hasher_update(&hasher, data.data(), data.size());
+    blake3_hasher_finalize(&hasher, digest.data(), digest.size());
   }
   return digest;
 }

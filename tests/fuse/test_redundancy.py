@@ -271,7 +271,7 @@ def test_changing_raid_of_persisted_data_re_encodes_it(archive):
     assert read_file(archive.m("f")) == data
 
 
-@pytest.mark.parametrize("checksum", ["xxh3", "sha256"])
+@pytest.mark.parametrize("checksum", ["xxh3", "sha256", "blake3"])
 def test_strong_checksums_are_stored_and_verified(archive, checksum):
     os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
     os.setxattr(archive.mnt, "user.cairn.checksum", checksum.encode())

@@ -40,7 +40,6 @@ TEST_CASE("Vocabulary: valid values of features not built are NotSupported, sayi
   CHECK(CodeOf(PolicyKey::kRaid, "2d") == Code::kNotSupported);
   for (const char* v : {"lz4", "zstd", "zstd-9", "auto"}) CHECK(CodeOf(PolicyKey::kCompress, v) == Code::kNotSupported);
   CHECK(CodeOf(PolicyKey::kEncrypt, "aes-256-gcm") == Code::kNotSupported);
-  CHECK(CodeOf(PolicyKey::kChecksum, "blake3") == Code::kNotSupported);
   CHECK(CodeOf(PolicyKey::kPlacement, "group=ssd,pack=climate") == Code::kNotSupported);
   CHECK(*CanonicalPolicyValue(PolicyKey::kPolicy, "cold") == "cold");
   auto twod = CanonicalPolicyValue(PolicyKey::kRaid, "2d");
