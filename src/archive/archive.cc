@@ -460,7 +460,8 @@ Status Archive::UnrefExtent(uint64_t extent_id) {
   return Status::OK();
 }
 
-Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired) {
+Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired,
+                                               ExtentHeader* header) {
   const ChunkPlacement& chunk = extent.chunks[index];
   if (chunk.disk >= disks_.size()) {
     return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, chunk.disk));
@@ -476,7 +477,7 @@ Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size
   auto bytes = ReadExtent(*disks_[chunk.disk], chunk.offset,
                           ExtentExpectation{id_, extent.id, r.ChunkLength(extent.payload_length), chunk.crc,
                                             static_cast<uint8_t>(index), r.idr_scramble, r.checksum, chunk.digest},
-                          &repaired);
+                          &repaired, header);
   if (idr_repaired) *idr_repaired = bytes.ok() && !repaired.empty();
   return bytes;
 }
@@ -496,7 +497,7 @@ Result<ExtentHeader> Archive::ReadChunkHeader(const ExtentRecord& extent, size_t
 Result<ExtentHeader> Archive::ReadAnyChunkHeader(const ExtentRecord& extent) {
   Status last = Status::Corruption(fmt::format("extent {}: no chunk header can be read", extent.id));
   for (size_t i = 0; i < extent.chunks.size(); i++) {
-    if (IsOut(extent.chunks[i].disk)) continue;
+    if (IsOut(extent.chunks[i].disk) || options_.rebuild_disks.contains(extent.chunks[i].disk)) continue;
     auto header = ReadChunkHeader(extent, i);
     if (header.ok()) return header;
     last = header.status();
@@ -507,17 +508,22 @@ Result<ExtentHeader> Archive::ReadAnyChunkHeader(const ExtentRecord& extent) {
 Status Archive::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
                              std::span<const uint8_t> bytes) {
   const ChunkPlacement& chunk = extent.chunks[index];
-  header.chunk_index = static_cast<uint8_t>(index);
-  header.payload_crc = chunk.crc;
-  header.digest = chunk.digest;
-  header.payload_length = bytes.size();
   if (IsOut(chunk.disk)) return Status::OK();  // cairn rebuild moves it
   // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
   std::lock_guard lock(catalog_mutex_);
   auto current = catalog_->GetExtent(extent.id);
   if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return Status::OK();
-  CAIRN_RETURN_IF_ERROR(WriteExtent(*disks_[chunk.disk], chunk.offset, header, bytes));
+  CAIRN_RETURN_IF_ERROR(
+      WriteExtent(*disks_[chunk.disk], chunk.offset, HeaderForChunk(header, index, chunk, bytes.size()), bytes));
   return disks_[chunk.disk]->Sync();
+}
+
+ExtentHeader HeaderForChunk(ExtentHeader header, size_t index, const ChunkPlacement& chunk, uint64_t length) {
+  header.chunk_index = static_cast<uint8_t>(index);
+  header.payload_crc = chunk.crc;
+  header.digest = chunk.digest;
+  header.payload_length = length;
+  return header;
 }
 
 std::vector<Status> Archive::CheckChunks(const ExtentRecord& extent) {
@@ -551,7 +557,7 @@ void Archive::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>
 
 Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& extent) {
   const Redundancy& r = extent.redundancy;
-  std::vector<std::optional<std::vector<uint8_t>>> chunks(extent.chunks.size());
+  ChunkSet chunks(extent.chunks.size());
   size_t have = 0;
   std::string failures;
   std::vector<size_t> failed;

@@ -120,15 +120,17 @@ class Archive {
   // first failure is logged. Thread-safe.
   Result<std::vector<uint8_t>> ReadExtentPayload(const ExtentRecord& extent);
   // Reads and verifies chunk `index` of `extent`; *idr_repaired says whether intra-disk
-  // parity had to rebuild blocks of it (the bytes are good, the disk is not). Thread-safe.
-  Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired = nullptr);
+  // parity had to rebuild blocks of it (the bytes are good, the disk is not), *header its
+  // header. Thread-safe.
+  Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired = nullptr,
+                                         ExtentHeader* header = nullptr);
   // The header of chunk `index` (policy stamp, inode, ...), checked.
   Result<ExtentHeader> ReadChunkHeader(const ExtentRecord& extent, size_t index);
   // The first chunk header of `extent` that reads and checks: the template for rewriting
   // any chunk of it (the chunk's own fields are set by RewriteChunk).
   Result<ExtentHeader> ReadAnyChunkHeader(const ExtentRecord& extent);
-  // Rewrites chunk `index` of `extent` where it is, with `bytes` (from MakeChunks) and the
-  // header of a good chunk; skipped if the catalog no longer has that chunk there.
+  // Rewrites chunk `index` of `extent` where it is, with its `bytes` and the header of a
+  // good chunk; skipped if the catalog no longer has that chunk there.
   Status RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header, std::span<const uint8_t> bytes);
   // Reads and checks every chunk of an extent (fsck): one status per chunk.
   std::vector<Status> CheckChunks(const ExtentRecord& extent);
@@ -174,5 +176,9 @@ class Archive {
   std::vector<ExtentRecord> op_freed_;
   std::vector<uint64_t> op_cache_removals_;
 };
+
+// `header` (any chunk's of the extent) made the header of chunk
+// `index`, `length` bytes, as the catalog places it.
+ExtentHeader HeaderForChunk(ExtentHeader header, size_t index, const ChunkPlacement& chunk, uint64_t length);
 
 }  // namespace cairn

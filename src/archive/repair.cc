@@ -1,9 +1,12 @@
 #include "archive/repair.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -16,127 +19,292 @@
 namespace cairn {
 namespace {
 
-constexpr const char* kScrubCursor = "scrub_cursor";  // catalog meta: last extent id scrubbed
+// Catalog meta keys: where an interrupted scrub or rebuild continues.
+constexpr const char* kScrubCursor = "scrub_cursor";      // last extent id scrubbed
+constexpr const char* kRebuildCursor = "rebuild_cursor";  // "<replaced disks> <disk> <offset>" of the last done
 
-// Writes chunk `index` of `extent`: in place when its disk is there, else on a disk that
-// holds no other chunk of the extent (then the catalog is updated).
-Status WriteChunk(Archive& archive, ExtentRecord& extent, size_t index, ExtentHeader header,
-                  std::span<const uint8_t> bytes) {
-  ChunkPlacement placement = extent.chunks[index];
-  if (!archive.missing_disks().contains(placement.disk)) return archive.RewriteChunk(extent, index, header, bytes);
+// One extent to repair, and for a rebuild where its first lost chunk lies: rebuilds run in
+// that order, which is the order chunks were allocated, so every survivor is read front to back.
+struct Task {
+  ExtentRecord extent;
+  std::vector<size_t> lost;  // rebuild: chunks on replaced or missing disks; scrub: found by reading
+  uint32_t disk = 0;
+  uint64_t offset = 0;
+  auto key() const { return std::tie(disk, offset, extent.id); }
+};
+
+// What one batch wrote: the disks to sync before anything is recorded, and chunks placed on
+// another disk than the catalog says.
+struct BatchWrites {
+  std::set<uint32_t> disks;
+  std::vector<std::tuple<uint64_t, size_t, ChunkPlacement>> moved;  // extent id, chunk index, new place
+};
+
+class Repairer {
+ public:
+  Repairer(Archive& archive, const RepairOptions& options) : archive_(archive), options_(options) {
+    for (uint32_t d : archive.options().rebuild_disks) lost_disks_.insert(d);
+    for (const auto& [disk, why] : archive.missing_disks()) lost_disks_.insert(static_cast<uint32_t>(disk));
+  }
+
+  Result<RepairReport> Run();
+
+ private:
+  std::vector<Task> PlanTasks(const std::string& cursor);
+  std::string RebuildCursorPrefix() const;
+  std::string CursorAfter(const Task& task) const;
+  void RepairExtent(Task& task, BatchWrites& writes, RepairReport& report);
+  Status WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
+                    std::span<const uint8_t> bytes, BatchWrites& writes);
+  Status Commit(BatchWrites& writes, const std::string& cursor);
+  void RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes);
+
+  Archive& archive_;
+  const RepairOptions& options_;
+  std::set<uint32_t> lost_disks_;
+  std::mutex mutex_;  // guards report_, write_error_ and the BatchWrites while workers run
+  RepairReport report_;
+  Status write_error_;  // the first chunk that could not be written: the run stops after its batch
+};
+
+std::string Repairer::RebuildCursorPrefix() const {
+  std::string prefix;  // the replaced disks and their images: a new replacement starts over
+  for (uint32_t d : lost_disks_) {
+    prefix += fmt::format("{}{}={}", prefix.empty() ? "" : ",", d,
+                          d < archive_.options().disks.size() ? archive_.options().disks[d] : "?");
+  }
+  return prefix;
+}
+
+std::string Repairer::CursorAfter(const Task& task) const {
+  if (!options_.rebuild) return std::to_string(task.extent.id);
+  return fmt::format("{} {} {}", RebuildCursorPrefix(), task.disk, task.offset);
+}
+
+std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
+  std::vector<ExtentRecord> extents;
   {
-    std::lock_guard lock(archive.catalog_mutex());
+    std::lock_guard lock(archive_.catalog_mutex());
+    extents = archive_.catalog().AllExtents();
+  }
+  std::vector<Task> tasks;
+  for (ExtentRecord& extent : extents) {
+    Task task;
+    for (size_t i = 0; i < extent.chunks.size() && options_.rebuild; i++) {
+      if (lost_disks_.contains(extent.chunks[i].disk)) task.lost.push_back(i);
+    }
+    if (options_.rebuild && task.lost.empty()) continue;
+    if (options_.rebuild) {
+      task.disk = extent.chunks[task.lost[0]].disk;
+      task.offset = extent.chunks[task.lost[0]].offset;
+    }
+    task.extent = std::move(extent);
+    tasks.push_back(std::move(task));
+  }
+  std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.key() < b.key(); });
+  report_.extents_total = tasks.size();
+  // Skip what an interrupted run finished (a rebuild cursor counts only for the same disks).
+  size_t done = 0;
+  if (!options_.rebuild && !cursor.empty()) {
+    uint64_t last = std::strtoull(cursor.c_str(), nullptr, 10);
+    while (done < tasks.size() && tasks[done].extent.id <= last) done++;
+  } else if (options_.rebuild && cursor.starts_with(RebuildCursorPrefix() + " ")) {
+    unsigned disk = 0;
+    unsigned long long offset = 0;
+    if (std::sscanf(cursor.c_str() + RebuildCursorPrefix().size(), " %u %llu", &disk, &offset) == 2) {
+      while (done < tasks.size() && std::tie(tasks[done].disk, tasks[done].offset) <= std::tie(disk, offset)) done++;
+    }
+  }
+  report_.extents_done = done;
+  tasks.erase(tasks.begin(), tasks.begin() + static_cast<ptrdiff_t>(done));
+  return tasks;
+}
+
+// Reads what the extent needs (a rebuild: the first chunks that read well, as many as it
+// takes; a scrub: every chunk), recreates its lost and bad chunks, checks each against its
+// CRC and digest, and writes them back.
+void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& report) {
+  ExtentRecord& extent = task.extent;
+  const Redundancy& r = extent.redundancy;
+  const uint64_t chunk_length = r.ChunkLength(extent.payload_length);
+  ChunkSet chunks(extent.chunks.size());
+  std::vector<size_t> bad = task.lost;
+  size_t have = 0;
+  ExtentHeader header;  // of a chunk read: the template for the ones written
+  for (size_t i = 0; i < extent.chunks.size(); i++) {
+    if (std::find(task.lost.begin(), task.lost.end(), i) != task.lost.end()) continue;
+    if (options_.rebuild && have == ChunksNeeded(r)) break;
+    bool idr_repaired = false;
+    auto bytes = archive_.ReadChunk(extent, i, &idr_repaired, &header);
+    report.bytes_read += chunk_length;
+    if (bytes.ok()) {
+      chunks[i] = std::move(*bytes);
+      have++;
+      if (!idr_repaired) continue;  // else good bytes from a bad spot: rewrite them
+    }
+    bad.push_back(i);
+    LogWarning("{}: extent {} chunk {} (disk {}): {}", options_.rebuild ? "rebuild" : "scrub", extent.id, i,
+               extent.chunks[i].disk,
+               bytes.ok() ? "damaged blocks, rebuilt by its intra-disk parity" : bytes.status().message());
+  }
+  report.chunks_bad += bad.size();
+  if (bad.empty()) return;
+  Status st = RebuildChunks(chunks, r, extent.payload_length, bad);
+  // A reconstruction is written only once it matches what the catalog says the chunk held.
+  for (size_t i = 0; i < bad.size() && st.ok(); i++) {
+    const ChunkPlacement& want = extent.chunks[bad[i]];
+    if (Crc32c(*chunks[bad[i]]) != want.crc ||
+        (r.checksum != ChecksumType::kCrc32c && ComputeDigest(r.checksum, *chunks[bad[i]]) != want.digest)) {
+      st = Status::Corruption(fmt::format("rebuilt chunk {} does not match its checksum", bad[i]));
+    }
+  }
+  if (!st.ok()) {
+    report.extents_lost++;
+    report.problems.push_back(fmt::format("extent {}: {}", extent.id, st.message()));
+    return;
+  }
+  for (size_t i : bad) {
+    Status written = WriteChunk(extent, i, header, *chunks[i], writes);
+    if (!written.ok()) {
+      std::lock_guard lock(mutex_);
+      if (write_error_.ok()) {
+        write_error_ = Status::IOError(fmt::format("extent {} chunk {}: {}", extent.id, i, written.message()));
+      }
+      return;
+    }
+    report.chunks_repaired++;
+  }
+}
+
+// Writes chunk `index` in place when its disk is there, else on a disk in a failure domain
+// holding no other chunk of the extent (recorded in the catalog at the batch's commit).
+Status Repairer::WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
+                            std::span<const uint8_t> bytes, BatchWrites& writes) {
+  ChunkPlacement placement = extent.chunks[index];
+  bool move = archive_.missing_disks().contains(placement.disk);
+  if (move) {
+    std::lock_guard lock(archive_.catalog_mutex());
     std::set<std::string> used;  // failure domains of the other chunks
     for (size_t i = 0; i < extent.chunks.size(); i++) {
-      if (i != index) used.insert(archive.DomainOf(extent.chunks[i].disk));
+      if (i != index) used.insert(archive_.DomainOf(extent.chunks[i].disk));
     }
     std::optional<uint64_t> offset;
-    for (uint32_t d = 0; d < archive.disk_count() && !offset; d++) {
-      if (used.contains(archive.DomainOf(d)) || archive.missing_disks().contains(d)) continue;
-      offset = archive.allocator(d).Allocate(placement.alloc_length);
+    for (uint32_t d = 0; d < archive_.disk_count() && !offset; d++) {
+      if (used.contains(archive_.DomainOf(d)) || archive_.missing_disks().contains(d)) continue;
+      offset = archive_.allocator(d).Allocate(placement.alloc_length);
       if (offset) {  // same bytes, same CRC and digest: only the place changes
         placement.disk = d;
         placement.offset = *offset;
       }
     }
     if (!offset) {
-      return Status::NoSpace(fmt::format("extent {}: no disk without a chunk of it has room for chunk {}", extent.id,
+      return Status::NoSpace(fmt::format("no disk without a chunk of extent {} has room for chunk {}", extent.id,
                                          index));
     }
   }
-  header.chunk_index = static_cast<uint8_t>(index);
-  header.payload_crc = placement.crc;
-  header.digest = placement.digest;
-  header.payload_length = bytes.size();
-  Status st = WriteExtent(archive.disk(placement.disk), placement.offset, header, bytes);
-  if (st.ok()) st = archive.disk(placement.disk).Sync();
-  std::lock_guard lock(archive.catalog_mutex());
-  Catalog& catalog = archive.catalog();
-  if (st.ok()) st = InTransaction(catalog, [&] { return catalog.SetExtentChunk(extent.id, index, placement); });
+  Status st = WriteExtent(archive_.disk(placement.disk), placement.offset,
+                          HeaderForChunk(header, index, placement, bytes.size()), bytes);
   if (!st.ok()) {
-    archive.allocator(placement.disk).Release(placement.offset, placement.alloc_length);
+    if (move) {
+      std::lock_guard lock(archive_.catalog_mutex());
+      archive_.allocator(placement.disk).Release(placement.offset, placement.alloc_length);
+    }
     return st;
   }
+  std::lock_guard lock(mutex_);
+  writes.disks.insert(placement.disk);
+  if (move) writes.moved.emplace_back(extent.id, index, placement);
   extent.chunks[index] = placement;
-  return archive.FlushCatalog(true);
+  return Status::OK();
+}
+
+// Makes a batch's writes durable, then records moved chunks and the cursor in one commit.
+Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
+  for (uint32_t d : writes.disks) CAIRN_RETURN_IF_ERROR(archive_.disk(d).Sync());
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  Status st = InTransaction(catalog, [&] {
+    for (const auto& [id, index, placement] : writes.moved) CAIRN_RETURN_IF_ERROR(catalog.SetExtentChunk(id, index, placement));
+    return catalog.SetMeta(options_.rebuild ? kRebuildCursor : kScrubCursor, cursor);
+  });
+  if (!st.ok()) {
+    for (const auto& [id, index, placement] : writes.moved) {
+      archive_.allocator(placement.disk).Release(placement.offset, placement.alloc_length);
+    }
+    return st;
+  }
+  writes = BatchWrites{};
+  return archive_.FlushCatalog(true);
+}
+
+// Repairs tasks [begin, end) on up to one thread per core; reads of different extents overlap.
+void Repairer::RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes) {
+  std::atomic<size_t> next = begin;
+  auto work = [&] {
+    for (size_t i; (i = next++) < end;) {
+      RepairReport part;
+      RepairExtent(tasks[i], writes, part);
+      std::lock_guard lock(mutex_);
+      report_.bytes_read += part.bytes_read;
+      report_.chunks_bad += part.chunks_bad;
+      report_.chunks_repaired += part.chunks_repaired;
+      report_.extents_lost += part.extents_lost;
+      report_.extents_done++;
+      for (auto& p : part.problems) report_.problems.push_back(std::move(p));
+    }
+  };
+  size_t threads = options_.threads ? options_.threads : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
+  std::vector<std::jthread> workers;
+  for (size_t t = 1; t < std::min(threads, end - begin); t++) workers.emplace_back(work);
+  work();
+  workers.clear();  // joins
+}
+
+Result<RepairReport> Repairer::Run() {
+  std::string cursor;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto saved = archive_.catalog().GetMeta(options_.rebuild ? kRebuildCursor : kScrubCursor);
+    if (saved.ok()) cursor = *saved;
+  }
+  std::vector<Task> tasks = PlanTasks(cursor);
+  const int64_t start = NowNs();
+  report_.finished = true;
+  BatchWrites writes;
+  for (size_t begin = 0; begin < tasks.size();) {
+    if (options_.budget_ns > 0 && NowNs() - start > options_.budget_ns) {
+      report_.finished = false;
+      break;
+    }
+    size_t end = begin;
+    for (uint64_t bytes = 0; end < tasks.size() && bytes < options_.batch_bytes; end++) {
+      const ExtentRecord& e = tasks[end].extent;
+      bytes += e.redundancy.ChunkLength(e.payload_length) *
+               (options_.rebuild ? ChunksNeeded(e.redundancy) : e.chunks.size());
+    }
+    RunBatch(tasks, begin, end, writes);
+    if (!write_error_.ok()) {  // what did get written is kept; the cursor stays where it was
+      CAIRN_RETURN_IF_ERROR(Commit(writes, cursor));
+      return write_error_;
+    }
+    cursor = CursorAfter(tasks[end - 1]);
+    CAIRN_RETURN_IF_ERROR(Commit(writes, cursor));
+    begin = end;
+    if (options_.progress) options_.progress(report_);
+    if (options_.rate > 0) {
+      int64_t due = start + static_cast<int64_t>(report_.bytes_read * 1e9 / options_.rate);
+      if (due > NowNs()) std::this_thread::sleep_for(std::chrono::nanoseconds(due - NowNs()));
+    }
+  }
+  // A finished pass starts from the beginning next time.
+  if (report_.finished) CAIRN_RETURN_IF_ERROR(Commit(writes, ""));
+  return std::move(report_);
 }
 
 }  // namespace
 
 Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options) {
-  RepairReport report;
-  std::vector<ExtentRecord> extents;
-  uint64_t cursor = 0;
-  {
-    std::lock_guard lock(archive.catalog_mutex());
-    extents = archive.catalog().AllExtents();
-    auto saved = archive.catalog().GetMeta(kScrubCursor);
-    if (!options.rebuild && saved.ok()) cursor = std::strtoull(saved->c_str(), nullptr, 10);
-  }
-  std::set<uint32_t> lost_disks = archive.options().rebuild_disks;
-  for (const auto& [disk, why] : archive.missing_disks()) lost_disks.insert(static_cast<uint32_t>(disk));
-  report.extents_total = extents.size();
-  int64_t start = NowNs();
-  uint64_t last_id = cursor;
-  auto save_cursor = [&](uint64_t id) {
-    std::lock_guard lock(archive.catalog_mutex());
-    Catalog& catalog = archive.catalog();
-    Status st = InTransaction(catalog, [&] { return catalog.SetMeta(kScrubCursor, std::to_string(id)); });
-    return st.ok() ? archive.FlushCatalog(true) : st;
-  };
-  report.finished = true;
-  for (ExtentRecord& extent : extents) {
-    if (extent.id <= cursor) {
-      report.extents_done++;
-      continue;
-    }
-    if (options.budget_ns > 0 && NowNs() - start > options.budget_ns) {
-      report.finished = false;
-      break;
-    }
-    std::set<size_t> bad;
-    for (size_t i = 0; i < extent.chunks.size(); i++) {
-      if (options.rebuild) {
-        if (lost_disks.contains(extent.chunks[i].disk)) bad.insert(i);
-        continue;
-      }
-      bool idr_repaired = false;
-      Status st = archive.ReadChunk(extent, i, &idr_repaired).status();
-      if (st.ok() && idr_repaired) st = Status::Corruption("damaged blocks, rebuilt by its intra-disk parity");
-      report.bytes_read += extent.redundancy.ChunkLength(extent.payload_length);
-      if (!st.ok()) {
-        bad.insert(i);
-        LogWarning("scrub: extent {} chunk {} (disk {}): {}", extent.id, i, extent.chunks[i].disk, st.message());
-      }
-    }
-    report.chunks_bad += bad.size();
-    if (!bad.empty()) {
-      auto payload = archive.ReadExtentPayload(extent);
-      auto header = payload.ok() ? archive.ReadAnyChunkHeader(extent) : Result<ExtentHeader>(payload.status());
-      if (!header.ok()) {
-        report.extents_lost++;
-        report.problems.push_back(fmt::format("extent {}: {}", extent.id, header.status().message()));
-      } else {
-        report.bytes_read += payload->size();
-        // Encoding is deterministic: the chunks come out as they were written.
-        auto chunks = MakeChunks(*payload, extent.redundancy);
-        for (size_t i : bad) {
-          Status st = WriteChunk(archive, extent, i, *header, chunks[i]);
-          if (!st.ok()) return st;
-          report.chunks_repaired++;
-        }
-      }
-    }
-    report.extents_done++;
-    last_id = extent.id;
-    if (options.progress) options.progress(report);
-    if (options.rate > 0) {
-      int64_t due = start + static_cast<int64_t>(report.bytes_read * 1e9 / options.rate);
-      if (due > NowNs()) std::this_thread::sleep_for(std::chrono::nanoseconds(due - NowNs()));
-    }
-  }
-  if (!options.rebuild) CAIRN_RETURN_IF_ERROR(save_cursor(report.finished ? 0 : last_id));
-  return report;
+  return Repairer(archive, options).Run();
 }
 
 }  // namespace cairn

@@ -1,6 +1,7 @@
 // Repair recreates chunks of extents from their other chunks: scrub reads and verifies
 // every chunk and rewrites the bad ones; rebuild recreates the chunks of replaced and
-// missing disks. It runs on an archive opened offline (cairn scrub, cairn rebuild).
+// missing disks. It runs on an archive opened offline (cairn scrub, cairn rebuild), on one
+// thread per core, and an interrupted run continues where its last batch was committed.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +14,8 @@
 namespace cairn {
 
 struct RepairReport {
-  uint64_t extents_total = 0;
-  uint64_t extents_done = 0;
+  uint64_t extents_total = 0;    // scrub: all; rebuild: those with a chunk to recreate
+  uint64_t extents_done = 0;     // including those an interrupted run had done
   uint64_t bytes_read = 0;       // of chunks read and verified
   uint64_t chunks_bad = 0;       // damaged, unreadable, missing or on a replaced disk
   uint64_t chunks_repaired = 0;  // rewritten in place or on another disk
@@ -29,9 +30,15 @@ struct RepairOptions {
   bool rebuild = false;
   int64_t budget_ns = 0;  // scrub stops after this long and resumes there next time; 0: no limit
   uint64_t rate = 0;      // bytes per second to read; 0: unlimited
-  std::function<void(const RepairReport&)> progress;  // after every extent
+  // Chunk bytes read between commits (sync, moved chunks recorded, cursor saved, progress).
+  uint64_t batch_bytes = 64 << 20;
+  size_t threads = 0;  // 0: one per core, at most 4
+  std::function<void(const RepairReport&)> progress;  // after every batch
 };
 
+// A rebuild takes the extents in the order of their lost chunks' offsets, the order the chunks
+// were allocated, so that each surviving disk is read front to back; it reads only the chunks
+// it needs and checks every recreated chunk against its CRC and digest before writing it.
 // REQUIRES: the archive is opened with lock and degraded, and not mounted.
 Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options);
 

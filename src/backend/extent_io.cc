@@ -67,7 +67,7 @@ Status WriteExtent(Disk& disk, uint64_t offset, const ExtentHeader& header, std:
 }
 
 Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const ExtentExpectation& expect,
-                                        std::vector<uint64_t>* repaired) {
+                                        std::vector<uint64_t>* repaired, ExtentHeader* header_out) {
   std::string where = fmt::format("{} offset {}", disk.Name(), offset);
   uint64_t allocation = ExtentAllocation(expect.payload_length, expect.idr_scramble);
   if (offset + allocation > disk.Size()) {
@@ -117,6 +117,7 @@ Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const Exten
     return Status::Corruption(fmt::format("{}: extent {} chunk {} {} mismatch", where, expect.extent_id,
                                           expect.chunk_index, ChecksumName(expect.checksum)));
   }
+  if (payload.ok() && header_out) *header_out = std::move(*header);
   return payload;
 }
 

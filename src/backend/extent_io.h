@@ -33,7 +33,8 @@ struct ExtentExpectation {
 // and a block with a silent error is located with the CRC and rebuilt; the blocks
 // repaired are added to *repaired (physical block numbers in the payload) so the caller
 // can rewrite them. Anything else is Corruption (or IOError) naming disk, offset and problem.
+// On success *header_out (if given) is the extent's checked header.
 Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const ExtentExpectation& expect,
-                                        std::vector<uint64_t>* repaired = nullptr);
+                                        std::vector<uint64_t>* repaired = nullptr, ExtentHeader* header_out = nullptr);
 
 }  // namespace cairn

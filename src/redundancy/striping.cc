@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -82,8 +83,7 @@ std::vector<std::vector<uint8_t>> MakeChunks(std::span<const uint8_t> payload, c
   return chunks;
 }
 
-Result<std::vector<uint8_t>> JoinChunks(std::vector<std::optional<std::vector<uint8_t>>>& chunks,
-                                        const Redundancy& r, uint64_t payload_length) {
+Status RebuildChunks(ChunkSet& chunks, const Redundancy& r, uint64_t payload_length, std::span<const size_t> wanted) {
   size_t alive = std::count_if(chunks.begin(), chunks.end(), [](const auto& c) { return c.has_value(); });
   if (chunks.size() != r.chunk_count() || alive < ChunksNeeded(r)) {
     return Status::Corruption(fmt::format("only {} of {} chunks are readable; {} are needed", alive, chunks.size(),
@@ -91,23 +91,41 @@ Result<std::vector<uint8_t>> JoinChunks(std::vector<std::optional<std::vector<ui
   }
   if (r.scheme != Redundancy::Scheme::kReedSolomon) {
     const auto& copy = *std::find_if(chunks.begin(), chunks.end(), [](const auto& c) { return c.has_value(); });
-    return std::vector<uint8_t>(copy->begin(), copy->begin() + static_cast<ptrdiff_t>(payload_length));
+    for (size_t i : wanted) {
+      if (!chunks[i]) chunks[i] = copy;
+    }
+    return Status::OK();
+  }
+  // The decoder reads the first k present chunks: every absent chunk before the k-th present
+  // one is rebuilt too (it would otherwise be taken as a source), later ones only if wanted.
+  uint64_t length = r.ChunkLength(payload_length);
+  std::vector<bool> erase(chunks.size());
+  for (size_t i = 0, present = 0; i < chunks.size() && present < r.data_chunks; i++) {
+    if (chunks[i]) present++;
+    else erase[i] = true;
+  }
+  for (size_t i : wanted) erase[i] = !chunks[i];
+  std::vector<int> erased;
+  std::vector<uint8_t*> pointers(chunks.size(), nullptr);
+  for (size_t i = 0; i < chunks.size(); i++) {
+    if (erase[i]) {
+      erased.push_back(static_cast<int>(i));
+      chunks[i].emplace(length);
+    }
+    if (chunks[i]) pointers[i] = chunks[i]->data();
+  }
+  return CodeFor(r.data_chunks, r.parity_chunks).Reconstruct(length, pointers.data(), erased);
+}
+
+Result<std::vector<uint8_t>> JoinChunks(ChunkSet& chunks, const Redundancy& r, uint64_t payload_length) {
+  std::vector<size_t> data(r.data_chunks);
+  std::iota(data.begin(), data.end(), size_t{0});
+  CAIRN_RETURN_IF_ERROR(RebuildChunks(chunks, r, payload_length, data));
+  if (r.scheme != Redundancy::Scheme::kReedSolomon) {
+    const auto& copy = *chunks[0];
+    return std::vector<uint8_t>(copy.begin(), copy.begin() + static_cast<ptrdiff_t>(payload_length));
   }
   uint64_t length = r.ChunkLength(payload_length);
-  std::vector<int> erased;
-  std::vector<uint8_t*> pointers;
-  bool data_complete =
-      std::all_of(chunks.begin(), chunks.begin() + r.data_chunks, [](const auto& c) { return c.has_value(); });
-  for (size_t i = 0; i < chunks.size() && !data_complete; i++) {
-    if (!chunks[i]) {
-      erased.push_back(static_cast<int>(i));
-      chunks[i].emplace(length, 0);
-    }
-    pointers.push_back(chunks[i]->data());
-  }
-  if (!erased.empty()) {
-    CAIRN_RETURN_IF_ERROR(CodeFor(r.data_chunks, r.parity_chunks).Reconstruct(length, pointers.data(), erased));
-  }
   std::vector<uint8_t> payload(payload_length);
   for (size_t i = 0; i < r.data_chunks; i++) {
     uint64_t start = std::min<uint64_t>(i * length, payload_length);

@@ -22,11 +22,18 @@ Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr,
 // The chunks of `payload`, redundancy.chunk_count() of them, each ChunkLength() bytes.
 std::vector<std::vector<uint8_t>> MakeChunks(std::span<const uint8_t> payload, const Redundancy& redundancy);
 
-// Rebuilds the payload from `chunks` (one entry per chunk; nullopt = lost, damaged or not
-// read; entries may be filled in while decoding). Corruption when too few survive. To
-// rewrite a damaged chunk, MakeChunks(payload) gives it back exactly as it was written.
-Result<std::vector<uint8_t>> JoinChunks(std::vector<std::optional<std::vector<uint8_t>>>& chunks,
-                                        const Redundancy& redundancy, uint64_t payload_length);
+// One entry per chunk of an extent; nullopt = lost, damaged or not read.
+using ChunkSet = std::vector<std::optional<std::vector<uint8_t>>>;
+
+// Rebuilds the payload from `chunks` (entries may be filled in while decoding). Corruption
+// when too few survive.
+Result<std::vector<uint8_t>> JoinChunks(ChunkSet& chunks, const Redundancy& redundancy, uint64_t payload_length);
+
+// Fills the absent chunks listed in `wanted` exactly as they were written, from the present
+// ones, computing as little else as it can (Reed–Solomon decodes from the first k present
+// chunks). Corruption when fewer than ChunksNeeded() are present.
+Status RebuildChunks(ChunkSet& chunks, const Redundancy& redundancy, uint64_t payload_length,
+                     std::span<const size_t> wanted);
 
 // How many chunks must survive: 1 for none and mirror, data_chunks for Reed–Solomon.
 inline size_t ChunksNeeded(const Redundancy& r) {

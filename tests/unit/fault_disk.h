@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,23 @@ class BadBlocksDisk : public DiskWrapper {
 
  private:
   std::vector<std::pair<uint64_t, uint64_t>>& bad_;  // (offset, length), may change while in use
+};
+
+// ReadLogDisk records the offset of every read, for tests of access order.
+class ReadLogDisk : public DiskWrapper {
+ public:
+  ReadLogDisk(std::unique_ptr<Disk> target, std::vector<uint64_t>& log, std::mutex& mutex)
+      : DiskWrapper(std::move(target)), log_(log), mutex_(mutex) {}
+
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override {
+    std::lock_guard lock(mutex_);
+    log_.push_back(offset);
+    return DiskWrapper::ReadAt(offset, dst);
+  }
+
+ private:
+  std::vector<uint64_t>& log_;
+  std::mutex& mutex_;
 };
 
 }  // namespace cairn::test

@@ -41,16 +41,44 @@ TEST_CASE("Striping: every loss the redundancy covers gives the payload back", "
         for (size_t i = 0; i < chunks.size(); i++) {
           if (!(mask & (1u << i))) have[i] = chunks[i];
         }
+        auto rebuilt = have;
         auto back = JoinChunks(have, r, size);
+        std::vector<size_t> wanted;
+        for (size_t i = 0; i < chunks.size(); i++) {
+          if (mask & (1u << i)) wanted.push_back(i);
+        }
+        Status st = RebuildChunks(rebuilt, r, size, wanted);
         if (lost <= tolerated) {
           REQUIRE(back.ok());
           CHECK(*back == payload);
+          REQUIRE(st.ok());
+          for (size_t i = 0; i < chunks.size(); i++) CHECK(*rebuilt[i] == chunks[i]);  // exactly as written
         } else {
           CHECK(back.status().IsCorruption());
+          CHECK(st.IsCorruption());
         }
       }
     }
   }
+}
+
+TEST_CASE("Striping: a rebuild decodes only the chunks it must", "[striping]") {
+  Redundancy r = Parse("rs-4-2");
+  auto payload = test::RandomBytes(1 << 20, 3);
+  auto chunks = MakeChunks(payload, r);
+  ChunkSet have(chunks.begin(), chunks.end());
+  have[0].reset();  // lost
+  have[5].reset();  // not read: chunks 1 to 4 are enough
+  const size_t wanted[] = {0};
+  REQUIRE(RebuildChunks(have, r, payload.size(), wanted).ok());
+  CHECK(*have[0] == chunks[0]);
+  CHECK_FALSE(have[5].has_value());
+  have[2].reset();  // now chunk 5 must be read, and 2 is decoded on the way
+  have[5] = chunks[5];
+  have[0].reset();
+  REQUIRE(RebuildChunks(have, r, payload.size(), wanted).ok());
+  CHECK(*have[0] == chunks[0]);
+  CHECK(*have[2] == chunks[2]);
 }
 
 TEST_CASE("Striping: parsing raid and idr values", "[striping]") {
@@ -201,5 +229,98 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
     CHECK(*(*archive)->ReadExtentPayload(*more) == payload);
     std::lock_guard lock((*archive)->catalog_mutex());
     (*archive)->ReleaseUncommitted(*more);
+  }
+}
+
+// A replaced disk is rebuilt batch by batch: each survivor is read front to back, a failure
+// midway keeps what was committed, and the next run continues from there.
+TEST_CASE("Repair: a rebuild reads survivors in order and resumes after a failure", "[striping]") {
+  test::TempDir dir;
+  MkfsOptions mkfs;
+  mkfs.disk_count = 6;
+  mkfs.disk_size = 64 << 20;
+  REQUIRE(CreateArchive(dir / "a", mkfs).ok());
+  constexpr int kExtents = 24;
+  std::vector<ExtentRecord> extents;
+  std::vector<std::vector<uint8_t>> payloads;
+  ArchiveId id;
+  {
+    auto archive = Archive::Open(dir / "a", {});
+    REQUIRE(archive.ok());
+    id = (*archive)->id();
+    for (int i = 0; i < kExtents; i++) {
+      payloads.push_back(test::RandomBytes(1 << 20, 100 + i));
+      auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, uint64_t(i) << 20, payloads.back(),
+                                                   "raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"));
+      REQUIRE(written.ok());
+      written->refs = 1;
+      extents.push_back(*written);
+      std::lock_guard lock((*archive)->catalog_mutex());
+      REQUIRE(InTransaction((*archive)->catalog(), [&] { return (*archive)->catalog().InsertExtent(*written); }).ok());
+    }
+    std::lock_guard lock((*archive)->catalog_mutex());
+    REQUIRE((*archive)->FlushCatalog(true).ok());
+  }
+  // cairn disk replace: disk 0 becomes an empty image waiting for the rebuild
+  auto config = LoadConfig(dir / "a/cairn.conf");
+  REQUIRE(config.ok());
+  config->disks[0] = dir / "new-0.img";
+  config->rebuild_disks = {0};
+  REQUIRE(FormatDisk(config->disks[0], 0, id, 64 << 20).ok());
+  REQUIRE(SaveConfig(dir / "a", *config).ok());
+  size_t on_disk0 = 0;
+  for (const auto& e : extents) {
+    for (const auto& c : e.chunks) on_disk0 += c.disk == 0;
+  }
+  REQUIRE(on_disk0 > 10);
+
+  test::FaultPlan plan;
+  std::mutex log_mutex;
+  std::vector<std::vector<uint64_t>> reads(6);
+  Archive::OpenOptions open;
+  open.degraded = true;
+  open.repair_on_read = false;
+  open.wrap_disk = [&](std::unique_ptr<Disk> disk, size_t i) -> std::unique_ptr<Disk> {
+    if (i == 0) return std::make_unique<test::FaultDisk>(std::move(disk), plan);
+    return std::make_unique<test::ReadLogDisk>(std::move(disk), reads[i], log_mutex);
+  };
+  RepairOptions options;
+  options.rebuild = true;
+  options.threads = 1;
+  options.batch_bytes = 3 << 20;  // three extents (4 chunks of 256 KiB each) per commit
+  {
+    plan.fail_at = 12;  // some chunk writes and syncs of disk 0 in, the disk fails
+    auto archive = Archive::Open(dir / "a", open);
+    REQUIRE(archive.ok());
+    auto report = RepairArchive(**archive, options);
+    REQUIRE_FALSE(report.ok());
+    CHECK(report.status().message().find("injected") != std::string::npos);
+  }
+  uint64_t first_run_done = 0;
+  {
+    plan.fail_at = 0;
+    for (auto& r : reads) r.clear();
+    auto archive = Archive::Open(dir / "a", open);
+    REQUIRE(archive.ok());
+    auto report = RepairArchive(**archive, options);
+    REQUIRE(report.ok());
+    first_run_done = on_disk0 - report->chunks_repaired;
+    CHECK(report->extents_done == on_disk0);
+    CHECK(report->extents_total == on_disk0);
+    CHECK(report->extents_lost == 0);
+    CHECK(report->chunks_bad == report->chunks_repaired);
+  }
+  CHECK(first_run_done > 0);  // the first run's committed batches were not redone
+  for (size_t d = 1; d < 6; d++) {
+    INFO("disk " << d);
+    CHECK(std::is_sorted(reads[d].begin(), reads[d].end()));  // front to back
+  }
+  config->rebuild_disks.clear();
+  REQUIRE(SaveConfig(dir / "a", *config).ok());
+  auto archive = Archive::Open(dir / "a", {});
+  REQUIRE(archive.ok());
+  for (int i = 0; i < kExtents; i++) {
+    for (size_t c = 0; c < extents[i].chunks.size(); c++) CHECK((*archive)->ReadChunk(extents[i], c).ok());
+    CHECK(*(*archive)->ReadExtentPayload(extents[i]) == payloads[i]);
   }
 }
