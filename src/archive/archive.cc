@@ -124,6 +124,26 @@ bool Archive::IsOut(size_t disk) const {
   return missing_.contains(disk);
 }
 
+std::set<uint32_t> Archive::awaiting_rebuild() const {
+  std::lock_guard lock(missing_mutex_);
+  return awaiting_rebuild_;
+}
+
+bool Archive::AwaitsRebuild(size_t disk) const {
+  std::lock_guard lock(missing_mutex_);
+  return awaiting_rebuild_.contains(static_cast<uint32_t>(disk));
+}
+
+Status Archive::FinishRebuild() {
+  auto saved = LoadConfig(dir_ + "/cairn.conf");  // as written, without -o overrides
+  if (!saved.ok()) return saved.status();
+  saved->rebuild_disks.clear();
+  CAIRN_RETURN_IF_ERROR(SaveConfig(dir_, *saved));
+  std::lock_guard lock(missing_mutex_);
+  awaiting_rebuild_.clear();
+  return Status::OK();
+}
+
 Status Archive::FailDisk(size_t disk) {
   CAIRN_RETURN_IF_ERROR(MarkDiskFailed(dir_, static_cast<uint32_t>(disk)));
   std::lock_guard lock(missing_mutex_);
@@ -146,6 +166,7 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
     Status st = ApplyOption(archive->options_, key, value);
     if (!st.ok()) return Status::InvalidArgument(fmt::format("mount option: {}", st.message()));
   }
+  archive->awaiting_rebuild_ = archive->options_.rebuild_disks;
   auto id = ArchiveIdFromString(archive->options_.archive_id);
   if (!id.ok()) return id.status();
   archive->id_ = *id;
@@ -385,7 +406,7 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     for (size_t i : order) {
       if (record.chunks.size() == chunks.size()) break;
       // A replaced disk waiting for cairn rebuild gets nothing new: its chunks are not read.
-      if (used.contains(DomainOf(i)) || IsOut(i) || options_.rebuild_disks.contains(i)) continue;
+      if (used.contains(DomainOf(i)) || IsOut(i) || AwaitsRebuild(i)) continue;
       if (auto offset = allocators_[i].Allocate(alloc_length)) {
         used.insert(DomainOf(i));
         const auto& bytes = chunks[record.chunks.size()];
@@ -469,7 +490,7 @@ Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size
   if (IsOut(chunk.disk)) {
     return Status::IOError(fmt::format("disk {} is out of service: {}", chunk.disk, missing_disks()[chunk.disk]));
   }
-  if (options_.rebuild_disks.contains(chunk.disk)) {
+  if (AwaitsRebuild(chunk.disk)) {
     return Status::IOError(fmt::format("disk {} was replaced and waits for cairn rebuild", chunk.disk));
   }
   const Redundancy& r = extent.redundancy;
@@ -497,7 +518,7 @@ Result<ExtentHeader> Archive::ReadChunkHeader(const ExtentRecord& extent, size_t
 Result<ExtentHeader> Archive::ReadAnyChunkHeader(const ExtentRecord& extent) {
   Status last = Status::Corruption(fmt::format("extent {}: no chunk header can be read", extent.id));
   for (size_t i = 0; i < extent.chunks.size(); i++) {
-    if (IsOut(extent.chunks[i].disk) || options_.rebuild_disks.contains(extent.chunks[i].disk)) continue;
+    if (IsOut(extent.chunks[i].disk) || AwaitsRebuild(extent.chunks[i].disk)) continue;
     auto header = ReadChunkHeader(extent, i);
     if (header.ok()) return header;
     last = header.status();
@@ -505,17 +526,17 @@ Result<ExtentHeader> Archive::ReadAnyChunkHeader(const ExtentRecord& extent) {
   return last;
 }
 
-Status Archive::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
-                             std::span<const uint8_t> bytes) {
+Result<bool> Archive::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
+                                   std::span<const uint8_t> bytes) {
   const ChunkPlacement& chunk = extent.chunks[index];
-  if (IsOut(chunk.disk)) return Status::OK();  // cairn rebuild moves it
+  if (IsOut(chunk.disk)) return false;  // cairn rebuild moves it
   // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
   std::lock_guard lock(catalog_mutex_);
   auto current = catalog_->GetExtent(extent.id);
-  if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return Status::OK();
+  if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return false;
   CAIRN_RETURN_IF_ERROR(
       WriteExtent(*disks_[chunk.disk], chunk.offset, HeaderForChunk(header, index, chunk, bytes.size()), bytes));
-  return disks_[chunk.disk]->Sync();
+  return true;
 }
 
 ExtentHeader HeaderForChunk(ExtentHeader header, size_t index, const ChunkPlacement& chunk, uint64_t length) {
@@ -543,14 +564,16 @@ void Archive::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>
                            std::span<const uint8_t> payload) {
   std::vector<std::vector<uint8_t>> chunks;
   for (size_t i : failed) {
-    if (IsOut(extent.chunks[i].disk)) continue;  // cairn rebuild moves those
+    uint32_t disk = extent.chunks[i].disk;
+    if (IsOut(disk) || AwaitsRebuild(disk)) continue;  // cairn rebuild moves or fills those
     if (chunks.empty()) chunks = MakeChunks(payload, extent.redundancy);
     auto header = ReadAnyChunkHeader(extent);
-    Status st = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : header.status();
-    if (st.ok()) {
-      LogInfo("repaired extent {} chunk {} on disk {} from the other chunks", extent.id, i, extent.chunks[i].disk);
-    } else {
-      LogError("cannot repair extent {} chunk {} on disk {}: {}", extent.id, i, extent.chunks[i].disk, st.message());
+    auto written = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : Result<bool>(header.status());
+    Status st = written.ok() && *written ? disks_[disk]->Sync() : written.status();
+    if (st.ok() && *written) {
+      LogInfo("repaired extent {} chunk {} on disk {} from the other chunks", extent.id, i, disk);
+    } else if (!st.ok()) {
+      LogError("cannot repair extent {} chunk {} on disk {}: {}", extent.id, i, disk, st.message());
     }
   }
 }
@@ -574,7 +597,7 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
     }
     failures += fmt::format("{}{}", failures.empty() ? "" : "; ", bytes.status().message());
     failed.push_back(i);
-    bool expected = IsOut(chunk.disk) || options_.rebuild_disks.contains(chunk.disk);
+    bool expected = IsOut(chunk.disk) || AwaitsRebuild(chunk.disk);
     std::lock_guard lock(failures_mutex_);
     if (!expected && failed_disks_logged_.insert(chunk.disk).second) {
       LogError("disk {}: {} (further failures of this disk are not logged)", chunk.disk, bytes.status().message());

@@ -130,14 +130,22 @@ class Archive {
   // any chunk of it (the chunk's own fields are set by RewriteChunk).
   Result<ExtentHeader> ReadAnyChunkHeader(const ExtentRecord& extent);
   // Rewrites chunk `index` of `extent` where it is, with its `bytes` and the header of a
-  // good chunk; skipped if the catalog no longer has that chunk there.
-  Status RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header, std::span<const uint8_t> bytes);
+  // good chunk, unless the catalog no longer has that chunk there (then false). The caller
+  // syncs the disk. Thread-safe.
+  Result<bool> RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
+                            std::span<const uint8_t> bytes);
   // Reads and checks every chunk of an extent (fsck): one status per chunk.
   std::vector<Status> CheckChunks(const ExtentRecord& extent);
   // Disks out of service (missing at open with -o degraded, or failed since), by index,
   // with the reason. Thread-safe.
   std::map<size_t, std::string> missing_disks() const;
   bool IsOut(size_t disk) const;
+  // Disks replaced and not yet filled by cairn rebuild: their chunks are read from the
+  // others and nothing new goes to them. Thread-safe.
+  std::set<uint32_t> awaiting_rebuild() const;
+  bool AwaitsRebuild(size_t disk) const;
+  // After a complete rebuild the replaced disks are in service again (cairn.conf too).
+  Status FinishRebuild();
   // Takes a disk out of service now (cairn disk fail on a mounted archive): its chunks
   // are read from the others and nothing new goes to it; recorded in cairn.conf.
   Status FailDisk(size_t disk);
@@ -163,6 +171,7 @@ class Archive {
   std::vector<SpaceAllocator> allocators_;
   mutable std::mutex missing_mutex_;
   std::map<size_t, std::string> missing_;  // guarded by missing_mutex_
+  std::set<uint32_t> awaiting_rebuild_;    // guarded by missing_mutex_
   bool repair_on_read_ = false;
   std::mutex failures_mutex_;
   std::set<uint32_t> failed_disks_logged_;  // guarded by failures_mutex_

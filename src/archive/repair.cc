@@ -36,14 +36,19 @@ struct Task {
 // What one batch wrote: the disks to sync before anything is recorded, and chunks placed on
 // another disk than the catalog says.
 struct BatchWrites {
+  struct Move {
+    uint64_t extent_id;
+    size_t index;
+    ChunkPlacement from, to;
+  };
   std::set<uint32_t> disks;
-  std::vector<std::tuple<uint64_t, size_t, ChunkPlacement>> moved;  // extent id, chunk index, new place
+  std::vector<Move> moved;
 };
 
 class Repairer {
  public:
   Repairer(Archive& archive, const RepairOptions& options) : archive_(archive), options_(options) {
-    for (uint32_t d : archive.options().rebuild_disks) lost_disks_.insert(d);
+    lost_disks_ = archive.awaiting_rebuild();
     for (const auto& [disk, why] : archive.missing_disks()) lost_disks_.insert(static_cast<uint32_t>(disk));
   }
 
@@ -54,8 +59,9 @@ class Repairer {
   std::string RebuildCursorPrefix() const;
   std::string CursorAfter(const Task& task) const;
   void RepairExtent(Task& task, BatchWrites& writes, RepairReport& report);
-  Status WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
-                    std::span<const uint8_t> bytes, BatchWrites& writes);
+  Result<bool> WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
+                          std::span<const uint8_t> bytes, BatchWrites& writes);
+  bool StillCurrent(const ExtentRecord& extent);
   Status Commit(BatchWrites& writes, const std::string& cursor);
   void RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes);
 
@@ -147,8 +153,8 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
                extent.chunks[i].disk,
                bytes.ok() ? "damaged blocks, rebuilt by its intra-disk parity" : bytes.status().message());
   }
+  if (bad.empty() || !StillCurrent(extent)) return;  // a mounted archive may have dropped it meanwhile
   report.chunks_bad += bad.size();
-  if (bad.empty()) return;
   Status st = RebuildChunks(chunks, r, extent.payload_length, bad);
   // A reconstruction is written only once it matches what the catalog says the chunk held.
   for (size_t i = 0; i < bad.size() && st.ok(); i++) {
@@ -164,25 +170,41 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
     return;
   }
   for (size_t i : bad) {
-    Status written = WriteChunk(extent, i, header, *chunks[i], writes);
+    auto written = WriteChunk(extent, i, header, *chunks[i], writes);
     if (!written.ok()) {
       std::lock_guard lock(mutex_);
       if (write_error_.ok()) {
-        write_error_ = Status::IOError(fmt::format("extent {} chunk {}: {}", extent.id, i, written.message()));
+        write_error_ =
+            Status::IOError(fmt::format("extent {} chunk {}: {}", extent.id, i, written.status().message()));
       }
       return;
     }
-    report.chunks_repaired++;
+    report.chunks_repaired += *written;
   }
 }
 
-// Writes chunk `index` in place when its disk is there, else on a disk in a failure domain
-// holding no other chunk of the extent (recorded in the catalog at the batch's commit).
-Status Repairer::WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
-                            std::span<const uint8_t> bytes, BatchWrites& writes) {
+// Whether the catalog still has the extent with these chunks (a mounted archive changes).
+bool Repairer::StillCurrent(const ExtentRecord& extent) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto now = archive_.catalog().GetExtent(extent.id);
+  return now.ok() && now->chunks == extent.chunks;
+}
+
+// Writes chunk `index` in place when its disk is there (false if the extent changed
+// meanwhile), else on a disk in a failure domain holding no other chunk of the extent
+// (recorded in the catalog at the batch's commit).
+Result<bool> Repairer::WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
+                                  std::span<const uint8_t> bytes, BatchWrites& writes) {
   ChunkPlacement placement = extent.chunks[index];
-  bool move = archive_.missing_disks().contains(placement.disk);
-  if (move) {
+  if (!archive_.IsOut(placement.disk)) {
+    auto written = archive_.RewriteChunk(extent, index, header, bytes);
+    if (written.ok() && *written) {
+      std::lock_guard lock(mutex_);
+      writes.disks.insert(placement.disk);
+    }
+    return written;
+  }
+  {
     std::lock_guard lock(archive_.catalog_mutex());
     std::set<std::string> used;  // failure domains of the other chunks
     for (size_t i = 0; i < extent.chunks.size(); i++) {
@@ -190,7 +212,7 @@ Status Repairer::WriteChunk(ExtentRecord& extent, size_t index, const ExtentHead
     }
     std::optional<uint64_t> offset;
     for (uint32_t d = 0; d < archive_.disk_count() && !offset; d++) {
-      if (used.contains(archive_.DomainOf(d)) || archive_.missing_disks().contains(d)) continue;
+      if (used.contains(archive_.DomainOf(d)) || archive_.IsOut(d) || archive_.AwaitsRebuild(d)) continue;
       offset = archive_.allocator(d).Allocate(placement.alloc_length);
       if (offset) {  // same bytes, same CRC and digest: only the place changes
         placement.disk = d;
@@ -205,17 +227,15 @@ Status Repairer::WriteChunk(ExtentRecord& extent, size_t index, const ExtentHead
   Status st = WriteExtent(archive_.disk(placement.disk), placement.offset,
                           HeaderForChunk(header, index, placement, bytes.size()), bytes);
   if (!st.ok()) {
-    if (move) {
-      std::lock_guard lock(archive_.catalog_mutex());
-      archive_.allocator(placement.disk).Release(placement.offset, placement.alloc_length);
-    }
+    std::lock_guard lock(archive_.catalog_mutex());
+    archive_.allocator(placement.disk).Release(placement.offset, placement.alloc_length);
     return st;
   }
   std::lock_guard lock(mutex_);
   writes.disks.insert(placement.disk);
-  if (move) writes.moved.emplace_back(extent.id, index, placement);
+  writes.moved.push_back({extent.id, index, extent.chunks[index], placement});
   extent.chunks[index] = placement;
-  return Status::OK();
+  return true;
 }
 
 // Makes a batch's writes durable, then records moved chunks and the cursor in one commit.
@@ -223,16 +243,25 @@ Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
   for (uint32_t d : writes.disks) CAIRN_RETURN_IF_ERROR(archive_.disk(d).Sync());
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
+  std::vector<const BatchWrites::Move*> unused;  // the extent changed meanwhile: give the space back
   Status st = InTransaction(catalog, [&] {
-    for (const auto& [id, index, placement] : writes.moved) CAIRN_RETURN_IF_ERROR(catalog.SetExtentChunk(id, index, placement));
+    for (const BatchWrites::Move& move : writes.moved) {
+      auto now = catalog.GetExtent(move.extent_id);
+      if (now.ok() && move.index < now->chunks.size() && now->chunks[move.index] == move.from) {
+        CAIRN_RETURN_IF_ERROR(catalog.SetExtentChunk(move.extent_id, move.index, move.to));
+      } else {
+        unused.push_back(&move);
+      }
+    }
     return catalog.SetMeta(options_.rebuild ? kRebuildCursor : kScrubCursor, cursor);
   });
-  if (!st.ok()) {
-    for (const auto& [id, index, placement] : writes.moved) {
-      archive_.allocator(placement.disk).Release(placement.offset, placement.alloc_length);
+  if (!st.ok()) unused.clear();
+  for (const BatchWrites::Move& move : writes.moved) {
+    if (!st.ok() || std::find(unused.begin(), unused.end(), &move) != unused.end()) {
+      archive_.allocator(move.to.disk).Release(move.to.offset, move.to.alloc_length);
     }
-    return st;
   }
+  if (!st.ok()) return st;
   writes = BatchWrites{};
   return archive_.FlushCatalog(true);
 }
@@ -290,7 +319,10 @@ Result<RepairReport> Repairer::Run() {
     cursor = CursorAfter(tasks[end - 1]);
     CAIRN_RETURN_IF_ERROR(Commit(writes, cursor));
     begin = end;
-    if (options_.progress) options_.progress(report_);
+    if (options_.progress && !options_.progress(report_)) {
+      report_.finished = false;  // cancelled; the next run continues after this batch
+      break;
+    }
     if (options_.rate > 0) {
       int64_t due = start + static_cast<int64_t>(report_.bytes_read * 1e9 / options_.rate);
       if (due > NowNs()) std::this_thread::sleep_for(std::chrono::nanoseconds(due - NowNs()));
@@ -305,6 +337,22 @@ Result<RepairReport> Repairer::Run() {
 
 Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options) {
   return Repairer(archive, options).Run();
+}
+
+std::string RepairReportLine(const RepairReport& r) {
+  return fmt::format("report {} {} {} {} {} {} {}", r.extents_total, r.extents_done, r.bytes_read, r.chunks_bad,
+                     r.chunks_repaired, r.extents_lost, r.finished ? 1 : 0);
+}
+
+bool ParseRepairReportLine(const std::string& line, RepairReport* r) {
+  unsigned long long total, done, bytes, bad, repaired, lost;
+  int finished;
+  if (std::sscanf(line.c_str(), "report %llu %llu %llu %llu %llu %llu %d", &total, &done, &bytes, &bad, &repaired,
+                  &lost, &finished) != 7) {
+    return false;
+  }
+  *r = RepairReport{total, done, bytes, bad, repaired, lost, std::move(r->problems), finished != 0};
+  return true;
 }
 
 }  // namespace cairn

@@ -1,7 +1,7 @@
 // Repair recreates chunks of extents from their other chunks: scrub reads and verifies
 // every chunk and rewrites the bad ones; rebuild recreates the chunks of replaced and
-// missing disks. It runs on an archive opened offline (cairn scrub, cairn rebuild), on one
-// thread per core, and an interrupted run continues where its last batch was committed.
+// missing disks. It runs on one thread per core, offline (cairn scrub, cairn rebuild) or in
+// the daemon of a mounted archive, and an interrupted run continues after its last batch.
 #pragma once
 
 #include <cstdint>
@@ -33,13 +33,19 @@ struct RepairOptions {
   // Chunk bytes read between commits (sync, moved chunks recorded, cursor saved, progress).
   uint64_t batch_bytes = 64 << 20;
   size_t threads = 0;  // 0: one per core, at most 4
-  std::function<void(const RepairReport&)> progress;  // after every batch
+  std::function<bool(const RepairReport&)> progress;  // after every batch; false cancels
 };
 
 // A rebuild takes the extents in the order of their lost chunks' offsets, the order the chunks
 // were allocated, so that each surviving disk is read front to back; it reads only the chunks
 // it needs and checks every recreated chunk against its CRC and digest before writing it.
-// REQUIRES: the archive is opened with lock and degraded, and not mounted.
+// Safe beside a mounted archive's other work: a chunk is rewritten only while the catalog
+// still has it there, and moved chunks are recorded only if their extent is unchanged.
+// REQUIRES: the archive is opened with lock (degraded if disks are missing).
 Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options);
+
+// A report as one line of text and back (the control socket carries it; problems go apart).
+std::string RepairReportLine(const RepairReport& report);
+bool ParseRepairReportLine(const std::string& line, RepairReport* report);
 
 }  // namespace cairn

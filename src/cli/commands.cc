@@ -131,7 +131,7 @@ int CmdStatus(const Args& args) {
     std::lock_guard lock(a.catalog_mutex());
     totals = a.catalog().ComputeTotals();
     totals.extent_bytes = 0;
-    std::set<uint32_t> down = a.options().rebuild_disks;
+    std::set<uint32_t> down = a.awaiting_rebuild();
     for (const auto& [disk, why] : a.missing_disks()) down.insert(static_cast<uint32_t>(disk));
     for (const auto& e : a.catalog().AllExtents()) {
       size_t lost = 0;

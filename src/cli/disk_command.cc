@@ -1,6 +1,6 @@
-// cairn disk list|fail|replace, cairn rebuild and cairn scrub: the disk lifecycle of an
-// unmounted archive. A failed or missing disk is mounted around with -o degraded; after
-// a replacement, rebuild recreates its chunks from the others. See cairn(8).
+// cairn disk list|fail|replace, cairn rebuild and cairn scrub: the disk lifecycle. A failed
+// or missing disk is mounted around with -o degraded; after a replacement (unmounted),
+// rebuild recreates its chunks from the others, mounted or not. See cairn(8).
 #include <malloc.h>
 #include <unistd.h>
 
@@ -62,10 +62,10 @@ int List(const std::string& dir) {
   }
   fmt::print("{:>4}  {:<30} {:>10} {:>10} {:>8}  {}\n", "disk", "path", "size", "used", "chunks", "state");
   for (size_t i = 0; i < a.disk_count(); i++) {
-    std::string state = a.options().failed_disks.contains(i)     ? "failed (cairn disk fail)"
-                         : a.missing_disks().contains(i)          ? "missing: " + a.missing_disks().at(i)
-                         : a.options().rebuild_disks.contains(i) ? "replaced, needs cairn rebuild"
-                                                                  : "ok";
+    std::string state = a.options().failed_disks.contains(i) ? "failed (cairn disk fail)"
+                        : a.missing_disks().contains(i)      ? "missing: " + a.missing_disks().at(i)
+                        : a.AwaitsRebuild(i)                 ? "replaced, needs cairn rebuild"
+                                                             : "ok";
     std::string size = a.missing_disks().contains(i) ? "-" : FormatSize(a.disk(i).Size());
     fmt::print("{:>4}  {:<30} {:>10} {:>10} {:>8}  {}\n", i, a.options().disks[i], size, FormatSize(bytes[i]),
                chunks[i], state);
@@ -111,7 +111,50 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
   return 0;
 }
 
-int Repair(const std::string& dir, bool rebuild, bool progress, int64_t budget_ns, uint64_t rate) {
+// Prints what a rebuild or scrub did and returns its exit status.
+int FinishRepair(bool rebuild, const RepairReport& report) {
+  for (const auto& p : report.problems) fmt::print("{}\n", p);
+  fmt::print("{}: {} of {} extents {}, {} read, {} bad chunk(s), {} repaired, {} extent(s) lost{}\n",
+             rebuild ? "rebuild" : "scrub", report.extents_done, report.extents_total,
+             rebuild ? "checked" : "verified", FormatSize(report.bytes_read), report.chunks_bad,
+             report.chunks_repaired, report.extents_lost,
+             report.finished ? "" : " (stopped early; run again to continue)");
+  return report.extents_lost > 0 ? 1 : 0;
+}
+
+// cairn rebuild / cairn scrub: run by the daemon when the archive is mounted, else here.
+int Repair(const std::string& target, bool rebuild, bool progress, int64_t budget_ns, uint64_t rate) {
+  std::string dir = target;
+  if (::access((target + "/cairn.conf").c_str(), F_OK) != 0) {
+    auto where = LocateInMount(target);
+    if (!where.ok()) return Fail(1, fmt::format("{} is neither an archive nor a mounted archive", target));
+    dir = where->archive;
+  }
+  bool tty = ::isatty(2);
+  int64_t start = NowNs(), last = 0;
+  auto show = [&](const RepairReport& r) {
+    int64_t now = NowNs();
+    if (!progress || (now - last < (tty ? 200'000'000 : 2'000'000'000) && r.extents_done != r.extents_total)) return;
+    last = now;
+    fmt::print(stderr, "{}{} {}/{} extents, {} read ({:.1f} MiB/s), {} chunk(s) repaired{}", tty ? "\r" : "",
+               rebuild ? "rebuild:" : "scrub:", r.extents_done, r.extents_total, FormatSize(r.bytes_read),
+               r.bytes_read / std::max(1e-3, (now - start) / 1e9) / (1 << 20), r.chunks_repaired, tty ? "  " : "\n");
+  };
+  if (Archive::LockHolder(dir) != 0) {  // mounted: the daemon does it beside its other work
+    RepairReport report;
+    bool reported = false;
+    int rc = SendControl(dir, fmt::format("repair\t{}\t{}\t{}", rebuild ? "rebuild" : "scrub", budget_ns, rate),
+                         nullptr, [&](const std::string& line) {
+                           if (line.starts_with("problem ")) report.problems.push_back(line.substr(8));
+                           if (ParseRepairReportLine(line, &report)) {  // after every batch, and at the end
+                             show(report);
+                             reported = true;
+                           }
+                         });
+    if (progress && tty) fmt::print(stderr, "\n");
+    if (rc != 0) return rc;
+    return reported ? FinishRepair(rebuild, report) : Fail(1, "the daemon sent no report");
+  }
   // Every extent needs a few chunk-sized buffers: keep the heap instead of mapping and
   // trimming them each time (4x faster rebuilds).
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
@@ -122,35 +165,17 @@ int Repair(const std::string& dir, bool rebuild, bool progress, int64_t budget_n
   options.rebuild = rebuild;
   options.budget_ns = budget_ns;
   options.rate = rate;
-  bool tty = ::isatty(2);
-  int64_t start = NowNs(), last = 0;
-  if (progress) {
-    options.progress = [&](const RepairReport& r) {
-      int64_t now = NowNs();
-      if (now - last < (tty ? 200'000'000 : 2'000'000'000) && r.extents_done != r.extents_total) return;
-      last = now;
-      fmt::print(stderr, "{}{} {}/{} extents, {} read ({:.1f} MiB/s), {} chunk(s) repaired{}", tty ? "\r" : "",
-                 rebuild ? "rebuild:" : "scrub:", r.extents_done, r.extents_total, FormatSize(r.bytes_read),
-                 r.bytes_read / std::max(1e-3, (now - start) / 1e9) / (1 << 20), r.chunks_repaired, tty ? "  " : "\n");
-    };
-  }
+  options.progress = [&](const RepairReport& r) {
+    show(r);
+    return true;
+  };
   auto report = RepairArchive(**archive, options);
   if (progress && tty) fmt::print(stderr, "\n");
   if (!report.ok()) return Fail(1, report.status().message());
   if (rebuild && report->finished && report->extents_lost == 0) {
-    archive->reset();
-    auto saved = LoadConfig(dir + "/cairn.conf");
-    if (!saved.ok()) return Fail(1, saved.status().message());
-    saved->rebuild_disks.clear();
-    if (Status st = SaveConfig(dir, *saved); !st.ok()) return Fail(1, st.message());
+    if (Status st = (*archive)->FinishRebuild(); !st.ok()) return Fail(1, st.message());
   }
-  for (const auto& p : report->problems) fmt::print("{}\n", p);
-  fmt::print("{}: {} of {} extents {}, {} read, {} bad chunk(s), {} repaired, {} extent(s) lost{}\n",
-             rebuild ? "rebuild" : "scrub", report->extents_done, report->extents_total,
-             rebuild ? "checked" : "verified", FormatSize(report->bytes_read), report->chunks_bad,
-             report->chunks_repaired, report->extents_lost,
-             report->finished ? "" : " (budget used up; run again to continue)");
-  return report->extents_lost > 0 ? 1 : 0;
+  return FinishRepair(rebuild, *report);
 }
 
 Result<int64_t> ParseDuration(const std::string& text) {
@@ -204,7 +229,7 @@ int CmdRebuild(const Args& args) {
   int64_t budget = 0;
   uint64_t rate = 0;
   if (!ParseRepairArgs(args, false, &dir, &progress, &budget, &rate, &error)) {
-    return Fail(2, error.empty() ? "usage: cairn rebuild ARCHIVE [--progress] [--rate SIZE]" : error);
+    return Fail(2, error.empty() ? "usage: cairn rebuild ARCHIVE|MOUNTPOINT [--progress] [--rate SIZE]" : error);
   }
   return Repair(dir, true, progress, 0, rate);
 }
@@ -215,7 +240,7 @@ int CmdScrub(const Args& args) {
   int64_t budget = 0;
   uint64_t rate = 0;
   if (!ParseRepairArgs(args, true, &dir, &progress, &budget, &rate, &error)) {
-    return Fail(2, error.empty() ? "usage: cairn scrub ARCHIVE [--progress] [--budget DURATION] [--rate SIZE]"
+    return Fail(2, error.empty() ? "usage: cairn scrub ARCHIVE|MOUNTPOINT [--progress] [--budget DURATION] [--rate SIZE]"
                                  : error);
   }
   return Repair(dir, false, progress, budget, rate);

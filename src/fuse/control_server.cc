@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/repair.h"
 #include "util/log.h"
 
 namespace cairn {
@@ -130,6 +131,7 @@ Status ControlServer::Handle(const std::vector<std::string>& command,
                                             p.bytes_total, p.files_busy, p.files_failed));
     });
   }
+  if (verb == "repair" && command.size() == 4) return Repair(command, send);
   if (verb == "dry-run" && command.size() == 3) {
     auto rules = RuleSet::Load(command[1]);
     if (!rules.ok()) return rules.status();
@@ -137,6 +139,34 @@ Status ControlServer::Handle(const std::vector<std::string>& command,
                            [&](const std::string& line) { return send("change " + line); });
   }
   return Status::InvalidArgument(fmt::format("unknown control command '{}'", verb));
+}
+
+Status ControlServer::Repair(const std::vector<std::string>& command,
+                             const std::function<bool(const std::string&)>& send) {
+  RepairOptions options;
+  options.rebuild = command[1] == "rebuild";
+  char* end = nullptr;
+  options.budget_ns = std::strtoll(command[2].c_str(), &end, 10);
+  options.rate = std::strtoull(command[3].c_str(), &end, 10);
+  if (!options.rebuild && command[1] != "scrub") {
+    return Status::InvalidArgument(fmt::format("repair: '{}' is not rebuild or scrub", command[1]));
+  }
+  std::unique_lock lock(repair_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return Status::Busy("a rebuild or scrub is already running on this archive");
+  options.progress = [&](const RepairReport& r) { return !stopping_ && send(RepairReportLine(r)); };
+  LogInfo("{} started (cairn {})", command[1], command[1]);
+  auto report = RepairArchive(fs_.archive(), options);
+  if (!report.ok()) {
+    LogError("{} stopped: {}", command[1], report.status().message());
+    return report.status();
+  }
+  for (const auto& problem : report->problems) send("problem " + problem);
+  send(RepairReportLine(*report));
+  LogInfo("{}: {} of {} extents, {} bad chunk(s), {} repaired, {} extent(s) lost{}", command[1],
+          report->extents_done, report->extents_total, report->chunks_bad, report->chunks_repaired,
+          report->extents_lost, report->finished ? "" : " (stopped early)");
+  if (options.rebuild && report->finished && report->extents_lost == 0) return fs_.archive().FinishRebuild();
+  return Status::OK();
 }
 
 }  // namespace cairn

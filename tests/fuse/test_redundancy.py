@@ -5,6 +5,7 @@ import os
 import random
 import re
 import shutil
+import threading
 
 import pytest
 
@@ -319,3 +320,85 @@ def test_a_disk_failed_while_mounted_is_read_around_and_left_alone(archive):
     archive.mount()
     archive.evict()
     assert read_file(archive.m("old")) == data
+
+
+def test_rebuild_and_scrub_run_on_a_mounted_archive_beside_other_work(archive):
+    make_archive(archive, 6)
+    os.setxattr(archive.mnt, "user.cairn.raid", b"rs-3-2")
+    files = {f"f{i}": random_bytes(3 * MiB + i, 150 + i) for i in range(8)}
+    for name, data in files.items():
+        write_file(archive.m(name), data)
+    archive.evict()
+    archive.umount()
+    cairn("disk", "replace", archive.arch, "1", os.path.join(archive.base, "new-disk-1.img"))
+    archive.mount()  # not degraded: the new disk is there, waiting to be filled
+    assert read_file(archive.m("f0")) == files["f0"]  # read around disk 1
+    # Writes, persists and deletes while the daemon rebuilds: nothing may be lost or corrupted.
+    done = threading.Event()
+
+    def churn():
+        i = 0
+        while not done.is_set() or i < 3:
+            files[f"new{i}"] = random_bytes(2 * MiB, 160 + i)
+            write_file(archive.m(f"new{i}"), files[f"new{i}"])
+            archive.persist()
+            if i % 2:
+                os.unlink(archive.m(f"new{i}"))
+                del files[f"new{i}"]
+            i += 1
+
+    writer = threading.Thread(target=churn)
+    writer.start()
+    os.unlink(archive.m("f7"))
+    del files["f7"]
+    try:
+        r = cairn("rebuild", archive.mnt, "--progress")
+    finally:
+        done.set()
+        writer.join()
+    assert "0 extent(s) lost" in r.stdout, r.stdout
+    assert int(re.search(r"(\d+) repaired", r.stdout).group(1)) > 0, r.stdout
+    assert "rebuild:" in r.stderr
+    with open(os.path.join(archive.arch, "cairn.conf")) as conf:
+        assert "rebuild_disks" not in conf.read()  # disk 1 is in service again
+    archive.persist()
+    for places in chunks_of(archive.m("new0")).values():
+        assert len(places) == 5  # new data may go to disk 1 again
+    archive.evict()
+    for name, data in files.items():
+        assert read_file(archive.m(name)) == data, name
+    # A silent error found by an online scrub is rewritten from the other chunks.
+    disk, offset = chunks_of(archive.m("f1"))[0][0]
+    with open(disk_path(archive, disk) if disk != 1 else os.path.join(archive.base, "new-disk-1.img"), "r+b") as f:
+        f.seek(offset + 777)
+        f.write(b"\x01\x02\x03\x04")
+    r = cairn("scrub", archive.arch)
+    assert "1 bad chunk(s), 1 repaired, 0 extent(s) lost" in r.stdout, r.stdout
+    assert "0 bad chunk(s)" in cairn("scrub", archive.mnt).stdout
+    archive.umount()
+    archive.fsck()
+    archive.mount()
+
+
+def test_an_online_rebuild_moves_the_chunks_of_a_failed_disk_elsewhere(archive):
+    make_archive(archive, 6)
+    os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
+    data = random_bytes(6 * MiB, 170)
+    write_file(archive.m("f"), data)
+    archive.evict()
+    victim = chunks_of(archive.m("f"))[0][0][0]
+    cairn("disk", "fail", archive.arch, str(victim))
+    r = cairn("rebuild", archive.arch)
+    assert "0 extent(s) lost" in r.stdout and " 0 repaired" not in r.stdout, r.stdout
+    for places in chunks_of(archive.m("f")).values():
+        assert victim not in [d for d, _ in places] and len(places) == 2
+    archive.evict()
+    assert read_file(archive.m("f")) == data
+    archive.umount()
+    os.remove(disk_path(archive, victim))  # nothing on it is needed any more
+    archive.mount("degraded")
+    assert read_file(archive.m("f")) == data
+    archive.umount()
+    cairn("disk", "replace", archive.arch, str(victim), os.path.join(archive.base, "spare.img"))
+    assert "0 of 0 extents checked" in cairn("rebuild", archive.arch).stdout  # nothing left to rebuild
+    archive.mount()
