@@ -29,8 +29,8 @@ commands:
   disk list ARCHIVE          each disk's path, use and state (ok, missing, failed, needs rebuild)
   disk fail ARCHIVE DISK     mark a disk failed (drills); mount with -o degraded
   disk replace ARCHIVE DISK NEWPATH   a new, empty disk in its place; then rebuild
-  rebuild ARCHIVE [--progress]        recreate the chunks of replaced and missing disks
-  scrub ARCHIVE [--progress] [--budget DURATION]   verify every chunk, rewrite bad ones
+  rebuild ARCHIVE|MOUNTPOINT [--progress] [--rate SIZE]   recreate the chunks of replaced and missing disks
+  scrub ARCHIVE|MOUNTPOINT [--progress] [--budget DURATION] [--rate SIZE]   verify every chunk, rewrite bad ones
   inspect ARCHIVE --disk N --offset BYTES
 
 See cairn(8).
