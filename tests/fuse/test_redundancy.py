@@ -28,7 +28,20 @@ def chunks_of(path):
 
 
 def disk_path(archive, disk):
-    return os.path.join(archive.arch, "disks", f"disk-{disk:03}.img")
+    """The image of `disk`, as cairn.conf names it (replaced disks live elsewhere)."""
+    with open(os.path.join(archive.arch, "cairn.conf")) as conf:
+        for line in conf:
+            key, _, value = line.partition("=")
+            if key.strip() == f"disk.{disk}":
+                return os.path.join(archive.arch, value.strip())  # absolute values stay as they are
+    raise AssertionError(f"no disk.{disk} in cairn.conf")
+
+
+def overwrite(archive, disk, offset, data):
+    """Writes `data` into the image of `disk` at `offset`, behind cairn's back."""
+    with open(disk_path(archive, disk), "r+b") as f:
+        f.seek(offset)
+        f.write(data)
 
 
 def make_archive(archive, disks):
@@ -74,9 +87,8 @@ def test_rs_4_2_survives_two_lost_disks_and_damage_on_two_more(archive):
         for places in layout_of[name].values():
             for disk, offset in places:
                 if disk in damaged:
-                    with open(disk_path(archive, disk), "r+b") as f:
-                        f.seek(offset + 4096 * rng.randrange(0, 16) + rng.randrange(0, 4000))
-                        f.write(os.urandom(64))
+                    overwrite(archive, disk, offset + 4096 * rng.randrange(0, 16) + rng.randrange(0, 4000),
+                              os.urandom(64))
                     hit += 1
     assert hit >= 4
     r = cairn("mount", archive.arch, archive.mnt, check=False)
@@ -110,9 +122,7 @@ def test_too_much_damage_is_eio_never_wrong_bytes(archive):
     archive.mount("degraded")
     assert read_file(archive.m("m")) == data  # one copy is enough
     archive.umount()
-    with open(disk_path(archive, places[1][0]), "r+b") as f:
-        f.seek(places[1][1] + 100)
-        f.write(b"\x00garbage\x00")
+    overwrite(archive, places[1][0], places[1][1] + 100, b"\x00garbage\x00")
     archive.mount("degraded")
     with pytest.raises(OSError) as e:
         read_file(archive.m("m"))
@@ -160,9 +170,7 @@ def test_scrub_finds_and_rewrites_silent_corruption(archive):
     archive.evict()
     disk, offset = chunks_of(archive.m("f"))[0][1]
     archive.umount()
-    with open(disk_path(archive, disk), "r+b") as f:
-        f.seek(offset + 12345)
-        f.write(b"\xde\xad\xbe\xef")
+    overwrite(archive, disk, offset + 12345, b"\xde\xad\xbe\xef")
     r = cairn("fsck", archive.arch, check=False)
     assert r.returncode != 0 and "chunk 1" in r.stdout + r.stderr
     r = cairn("scrub", archive.arch, "--budget", "10m")
@@ -181,9 +189,7 @@ def test_a_read_repairs_the_chunk_it_had_to_rebuild(archive):
     archive.evict()
     disk, offset = chunks_of(archive.m("f"))[1][0]  # segment 1, data chunk 0
     archive.umount()
-    with open(disk_path(archive, disk), "r+b") as f:
-        f.seek(offset + 777)
-        f.write(b"\x00" * 32)
+    overwrite(archive, disk, offset + 777, b"\x00" * 32)
     archive.mount()
     assert read_file(archive.m("f")) == data
     with open(os.path.join(archive.arch, "cairn.log")) as log:
@@ -206,9 +212,7 @@ def _damage(archive, kind, layout, rng):
         return "degraded"
     if kind == "zero-burst":  # a latent sector burst inside chunks on two disks
         for disk, offset in [p for p in some_chunks if p[0] in (1, 2)]:
-            with open(disk_path(archive, disk), "r+b") as f:
-                f.seek(offset + 3 * 4096)
-                f.write(b"\0" * (6 * 4096))
+            overwrite(archive, disk, offset + 3 * 4096, b"\0" * (6 * 4096))
         return None
     if kind == "bit-flips":
         for disk, offset in rng.sample(some_chunks, 6):
@@ -246,9 +250,7 @@ def test_intra_disk_parity_alone_repairs_a_single_disk_file(archive):
     archive.evict()
     [(disk, offset)] = chunks_of(archive.m("f"))[0]
     archive.umount()
-    with open(disk_path(archive, disk), "r+b") as f:
-        f.seek(offset + 5 * 4096 + 10)
-        f.write(b"\xff" * 100)
+    overwrite(archive, disk, offset + 5 * 4096 + 10, b"\xff" * 100)
     r = cairn("fsck", archive.arch, check=False)
     assert r.returncode != 0 and "rebuilt by its intra-disk parity" in r.stdout + r.stderr
     assert "1 bad chunk(s), 1 repaired" in cairn("scrub", archive.arch).stdout
@@ -284,9 +286,7 @@ def test_strong_checksums_are_stored_and_verified(archive, checksum):
     assert re.search(r"crc32c [0-9a-f]{8}, %s [0-9a-f]{%d}$" % (checksum, 16 if checksum == "xxh3" else 64), out, re.M), out
     assert f"checksum={checksum}" in out
     archive.umount()
-    with open(disk_path(archive, disk), "r+b") as f:
-        f.seek(offset + 999)
-        f.write(b"\x55" * 8)
+    overwrite(archive, disk, offset + 999, b"\x55" * 8)
     archive.mount()
     assert read_file(archive.m("f")) == data  # the other copy, and the damaged one rewritten
     archive.umount()
@@ -369,9 +369,7 @@ def test_rebuild_and_scrub_run_on_a_mounted_archive_beside_other_work(archive):
         assert read_file(archive.m(name)) == data, name
     # A silent error found by an online scrub is rewritten from the other chunks.
     disk, offset = chunks_of(archive.m("f1"))[0][0]
-    with open(disk_path(archive, disk) if disk != 1 else os.path.join(archive.base, "new-disk-1.img"), "r+b") as f:
-        f.seek(offset + 777)
-        f.write(b"\x01\x02\x03\x04")
+    overwrite(archive, disk, offset + 777, b"\x01\x02\x03\x04")
     r = cairn("scrub", archive.arch)
     assert "1 bad chunk(s), 1 repaired, 0 extent(s) lost" in r.stdout, r.stdout
     assert "0 bad chunk(s)" in cairn("scrub", archive.mnt).stdout
