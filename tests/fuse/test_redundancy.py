@@ -52,6 +52,18 @@ def make_archive(archive, disks):
     archive.mount()
 
 
+def persisted_files(archive, disks, raid, sizes, seed):
+    """A mounted archive of `disks` disks holding files f0, f1, ... of `sizes` with user.cairn.raid=`raid`,
+    persisted and evicted (reads come from the disks); returns {name: bytes}."""
+    make_archive(archive, disks)
+    os.setxattr(archive.mnt, "user.cairn.raid", raid.encode())
+    files = {f"f{i}": random_bytes(size, seed + i) for i, size in enumerate(sizes)}
+    for name, data in files.items():
+        write_file(archive.m(name), data)
+    archive.evict()
+    return files
+
+
 def test_raid_values_must_fit_the_disks(archive):
     write_file(archive.m("f"), b"x")
     with pytest.raises(OSError) as e:
@@ -130,12 +142,7 @@ def test_too_much_damage_is_eio_never_wrong_bytes(archive):
 
 
 def test_disk_fail_replace_rebuild_leaves_fsck_and_scrub_clean(archive):
-    make_archive(archive, 6)
-    os.setxattr(archive.mnt, "user.cairn.raid", b"rs-3-2")
-    files = {f"f{i}": random_bytes(size, 70 + i) for i, size in enumerate([6 * MiB + 5, 1 * MiB, 100 * 1024])}
-    for name, data in files.items():
-        write_file(archive.m(name), data)
-    archive.evict()
+    files = persisted_files(archive, 6, "rs-3-2", [6 * MiB + 5, 1 * MiB, 100 * 1024], 70)
     archive.umount()
     assert "failed" in cairn("disk", "fail", archive.arch, "2").stdout
     listing = cairn("disk", "list", archive.arch).stdout
@@ -163,12 +170,8 @@ def test_disk_fail_replace_rebuild_leaves_fsck_and_scrub_clean(archive):
 
 
 def test_scrub_finds_and_rewrites_silent_corruption(archive):
-    make_archive(archive, 4)
-    os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
-    data = random_bytes(3 * MiB, 80)
-    write_file(archive.m("f"), data)
-    archive.evict()
-    disk, offset = chunks_of(archive.m("f"))[0][1]
+    data = persisted_files(archive, 4, "mirror-2", [3 * MiB], 80)["f0"]
+    disk, offset = chunks_of(archive.m("f0"))[0][1]
     archive.umount()
     overwrite(archive, disk, offset + 12345, b"\xde\xad\xbe\xef")
     r = cairn("fsck", archive.arch, check=False)
@@ -178,20 +181,16 @@ def test_scrub_finds_and_rewrites_silent_corruption(archive):
     assert "0 bad chunk(s)" in cairn("scrub", archive.arch).stdout
     archive.fsck()
     archive.mount()
-    assert read_file(archive.m("f")) == data
+    assert read_file(archive.m("f0")) == data
 
 
 def test_a_read_repairs_the_chunk_it_had_to_rebuild(archive):
-    make_archive(archive, 4)
-    os.setxattr(archive.mnt, "user.cairn.raid", b"rs-2-1")
-    data = random_bytes(5 * MiB, 90)
-    write_file(archive.m("f"), data)
-    archive.evict()
-    disk, offset = chunks_of(archive.m("f"))[1][0]  # segment 1, data chunk 0
+    data = persisted_files(archive, 4, "rs-2-1", [5 * MiB], 90)["f0"]
+    disk, offset = chunks_of(archive.m("f0"))[1][0]  # segment 1, data chunk 0
     archive.umount()
     overwrite(archive, disk, offset + 777, b"\x00" * 32)
     archive.mount()
-    assert read_file(archive.m("f")) == data
+    assert read_file(archive.m("f0")) == data
     with open(os.path.join(archive.arch, "cairn.log")) as log:
         assert re.search(r"repaired extent \d+ chunk 0 on disk %d from the other chunks" % disk, log.read())
     archive.umount()
@@ -323,12 +322,7 @@ def test_a_disk_failed_while_mounted_is_read_around_and_left_alone(archive):
 
 
 def test_rebuild_and_scrub_run_on_a_mounted_archive_beside_other_work(archive):
-    make_archive(archive, 6)
-    os.setxattr(archive.mnt, "user.cairn.raid", b"rs-3-2")
-    files = {f"f{i}": random_bytes(3 * MiB + i, 150 + i) for i in range(8)}
-    for name, data in files.items():
-        write_file(archive.m(name), data)
-    archive.evict()
+    files = persisted_files(archive, 6, "rs-3-2", [3 * MiB + i for i in range(8)], 150)
     archive.umount()
     cairn("disk", "replace", archive.arch, "1", os.path.join(archive.base, "new-disk-1.img"))
     archive.mount()  # not degraded: the new disk is there, waiting to be filled
@@ -379,23 +373,19 @@ def test_rebuild_and_scrub_run_on_a_mounted_archive_beside_other_work(archive):
 
 
 def test_an_online_rebuild_moves_the_chunks_of_a_failed_disk_elsewhere(archive):
-    make_archive(archive, 6)
-    os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
-    data = random_bytes(6 * MiB, 170)
-    write_file(archive.m("f"), data)
-    archive.evict()
-    victim = chunks_of(archive.m("f"))[0][0][0]
+    data = persisted_files(archive, 6, "mirror-2", [6 * MiB], 170)["f0"]
+    victim = chunks_of(archive.m("f0"))[0][0][0]
     cairn("disk", "fail", archive.arch, str(victim))
     r = cairn("rebuild", archive.arch)
     assert "0 extent(s) lost" in r.stdout and " 0 repaired" not in r.stdout, r.stdout
-    for places in chunks_of(archive.m("f")).values():
+    for places in chunks_of(archive.m("f0")).values():
         assert victim not in [d for d, _ in places] and len(places) == 2
     archive.evict()
-    assert read_file(archive.m("f")) == data
+    assert read_file(archive.m("f0")) == data
     archive.umount()
     os.remove(disk_path(archive, victim))  # nothing on it is needed any more
     archive.mount("degraded")
-    assert read_file(archive.m("f")) == data
+    assert read_file(archive.m("f0")) == data
     archive.umount()
     cairn("disk", "replace", archive.arch, str(victim), os.path.join(archive.base, "spare.img"))
     assert "0 of 0 extents checked" in cairn("rebuild", archive.arch).stdout  # nothing left to rebuild
