@@ -15,6 +15,14 @@ using namespace cairn;
 
 namespace {
 
+// An archive of `disks` file-backed disks at dir/a.
+void MakeArchive(const test::TempDir& dir, uint32_t disks, uint64_t disk_size) {
+  MkfsOptions mkfs;
+  mkfs.disk_count = disks;
+  mkfs.disk_size = disk_size;
+  REQUIRE(CreateArchive(dir / "a", mkfs).ok());
+}
+
 Redundancy Parse(const char* raid, const char* idr = "none") {
   auto r = ParseRedundancy(raid, idr);
   REQUIRE(r.ok());
@@ -96,10 +104,7 @@ TEST_CASE("Striping: parsing raid and idr values", "[striping]") {
 // A file-backed archive of six disks whose reads the test can fail block by block.
 TEST_CASE("Archive: degraded reads rebuild from intra-disk parity first, then from other disks", "[striping]") {
   test::TempDir dir;
-  MkfsOptions mkfs;
-  mkfs.disk_count = 6;
-  mkfs.disk_size = 64 << 20;
-  REQUIRE(CreateArchive(dir / "a", mkfs).ok());
+  MakeArchive(dir, 6, 64 << 20);
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> bad(6);
   Archive::OpenOptions open;
   open.repair_on_read = false;
@@ -147,10 +152,7 @@ TEST_CASE("Archive: degraded reads rebuild from intra-disk parity first, then fr
 
 TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[striping]") {
   test::TempDir dir;
-  MkfsOptions mkfs;
-  mkfs.disk_count = 6;
-  mkfs.disk_size = 16 << 20;
-  REQUIRE(CreateArchive(dir / "a", mkfs).ok());
+  MakeArchive(dir, 6, 16 << 20);
   auto options = LoadConfig(dir / "a/cairn.conf");
   REQUIRE(options.ok());
   for (uint32_t i = 0; i < 6; i++) options->disk_domains[i] = i < 2 ? "shelf-a" : i < 4 ? "shelf-b" : "shelf-c";
@@ -177,10 +179,7 @@ TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[strip
 // digests, and a replaced disk waiting for a rebuild gets no new data.
 TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothing new", "[striping]") {
   test::TempDir dir;
-  MkfsOptions mkfs;
-  mkfs.disk_count = 3;
-  mkfs.disk_size = 16 << 20;
-  REQUIRE(CreateArchive(dir / "a", mkfs).ok());
+  MakeArchive(dir, 3, 16 << 20);
   auto payload = test::RandomBytes(300000, 77);
   ExtentRecord extent;
   {
@@ -236,10 +235,7 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
 // midway keeps what was committed, and the next run continues from there.
 TEST_CASE("Repair: a rebuild reads survivors in order and resumes after a failure", "[striping]") {
   test::TempDir dir;
-  MkfsOptions mkfs;
-  mkfs.disk_count = 6;
-  mkfs.disk_size = 64 << 20;
-  REQUIRE(CreateArchive(dir / "a", mkfs).ok());
+  MakeArchive(dir, 6, 64 << 20);
   constexpr int kExtents = 24;
   std::vector<ExtentRecord> extents;
   std::vector<std::vector<uint8_t>> payloads;
