@@ -547,11 +547,14 @@ ExtentHeader HeaderForChunk(ExtentHeader header, size_t index, const ChunkPlacem
   return header;
 }
 
-std::vector<Status> Archive::CheckChunks(const ExtentRecord& extent) {
+std::vector<Status> Archive::CheckChunks(const ExtentRecord& extent, ChunkSet* chunks) {
   std::vector<Status> out;
+  chunks->assign(extent.chunks.size(), std::nullopt);
   for (size_t i = 0; i < extent.chunks.size(); i++) {
     bool idr_repaired = false;
-    Status st = ReadChunk(extent, i, &idr_repaired).status();
+    auto bytes = ReadChunk(extent, i, &idr_repaired);
+    Status st = bytes.status();
+    if (bytes.ok()) (*chunks)[i] = std::move(*bytes);  // good bytes, even if IDR had to mend them
     if (idr_repaired) {
       st = Status::Corruption("damaged blocks, rebuilt by its intra-disk parity (cairn scrub rewrites them)");
     }
@@ -607,6 +610,13 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
     return Status::Corruption(fmt::format("extent {}: too few readable chunks ({} of {} needed): {}", extent.id, have,
                                           ChunksNeeded(r), failures));
   }
+  auto payload = JoinVerified(extent, chunks);
+  if (payload.ok() && repair_on_read_ && !failed.empty()) RepairOnRead(extent, failed, *payload);
+  return payload;
+}
+
+Result<std::vector<uint8_t>> Archive::JoinVerified(const ExtentRecord& extent, ChunkSet& chunks) {
+  const Redundancy& r = extent.redundancy;
   std::vector<bool> read_ok(chunks.size());
   for (size_t i = 0; i < chunks.size(); i++) read_ok[i] = chunks[i].has_value();
   auto payload = JoinChunks(chunks, r, extent.payload_length);
@@ -622,7 +632,6 @@ Result<std::vector<uint8_t>> Archive::ReadExtentPayload(const ExtentRecord& exte
   if (Crc32c(*payload) != extent.payload_crc) {
     return Status::Corruption(fmt::format("extent {}: the rebuilt payload does not match its checksum", extent.id));
   }
-  if (repair_on_read_ && !failed.empty()) RepairOnRead(extent, failed, *payload);
   return payload;
 }
 

@@ -20,6 +20,7 @@
 #include "cairn/options.h"
 #include "catalog/catalog.h"
 #include "policy/resolver.h"
+#include "redundancy/striping.h"
 
 namespace cairn {
 
@@ -134,8 +135,12 @@ class Archive {
   // syncs the disk. Thread-safe.
   Result<bool> RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
                             std::span<const uint8_t> bytes);
-  // Reads and checks every chunk of an extent (fsck): one status per chunk.
-  std::vector<Status> CheckChunks(const ExtentRecord& extent);
+  // Reads and checks every chunk of an extent (fsck): one status per chunk, and the chunks
+  // that read well in *chunks.
+  std::vector<Status> CheckChunks(const ExtentRecord& extent, ChunkSet* chunks);
+  // The payload joined from `chunks` (some may be missing), each rebuilt data chunk checked
+  // against its digest and the payload against its CRC.
+  Result<std::vector<uint8_t>> JoinVerified(const ExtentRecord& extent, ChunkSet& chunks);
   // Disks out of service (missing at open with -o degraded, or failed since), by index,
   // with the reason. Thread-safe.
   std::map<size_t, std::string> missing_disks() const;

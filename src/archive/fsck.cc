@@ -194,14 +194,15 @@ struct Checker {
     auto extents = catalog.AllExtents();
     uint64_t done = 0;
     for (const ExtentRecord& e : extents) {
-      auto chunks = archive.CheckChunks(e);
+      ChunkSet chunks;
+      auto checks = archive.CheckChunks(e, &chunks);
       size_t bad = 0;
-      for (size_t i = 0; i < chunks.size(); i++) {
-        if (chunks[i].ok()) continue;
+      for (size_t i = 0; i < checks.size(); i++) {
+        if (checks[i].ok()) continue;
         bad++;
-        Problem("extent {} chunk {} (disk {}): {}", e.id, i, e.chunks[i].disk, chunks[i].message());
+        Problem("extent {} chunk {} (disk {}): {}", e.id, i, e.chunks[i].disk, checks[i].message());
       }
-      auto payload = archive.ReadExtentPayload(e);
+      auto payload = archive.JoinVerified(e, chunks);  // from what was read: every chunk is read once
       if (!payload.ok()) {
         Problem("extent {}: {}", e.id, payload.status().message());
       } else {
