@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -137,6 +138,7 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
   std::vector<size_t> bad = task.lost;
   size_t have = 0;
   ExtentHeader header;  // of a chunk read: the template for the ones written
+  std::vector<std::string> failures;
   for (size_t i = 0; i < extent.chunks.size(); i++) {
     if (std::find(task.lost.begin(), task.lost.end(), i) != task.lost.end()) continue;
     if (options_.rebuild && have == ChunksNeeded(r)) break;
@@ -149,11 +151,12 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
       if (!idr_repaired) continue;  // else good bytes from a bad spot: rewrite them
     }
     bad.push_back(i);
-    LogWarning("{}: extent {} chunk {} (disk {}): {}", options_.rebuild ? "rebuild" : "scrub", extent.id, i,
-               extent.chunks[i].disk,
-               bytes.ok() ? "damaged blocks, rebuilt by its intra-disk parity" : bytes.status().message());
+    failures.push_back(fmt::format("extent {} chunk {} (disk {}): {}", extent.id, i, extent.chunks[i].disk,
+                                   bytes.ok() ? "damaged blocks, rebuilt by its intra-disk parity"
+                                              : bytes.status().message()));
   }
   if (bad.empty() || !StillCurrent(extent)) return;  // a mounted archive may have dropped it meanwhile
+  for (const auto& failure : failures) LogWarning("{}: {}", options_.rebuild ? "rebuild" : "scrub", failure);
   report.chunks_bad += bad.size();
   Status st = RebuildChunks(chunks, r, extent.payload_length, bad);
   // A reconstruction is written only once it matches what the catalog says the chunk held.
