@@ -1,18 +1,26 @@
 # shellcheck shell=bash
-# Helpers shared by the cairn benchmarks (run.sh, policy.sh, redundancy.sh). Source it at the top level of the
-# script, after setting CAIRN (the cairn binary) and STEP_TIMEOUT (seconds per step); then call bench_check_prereqs
+# Helpers shared by the cairn benchmarks (run.sh, policy.sh, redundancy.sh, rebuild.sh). Source it at the top level of
+# the script, after setting CAIRN (the cairn binary) and STEP_TIMEOUT (seconds per step); then call bench_check_prereqs
 # and bench_make_tmp.
 #
 # What a benchmark gets from here:
 #   TMP, T (a tmpfs of our own inside TMP), BIN, LOGS, MNTS     temp dirs, removed on exit
 #   cleanup on every exit path: unmounts what we mounted (newest first), stops only the pids we started
 #   run SYS CMD... / try CMD...       a step with a timeout; output in $LOGS/last.{out,err}
-#   cairn_mkfs / cairn_mount_existing / cairn_mount / cairn_unmount_and_fsck
+#   timed LABEL CMD...                try, with the wall time in S_NS (a RUNNER for scrub_runs and rebuild_runs)
+#   cairn_mkfs / cairn_mount_existing / cairn_mount / cairn_unmount / cairn_unmount_and_fsck
 #   bench_mount_tmpfs DIR SIZE_KIB    one more tmpfs inside T (a device of its own), unmounted on exit
 #   R (results), NOTES, WARNINGS; median, rate, secs, fmt, ratio, verdict for the report
+#   check WHAT OK DETAIL              a correctness check: NCHECKS, FAILURES (finish_report prints them)
+#   status_json, jget, image_paths, record_disk_usage, evict_cold     cairn status --json and what it says
+#   mib_of, mib_rate                  bytes (and ns) -> MiB, MiB/s
+#   bench_build_readdata, read_baseline, cat_baseline_note   the readdata baseline of rebuild and scrub (readdata.c)
+#   rebuild_runs, fsck_after_rebuild, scrub_runs             timed and checked cairn rebuild / fsck / scrub
+#   srow_header, srow                 a "baseline / cairn / ratio / target" report table
 # Set CLEANUP_CAIRN_UMOUNT=1 to have the cleanup try 'cairn umount' on cairn mounts before fusermount3.
 
 MiB=$((1024 * 1024)) GiB=$((1024 * 1024 * 1024))
+BENCH_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # tests/bench
 
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { echo "bench: error: $*" >&2; exit 1; }
@@ -157,6 +165,13 @@ run() {
   try "$@"
   ((RC == 0)) || fail_step "$sys" "$RC" "$@"
 }
+# timed LABEL CMD...: try CMD, with its wall time in S_NS (LABEL: unused; a RUNNER of scrub_runs, rebuild_runs)
+timed() {
+  local t0; shift
+  t0=$(now_ns)
+  try "$@"
+  S_NS=$(($(now_ns) - t0))
+}
 drop_caches() { timeout 300 sync || true; echo 3 >/proc/sys/vm/drop_caches; }
 now_ns() { date +%s%N; }
 declare -A R=()   # R[test,sys] = value
@@ -218,13 +233,17 @@ cairn_mount() {  # cairn_mount ARCH MNT [mkfs args...]: mkfs + mount; sets DIR, 
   cairn_mkfs "$arch" "$@"
   cairn_mount_existing "$arch" "$m"
 }
-cairn_unmount_and_fsck() {  # cairn_unmount_and_fsck ARCH MNT LABEL (DPID: the daemon of MNT)
-  local arch=$1 m=$2 label=$3
-  run "$label" "$CAIRN" umount "$m"
+cairn_unmount() {  # cairn_unmount MNT LABEL (DPID: the daemon of MNT): cairn umount, and the daemon must be gone
+  run "$2" "$CAIRN" umount "$1"
   if pid_alive "$DPID"; then
-    WARNINGS+=("$label: the daemon (pid $DPID) was still running after 'cairn umount' returned")
+    WARNINGS+=("$2: the daemon (pid $DPID) was still running after 'cairn umount' returned")
     stop_pid "$DPID"
   fi
+  CUR_PID=""
+}
+cairn_unmount_and_fsck() {  # cairn_unmount_and_fsck ARCH MNT LABEL (DPID: the daemon of MNT)
+  local arch=$1 m=$2 label=$3
+  cairn_unmount "$m" "$label"
   log "$label: cairn fsck"
   try "$CAIRN" fsck "$arch"
   if ((RC == 0)); then
@@ -232,7 +251,167 @@ cairn_unmount_and_fsck() {  # cairn_unmount_and_fsck ARCH MNT LABEL (DPID: the d
   else
     WARNINGS+=("$label: 'cairn fsck $arch' exited $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 2000 | tr '\n' '|')")
   fi
-  CUR_PID=""
+}
+
+# ---------------------------------------------------------------- correctness checks
+FAILURES=()  # the failed checks, for finish_report
+NCHECKS=0
+check() {  # check WHAT OK(0|1) DETAIL: logs the result, records a failure
+  NCHECKS=$((NCHECKS + 1))
+  if (($2)); then log "ok: $1"; else log "FAILED: $1: $3"; FAILURES+=("$1: $3"); fi
+}
+
+# ---------------------------------------------------------------- cairn status, disk images
+mib_of() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+mib_rate() { awk -v b="$1" -v ns="$2" 'BEGIN { printf "%.1f", b / 1048576 / (ns / 1e9) }'; }  # bytes, ns -> MiB/s
+status_json() {  # status_json ARCH OUT: cairn status --json into OUT
+  run "$(basename "$1")" "$CAIRN" status "$1" --json
+  cp "$LOGS/last.out" "$2"
+}
+jget() {  # jget JSONFILE PYEXPR (s = the parsed object)
+  python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+image_paths() {  # image_paths ARCH JSON DISK...: absolute paths of those disks' images
+  local d p
+  for d in "${@:3}"; do
+    p=$(jget "$2" "s['disks'][$d]['path']")
+    [[ $p == /* ]] || p=$1/$p
+    echo "$p"
+  done
+}
+# record_disk_usage JSON DISK: from a status_json of the healthy archive, R[used0] and R[chunks0] (chunk bytes and
+# chunks on DISK, the one to fail) and R[used_all] (chunk bytes on all disks): what rebuild_runs and scrub_runs check
+record_disk_usage() {
+  R[used0]=$(jget "$1" "s['disks'][$2]['used']")
+  R[chunks0]=$(jget "$1" "s['disks'][$2]['extents']")
+  R[used_all]=$(jget "$1" "sum(d['used'] for d in s['disks'])")
+}
+# evict_cold ARCH LABEL: drop cairn's staging cache (checking that it is empty) and the page cache
+evict_cold() {
+  local bc
+  run "$2" "$CAIRN" evict "$1"
+  status_json "$1" "$LOGS/status.json"
+  bc=$(jget "$LOGS/status.json" 's["bytes_cached"]')
+  check "$2: after cairn evict the staging cache is empty (reads come from the disks)" $((bc == 0)) \
+    "bytes_cached is $bc"
+  drop_caches
+}
+
+# ---------------------------------------------------------------- readdata baselines (readdata.c)
+bench_build_readdata() {  # compiles tests/bench/readdata.c into $BIN/readdata
+  command -v cc >/dev/null || die "no C compiler (cc) to build $BENCH_LIB_DIR/readdata.c"
+  cc -O2 -Wall -o "$BIN/readdata" "$BENCH_LIB_DIR/readdata.c" || die "compiling $BENCH_LIB_DIR/readdata.c failed"
+}
+# read_baseline KEY RUNS FILE...: RUNS cold runs (each after drop_caches) of readdata over FILE..., one after the other,
+# as cat would; R[KEY,base] = the median MiB/s, R[KEY,bytes] = the bytes of data read
+read_baseline() {
+  local key=$1 runs=$2 t0 t1 vals=() secs_=() i; shift 2
+  for ((i = 1; i <= runs; i++)); do
+    drop_caches
+    t0=$(now_ns)
+    run baseline "$BIN/readdata" "$@"
+    t1=$(now_ns)
+    vals+=("$(mib_rate "$(cat "$LOGS/last.out")" $((t1 - t0)))") secs_+=("$(secs $((t1 - t0)))")
+    log "baseline $key $i: $(mib_of "$(cat "$LOGS/last.out")") MiB in ${secs_[-1]} s, ${vals[-1]} MiB/s"
+  done
+  R[$key,base]=$(median "${vals[@]}")
+  R[$key,bytes]=$(cat "$LOGS/last.out")
+  NOTES+=("baseline $key: readdata of $# image(s) one after the other, $(mib_of "${R[$key,bytes]}") MiB of data, cold; MiB/s per run: ${vals[*]} (s: ${secs_[*]})")
+}
+# cat_baseline_note KEY FILE...: one cold plain 'cat' of the whole (sparse) FILE..., as a note and R[KEY,cat]: why
+# the baseline is readdata
+cat_baseline_note() {
+  local key=$1 app t0 t1; shift
+  app=$(stat -c %s "$@" | awk '{ n += $1 } END { print n }')
+  drop_caches
+  t0=$(now_ns)
+  run baseline bash -c 'cat "$@" >/dev/null' cat "$@"
+  t1=$(now_ns)
+  R[$key,cat]=$(mib_rate "$app" $((t1 - t0)))
+  NOTES+=("baseline $key: plain 'cat' of the $# whole image(s) (sparse, $(mib_of "$app") MiB apparent) ran at ${R[$key,cat]} MiB/s in $(secs $((t1 - t0))) s: holes read as zeros, without disk I/O and faster than data, so the baseline reads the data regions only")
+}
+
+# ---------------------------------------------------------------- cairn rebuild, fsck, scrub
+# A RUNNER runs a step as 'RUNNER LABEL CMD...' without aborting (as try: RC, $LOGS/last.{out,err}) and sets S_NS
+# to its wall time: timed, or one of the benchmark's own (that may also add notes).
+
+# rebuild_runs ARCH RUNS DISK OLD NEW_PREFIX RUNNER: RUNS times 'cairn disk replace ARCH DISK NEW_PREFIX-I.img' (the
+# first in place of OLD, a failed disk, the others of the image rebuilt just before; the replaced image is removed),
+# drop_caches, 'cairn rebuild ARCH' under RUNNER, which must recreate every chunk of DISK (R[used0], R[chunks0]: see
+# record_disk_usage) and lose no extent. Sets RB_NS (per run), RB_NEW (the last image), R[rebuild_ns] (median),
+# R[rebuild_read] (the bytes it must read: RS_K surviving chunks for each chunk of DISK), R[rebuild,cairn] (MiB/s of
+# those), R[rebuilt,cairn] (MiB/s written to DISK)
+rebuild_runs() {
+  local arch=$1 runs=$2 d=$3 old=$4 prefix=$5 runner=$6 i new out lost bad rep used0 line ns
+  RB_NS=()
+  for ((i = 1; i <= runs; i++)); do
+    ((i == 1)) || log "== rebuild $i: replacing the rebuilt disk $d with yet another empty image"
+    new=$prefix-$i.img
+    run rebuild "$CAIRN" disk replace "$arch" "$d" "$new"
+    rm -f "$old"  # no longer a disk of the archive
+    drop_caches
+    log "rebuild $i: cairn rebuild (reads $(mib_of $((R[used0] * RS_K))) MiB, writes $(mib_of "${R[used0]}") MiB)"
+    "$runner" "rebuild $i" "$CAIRN" rebuild "$arch"
+    ((RC == 0)) || fail_step rebuild "$RC" "$CAIRN" rebuild "$arch"
+    RB_NS+=("$S_NS")
+    out=$(grep '^rebuild:' "$LOGS/last.out" | tail -n 1 || true)
+    [[ -s $LOGS/last.err ]] && NOTES+=("rebuild $i: 'cairn rebuild' printed on stderr (exit 0): $(head -c 300 "$LOGS/last.err" | tr '\n' '|')")
+    lost=$(sed -nE 's/.* ([0-9]+) extent\(s\) lost.*/\1/p' <<<"$out")
+    bad=$(sed -nE 's/.* ([0-9]+) bad chunk\(s\).*/\1/p' <<<"$out")
+    rep=$(sed -nE 's/.* ([0-9]+) repaired.*/\1/p' <<<"$out")
+    check "rebuild $i: every chunk of disk $d (${R[chunks0]}) recreated, no extent lost" \
+      "$([[ $lost == 0 && $bad == "${R[chunks0]}" && $rep == "${R[chunks0]}" ]] && echo 1 || echo 0)" "'$out'"
+    status_json "$arch" "$LOGS/rebuilt.json"
+    used0=$(jget "$LOGS/rebuilt.json" "s['disks'][$d]['used']")
+    check "rebuild $i: disk $d holds as many chunk bytes as before it failed" $((used0 == R[used0])) \
+      "${used0} bytes, ${R[used0]} before"
+    run rebuild "$CAIRN" disk list "$arch"
+    line=$(awk -v d="$d" '$1 == d' "$LOGS/last.out")
+    check "rebuild $i: cairn disk list shows disk $d on the new image, ok" \
+      "$([[ $line == *"$new"* && $line == *" ok" ]] && echo 1 || echo 0)" "'$line'"
+    log "rebuild $i: $(mib_of "${R[used0]}") MiB rebuilt from $(mib_of $((R[used0] * RS_K))) MiB in $(secs "$S_NS") s: $(mib_rate $((R[used0] * RS_K)) "$S_NS") MiB/s read"
+    old=$new
+  done
+  RB_NEW=$new
+  NOTES+=("rebuild: cairn printed '$out'")
+  ((runs == 1)) || NOTES+=("rebuild: the first rebuild follows 'cairn disk fail'; the others replace the rebuilt disk $d with yet another empty image. Seconds per run: $(for ns in "${RB_NS[@]}"; do printf '%s ' "$(secs "$ns")"; done)")
+  R[rebuild_ns]=$(median "${RB_NS[@]}")
+  R[rebuild_read]=$((R[used0] * RS_K))  # the k surviving chunks of every extent with a chunk on the failed disk
+  R[rebuild,cairn]=$(mib_rate "${R[rebuild_read]}" "${R[rebuild_ns]}")
+  R[rebuilt,cairn]=$(mib_rate "${R[used0]}" "${R[rebuild_ns]}")
+}
+# fsck_after_rebuild ARCH: a cold 'cairn fsck ARCH' (unmounted) must be clean; its time and MiB/s of R[used_all] in a note
+fsck_after_rebuild() {
+  local t0 t1
+  log "== cairn fsck (reads every extent)"
+  drop_caches
+  t0=$(now_ns)
+  try "$CAIRN" fsck "$1"
+  t1=$(now_ns)
+  check "after the rebuild cairn fsck is clean" "$([[ $RC == 0 && $(cat "$LOGS/last.out") == *": clean"* ]] && echo 1 || echo 0)" \
+    "exit $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 500 | tr '\n' '|')"
+  NOTES+=("fsck after the rebuild ($(secs $((t1 - t0))) s, $(mib_rate "${R[used_all]}" $((t1 - t0))) MiB/s of chunks, cold): $(tail -n 1 "$LOGS/last.out")")
+}
+# scrub_runs ARCH RUNS RUNNER: RUNS cold 'cairn scrub ARCH' runs under RUNNER, each must find nothing wrong;
+# R[scrub,cairn] = the median MiB/s of all chunk bytes (R[used_all]), R[scrub_s] its seconds
+scrub_runs() {
+  local arch=$1 runs=$2 runner=$3 i out="" vals=() ns
+  for ((i = 1; i <= runs; i++)); do
+    drop_caches
+    log "scrub $i: cairn scrub ($(mib_of "${R[used_all]}") MiB of chunks)"
+    "$runner" "scrub $i" "$CAIRN" scrub "$arch"
+    out=$(grep '^scrub:' "$LOGS/last.out" | tail -n 1 || true)
+    check "scrub $i after the rebuild is clean" \
+      "$([[ $RC == 0 && $out == *" 0 bad chunk(s), 0 repaired, 0 extent(s) lost" ]] && echo 1 || echo 0)" \
+      "exit $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 500 | tr '\n' '|')"
+    vals+=("$S_NS")
+    log "scrub $i: $(secs "$S_NS") s, $(mib_rate "${R[used_all]}" "$S_NS") MiB/s"
+  done
+  NOTES+=("scrub: cairn printed '$out'")
+  [[ -s $LOGS/last.err ]] && NOTES+=("scrub: 'cairn scrub' printed on stderr: $(head -c 300 "$LOGS/last.err" | tr '\n' '|')")
+  ns=$(median "${vals[@]}")
+  R[scrub,cairn]=$(mib_rate "${R[used_all]}" "$ns")
+  R[scrub_s]=$(secs "$ns")
 }
 
 # ---------------------------------------------------------------- report helpers
@@ -243,6 +422,20 @@ verdict() {  # verdict KIND value: KIND ge:X (ratio >= X) or lt:X (value < X)
   [[ -n $v && $v != - ]] || { echo "n/a"; return; }
   v=${v%x}
   awk -v k="$k" -v x="$x" -v v="$v" 'BEGIN { ok = (k == "ge") ? (v >= x) : (v < x); print ok ? "PASS" : "MISS" }'
+}
+# srow_header TITLE LABEL_WIDTH TARGET_WIDTH: the head of a table of srow rows; srow LABEL BASE VALUE TARGET BASELABEL:
+# a row, TARGET a ratio (its verdict in the last column) or "" (info)
+SROW_LW=46 SROW_TW=28
+srow_header() {
+  SROW_LW=$2 SROW_TW=$3
+  printf '%-*s %10s %10s %8s  %-*s %s\n' "$SROW_LW" "$1" baseline cairn ratio "$SROW_TW" target result
+  printf '%s\n' "$(printf '%.0s-' $(seq 1 $((SROW_LW + SROW_TW + 44))))"
+}
+srow() {
+  local r t res=""
+  r=$(ratio "$3" "$2")
+  if [[ -n $4 ]]; then t=">= ${4}x $5"; res=$(verdict "ge:$4" "$r"); else t="(info) $5"; fi
+  printf '%-*s %10s %10s %8s  %-*s %s\n' "$SROW_LW" "$1" "$(fmt "$2")" "$(fmt "$3")" "$r" "$SROW_TW" "$t" "$res"
 }
 # the git revision of the tree the cairn binary was built in (else of this script's tree), +dirty when its src/ has
 # uncommitted changes

@@ -76,8 +76,6 @@ BASE_REPS=$((reps < 3 ? reps : 3))
 REBUILD_TARGET=0.7
 MOUNT_OPTS=reconcile_idle=3600,reconcile_rate=0  # keep the background reconciler out of the timings
 DISK_DIR=${BENCH_DISK_DIR:-/var/tmp}
-FAILURES=()
-NCHECKS=0
 
 # ---------------------------------------------------------------- prerequisites
 bench_check_prereqs
@@ -118,106 +116,42 @@ mkdir -p "$NEWDIR"
 [[ $(stat -f -c %T "$TMP") == "$DISK_FSTYPE" ]] || die "$TMP is not on $DISK_DIR's file system"
 
 # ---------------------------------------------------------------- helpers
-check() {  # check WHAT OK(0|1) DETAIL: logs the result, records a failure
-  NCHECKS=$((NCHECKS + 1))
-  if (($2)); then log "ok: $1"; else log "FAILED: $1: $3"; FAILURES+=("$1: $3"); fi
-}
-status_json() {  # status_json ARCH OUT: cairn status --json into OUT
-  run status "$CAIRN" status "$1" --json
-  cp "$LOGS/last.out" "$2"
-}
-jget() {  # jget JSONFILE PYEXPR (s = the parsed object)
-  python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
-}
-mib_of() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-mib_rate() { awk -v b="$1" -v ns="$2" 'BEGIN { printf "%.1f", b / 1048576 / (ns / 1e9) }'; }  # bytes, ns -> MiB/s
-image_paths() {  # image_paths ARCH JSON DISK...: absolute paths of those disks' images
-  local d p
-  for d in "${@:3}"; do
-    p=$(jget "$2" "s['disks'][$d]['path']")
-    [[ $p == /* ]] || p=$1/$p
-    echo "$p"
-  done
-}
 # rotated I: file I's bytes on stdout: the source rotated left by I x (1 MiB + 4 KiB), so that no two files (and no
 # two segments) are equal and a chunk rebuilt into the wrong extent cannot pass for the right one
 rot_off() { echo $((($1 * 1052672) % (SRC_MIB * MiB))); }
 ROTATE='set -o pipefail; { tail -c +$(($2 + 1)) "$1"; head -c "$2" "$1"; }'
 
 # sampled LABEL CMD...: runs CMD (try: no abort) under /usr/bin/time with vmstat sampling every second; sets S_NS
-# (wall), S_CPU ("user s / sys s / max RSS"), S_VM (vmstat averages)
+# (wall), S_CPU ("user s / sys s / max RSS"), S_VM (vmstat averages), and notes them for LABEL (a RUNNER, see lib.sh)
+# shellcheck disable=SC2317  # called indirectly, as the RUNNER of rebuild_runs and scrub_runs
 sampled() {
-  local label=$1 t0 t1 vpid; shift
-  vmstat -n 1 >"$LOGS/vmstat.$label" 2>/dev/null &
+  local label=$1 f=${1// /} t0 t1 vpid; shift
+  vmstat -n 1 >"$LOGS/vmstat.$f" 2>/dev/null &
   vpid=$!
   PID_TAG[$vpid]=vmstat
   t0=$(now_ns)
-  try /usr/bin/time -o "$LOGS/time.$label" -f '%U %S %M' "$@"
+  try /usr/bin/time -o "$LOGS/time.$f" -f '%U %S %M' "$@"
   t1=$(now_ns)
   kill "$vpid" 2>/dev/null || true
   wait "$vpid" 2>/dev/null || true
   unset "PID_TAG[$vpid]"
   S_NS=$((t1 - t0))
   S_CPU=$(awk 'NF == 3 && $1 ~ /^[0-9.]+$/ { printf "%.1f s user + %.1f s sys, max RSS %.0f MiB", $1, $2, $3 / 1024 }' \
-    "$LOGS/time.$label" 2>/dev/null)
+    "$LOGS/time.$f" 2>/dev/null)
   # vmstat: r b swpd free buff cache si so bi bo in cs us sy id wa st; line 3 is the average since boot
   S_VM=$(awk 'NR > 3 && $1 ~ /^[0-9]+$/ { n++; bi += $9; bo += $10; us += $13; sy += $14; id += $15; wa += $16 }
     END { if (n) printf "%d samples: disk read %.0f MiB/s, write %.0f MiB/s; CPU us %.0f%% sy %.0f%% idle %.0f%% iowait %.0f%%",
-      n, bi / n / 1024, bo / n / 1024, us / n, sy / n, id / n, wa / n }' "$LOGS/vmstat.$label")
+      n, bi / n / 1024, bo / n / 1024, us / n, sy / n, id / n, wa / n }' "$LOGS/vmstat.$f")
+  NOTES+=("$label: $(secs "$S_NS") s; $S_CPU; vmstat: $S_VM")
 }
 
-# readdata: reads what a disk image holds (not the holes of the sparse file), as cat would; the baseline
-cat >"$BIN/readdata.c" <<'EOF'
-/* readdata FILE...: reads the data regions of each file (SEEK_DATA/SEEK_HOLE), 1 MiB per read; prints the bytes read.
- * Reading a hole costs no disk I/O, so cat of a sparse image would flatter the baseline. */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <unistd.h>
-static char buf[1 << 20];
-int main(int argc, char **argv) {
-  long long total = 0;
-  for (int i = 1; i < argc; i++) {
-    int fd = open(argv[i], O_RDONLY);
-    if (fd < 0) { perror(argv[i]); return 1; }
-    off_t end = lseek(fd, 0, SEEK_END), pos = 0;
-    while (pos < end) {
-      off_t data = lseek(fd, pos, SEEK_DATA);
-      if (data < 0 && errno == ENXIO) break;
-      off_t hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
-      if (data < 0 || hole < 0) { perror(argv[i]); return 1; }
-      for (off_t o = data; o < hole;) {
-        ssize_t r = pread(fd, buf, hole - o < (off_t)sizeof buf ? (size_t)(hole - o) : sizeof buf, o);
-        if (r <= 0) { fprintf(stderr, "%s: read failed at %lld\n", argv[i], (long long)o); return 1; }
-        o += r;
-        total += r;
-      }
-      pos = hole;
-    }
-    close(fd);
-  }
-  printf("%lld\n", total);
-  return 0;
-}
-EOF
-cc -O2 -Wall -o "$BIN/readdata" "$BIN/readdata.c" || die "compiling readdata failed"
+bench_build_readdata  # the baseline (readdata.c)
 
-# read_baseline KEY FILE...: median MiB/s of BASE_REPS readdata runs over FILE... one after the other (each after
-# drop_caches) into R[KEY,base]; then as many runs with one readdata per FILE, all at once, into R[KEY,par]
-read_baseline() {
-  local key=$1 t0 t1 vals=() secs_=() pvals=() psecs=() i; shift
-  for ((i = 1; i <= BASE_REPS; i++)); do
-    drop_caches
-    t0=$(now_ns)
-    run baseline "$BIN/readdata" "$@"
-    t1=$(now_ns)
-    vals+=("$(mib_rate "$(cat "$LOGS/last.out")" $((t1 - t0)))") secs_+=("$(secs $((t1 - t0)))")
-    log "baseline $key $i: $(mib_of "$(cat "$LOGS/last.out")") MiB in ${secs_[-1]} s, ${vals[-1]} MiB/s"
-  done
-  R[$key,base]=$(median "${vals[@]}")
-  R[$key,bytes]=$(cat "$LOGS/last.out")
-  NOTES+=("baseline $key: readdata of $# image(s) one after the other, $(mib_of "${R[$key,bytes]}") MiB of data, cold; MiB/s per run: ${vals[*]} (s: ${secs_[*]})")
+# read_baselines KEY FILE...: read_baseline KEY over FILE... one after the other (BASE_REPS runs) into R[KEY,base];
+# then as many runs with one readdata per FILE, all at once, into R[KEY,par]
+read_baselines() {
+  local key=$1 t0 t1 pvals=() psecs=() i; shift
+  read_baseline "$key" "$BASE_REPS" "$@"
   for ((i = 1; i <= BASE_REPS; i++)); do
     drop_caches
     t0=$(now_ns)
@@ -234,7 +168,7 @@ read_baseline() {
 
 # ---------------------------------------------------------------- phase 1: fill
 fill_phase() {
-  local i f off t0 t1 t2 tf0 tf1 want got bc nfiles_ok=0 st
+  local i f off t0 t1 t2 tf0 tf1 bc nfiles_ok=0 st
   log "== fill: $NDISKS disks of $(human_mib "$IMG_MIB") in $ARCH ($DISK_FSNAME), $NFILES x $(human_mib "$SRC_MIB") into a raid=$RAID directory"
   cairn_mkfs "$ARCH" --disks "$NDISKS" --disk-size "${IMG_MIB}M" --cache-size "${CACHE_MIB}M"
   cairn_mount_existing "$ARCH" "$MNT" -o "$MOUNT_OPTS"
@@ -245,7 +179,7 @@ fill_phase() {
     f=$MNT/data/file-$(printf %03d "$i").bin
     off=$(rot_off "$i")
     run fill bash -c "$ROTATE | openssl dgst -sha256 -r" rotate "$T/src.bin" "$off"
-    SHA[$i]=$(cut -d' ' -f1 "$LOGS/last.out")
+    SHA[i]=$(cut -d' ' -f1 "$LOGS/last.out")
     t0=$(now_ns)
     run fill bash -c "$ROTATE"' | dd of="$3" bs=1M iflag=fullblock conv=fsync status=none' rotate "$T/src.bin" "$off" "$f"
     t1=$(now_ns)
@@ -264,14 +198,10 @@ fill_phase() {
   done
   check "fill: all $NFILES files are persisted" $((nfiles_ok == NFILES)) "$nfiles_ok of $NFILES say persisted"
   log "fill: cairn umount"
-  run fill "$CAIRN" umount "$MNT"
-  pid_alive "$DPID" && { WARNINGS+=("fill: the daemon (pid $DPID) was still running after 'cairn umount' returned"); stop_pid "$DPID"; }
-  CUR_PID=""
+  cairn_unmount "$MNT" fill
 
   status_json "$ARCH" "$LOGS/healthy.json"
-  R[used0]=$(jget "$LOGS/healthy.json" "s['disks'][$FAIL_DISK]['used']")
-  R[chunks0]=$(jget "$LOGS/healthy.json" "s['disks'][$FAIL_DISK]['extents']")
-  R[used_all]=$(jget "$LOGS/healthy.json" "sum(d['used'] for d in s['disks'])")
+  record_disk_usage "$LOGS/healthy.json" "$FAIL_DISK"
   R[chunks_all]=$(jget "$LOGS/healthy.json" "' '.join(str(d['extents']) for d in s['disks'])")
   bc=$(jget "$LOGS/healthy.json" "s['bytes_persisted']")
   check "fill: cairn status counts $(human_mib "$DATA_MIB") of file data persisted" $((bc == DATA_MIB * MiB)) "bytes_persisted is $bc"
@@ -287,109 +217,33 @@ fill_phase() {
 
 # ---------------------------------------------------------------- phase 2: baseline
 baseline_phase() {
-  local t0 t1 app
   log "== baseline: readdata of the $((NDISKS - 1)) surviving images ($BASE_REPS times, cold)"
-  read_baseline rebuild "${IMGS[@]:1}"
-  app=$(stat -c %s "${IMGS[@]:1}" | awk '{ n += $1 } END { print n }')
-  drop_caches
-  t0=$(now_ns)
-  run baseline bash -c 'cat "$@" >/dev/null' cat "${IMGS[@]:1}"
-  t1=$(now_ns)
-  R[cat,base]=$(mib_rate "$app" $((t1 - t0)))
-  NOTES+=("baseline rebuild: plain 'cat' of the $((NDISKS - 1)) whole survivor images (sparse, $(mib_of "$app") MiB apparent, holes read as zeros without disk I/O) ran at ${R[cat,base]} MiB/s in $(secs $((t1 - t0))) s; the baseline reads the data regions only")
+  read_baselines rebuild "${IMGS[@]:1}"
+  cat_baseline_note rebuild "${IMGS[@]:1}"
 }
 
 # ---------------------------------------------------------------- phase 3: rebuild
 rebuild_phase() {
-  local i old new out lost bad rep used0 line nbytes ns
-  RB_NS=()
-  for ((i = 1; i <= reps; i++)); do
-    if ((i == 1)); then
-      old=${IMGS[$FAIL_DISK]}
-      log "== rebuild $i: cairn disk fail $ARCH $FAIL_DISK"
-      run rebuild "$CAIRN" disk fail "$ARCH" "$FAIL_DISK"
-    else
-      old=$new
-      log "== rebuild $i: replacing the rebuilt disk $FAIL_DISK with yet another empty image"
-    fi
-    new=$NEWDIR/disk-$FAIL_DISK-$i.img
-    run rebuild "$CAIRN" disk replace "$ARCH" "$FAIL_DISK" "$new"
-    rm -f "$old"  # no longer a disk of the archive
-    drop_caches
-    log "rebuild $i: cairn rebuild (reads $(mib_of $((R[used0] * RS_K))) MiB, writes $(mib_of "${R[used0]}") MiB)"
-    sampled "rebuild$i" "$CAIRN" rebuild "$ARCH"
-    ((RC == 0)) || fail_step rebuild "$RC" "$CAIRN" rebuild "$ARCH"
-    RB_NS+=("$S_NS")
-    NOTES+=("rebuild $i: $(secs "$S_NS") s; $S_CPU; vmstat: $S_VM")
-    out=$(grep '^rebuild:' "$LOGS/last.out" | tail -n 1 || true)
-    [[ -s $LOGS/last.err ]] && NOTES+=("rebuild $i: 'cairn rebuild' printed on stderr (exit 0): $(head -c 300 "$LOGS/last.err" | tr '\n' '|')")
-    RB_OUT=$out
-    lost=$(sed -nE 's/.* ([0-9]+) extent\(s\) lost.*/\1/p' <<<"$out")
-    bad=$(sed -nE 's/.* ([0-9]+) bad chunk\(s\).*/\1/p' <<<"$out")
-    rep=$(sed -nE 's/.* ([0-9]+) repaired.*/\1/p' <<<"$out")
-    check "rebuild $i: every chunk of disk $FAIL_DISK (${R[chunks0]}) recreated, no extent lost" \
-      "$([[ $lost == 0 && $bad == "${R[chunks0]}" && $rep == "${R[chunks0]}" ]] && echo 1 || echo 0)" "'$out'"
-    status_json "$ARCH" "$LOGS/rebuilt.json"
-    used0=$(jget "$LOGS/rebuilt.json" "s['disks'][$FAIL_DISK]['used']")
-    check "rebuild $i: disk $FAIL_DISK holds as many chunk bytes as before it failed" $((used0 == R[used0])) \
-      "${used0} bytes, ${R[used0]} before"
-    run rebuild "$CAIRN" disk list "$ARCH"
-    line=$(awk -v d="$FAIL_DISK" '$1 == d' "$LOGS/last.out")
-    check "rebuild $i: cairn disk list shows disk $FAIL_DISK on the new image, ok" \
-      "$([[ $line == *"$new"* && $line == *" ok" ]] && echo 1 || echo 0)" "'$line'"
-    log "rebuild $i: $(mib_of "${R[used0]}") MiB rebuilt from $(mib_of $((R[used0] * RS_K))) MiB in $(secs "$S_NS") s: $(mib_rate $((R[used0] * RS_K)) "$S_NS") MiB/s read"
-  done
-  IMGS[$FAIL_DISK]=$new
-  NOTES+=("rebuild: cairn printed '$RB_OUT'")
-  ((reps == 1)) || NOTES+=("rebuild: the first rebuild follows 'cairn disk fail'; the others replace the rebuilt disk $FAIL_DISK with yet another empty image. Seconds per run: $(for ns in "${RB_NS[@]}"; do printf '%s ' "$(secs "$ns")"; done)")
-  R[rebuild_ns]=$(median "${RB_NS[@]}")
-  R[rebuild_read]=$((R[used0] * RS_K))  # the k surviving chunks of every extent with a chunk on the failed disk
-  R[rebuild,cairn]=$(mib_rate "${R[rebuild_read]}" "${R[rebuild_ns]}")
-  R[rebuilt,cairn]=$(mib_rate "${R[used0]}" "${R[rebuild_ns]}")
+  log "== rebuild 1: cairn disk fail $ARCH $FAIL_DISK"
+  run rebuild "$CAIRN" disk fail "$ARCH" "$FAIL_DISK"
+  rebuild_runs "$ARCH" "$reps" "$FAIL_DISK" "${IMGS[$FAIL_DISK]}" "$NEWDIR/disk-$FAIL_DISK" sampled
+  IMGS[FAIL_DISK]=$RB_NEW
 }
 
 # ---------------------------------------------------------------- phase 4: fsck and scrub
 scrub_phase() {
-  local t0 t1 i out vals=() ns
-  log "== cairn fsck (reads every extent)"
-  drop_caches
-  t0=$(now_ns)
-  try "$CAIRN" fsck "$ARCH"
-  t1=$(now_ns)
-  check "after the rebuild cairn fsck is clean" "$([[ $RC == 0 && $(cat "$LOGS/last.out") == *": clean"* ]] && echo 1 || echo 0)" \
-    "exit $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 500 | tr '\n' '|')"
-  NOTES+=("fsck after the rebuild ($(secs $((t1 - t0))) s, $(mib_rate "${R[used_all]}" $((t1 - t0))) MiB/s of chunks, cold): $(tail -n 1 "$LOGS/last.out")")
-  for ((i = 1; i <= reps; i++)); do
-    drop_caches
-    log "scrub $i: cairn scrub ($(mib_of "${R[used_all]}") MiB of chunks)"
-    sampled "scrub$i" "$CAIRN" scrub "$ARCH"
-    out=$(grep '^scrub:' "$LOGS/last.out" | tail -n 1 || true)
-    check "scrub $i after the rebuild is clean" \
-      "$([[ $RC == 0 && $out == *" 0 bad chunk(s), 0 repaired, 0 extent(s) lost" ]] && echo 1 || echo 0)" \
-      "exit $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 500 | tr '\n' '|')"
-    vals+=("$S_NS")
-    NOTES+=("scrub $i: $(secs "$S_NS") s; $S_CPU; vmstat: $S_VM")
-    log "scrub $i: $(secs "$S_NS") s, $(mib_rate "${R[used_all]}" "$S_NS") MiB/s"
-  done
-  NOTES+=("scrub: cairn printed '$out'")
-  [[ -s $LOGS/last.err ]] && NOTES+=("scrub: 'cairn scrub' printed on stderr: $(head -c 300 "$LOGS/last.err" | tr '\n' '|')")
-  ns=$(median "${vals[@]}")
-  R[scrub,cairn]=$(mib_rate "${R[used_all]}" "$ns")
-  R[scrub_s]=$(secs "$ns")
+  fsck_after_rebuild "$ARCH"
+  scrub_runs "$ARCH" "$reps" sampled
   log "== baseline: readdata of all $NDISKS images ($BASE_REPS times, cold)"
-  read_baseline scrub "${IMGS[@]}"
+  read_baselines scrub "${IMGS[@]}"
 }
 
 # ---------------------------------------------------------------- phase 5: read back
 readback_phase() {
-  local i f got bad=0 t0 t1 bc first=""
+  local i f got bad=0 t0 t1 first=""
   log "== read back: mount, cairn evict, drop_caches, sha256 of every file"
   cairn_mount_existing "$ARCH" "$MNT" -o "$MOUNT_OPTS"
-  run readback "$CAIRN" evict "$ARCH"
-  status_json "$ARCH" "$LOGS/status.json"
-  bc=$(jget "$LOGS/status.json" 's["bytes_cached"]')
-  check "read back: after cairn evict the staging cache is empty (reads come from the disks)" $((bc == 0)) "bytes_cached is $bc"
-  drop_caches
+  evict_cold "$ARCH" "read back"
   t0=$(now_ns)
   for ((i = 0; i < NFILES; i++)); do
     f=$MNT/data/file-$(printf %03d "$i").bin
@@ -403,9 +257,7 @@ readback_phase() {
   R[readback]=$(rate "$DATA_MIB" $((t1 - t0)))
   NOTES+=("read back through the mount after the rebuild (cold, sequential, one file at a time, sha256 on the way): $(human_mib "$DATA_MIB") in $(secs $((t1 - t0))) s, ${R[readback]} MiB/s")
   log "read back: ${R[readback]} MiB/s; cairn umount"
-  run readback "$CAIRN" umount "$MNT"
-  pid_alive "$DPID" && { WARNINGS+=("read back: the daemon (pid $DPID) was still running after 'cairn umount' returned"); stop_pid "$DPID"; }
-  CUR_PID=""
+  cairn_unmount "$MNT" "read back"
 }
 
 # ---------------------------------------------------------------- main
@@ -429,7 +281,7 @@ dev=$(findmnt -n -o SOURCE -T "$DISK_DIR" 2>/dev/null || echo "?")
 devinfo=$dev
 if [[ -b $dev ]]; then
   pk=$(lsblk -dno PKNAME "$dev" 2>/dev/null || true); [[ -n $pk ]] || pk=$(basename "$dev")
-  model=$(cat "/sys/block/$pk/device/model" 2>/dev/null | xargs || true)
+  model=$(xargs 2>/dev/null <"/sys/block/$pk/device/model" || true)
   [[ -r /sys/block/$pk/queue/rotational ]] && devinfo+=" (rotational=$(cat "/sys/block/$pk/queue/rotational")${model:+, $model})"
 fi
 echo
@@ -442,14 +294,7 @@ echo "archive: $NDISKS disks x $(human_mib "$IMG_MIB") (sparse images), $RAID, $
 echo "reps: $reps (median; baselines $BASE_REPS); whole run $TOTAL_S s"
 echo "load average at start: $LOAD_START, at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work on this machine skews the numbers)"
 echo
-printf '%-44s %10s %10s %8s  %-38s %s\n' "test (MiB/s)" baseline cairn ratio target result
-printf '%s\n' "$(printf '%.0s-' $(seq 1 126))"
-srow() {  # srow LABEL BASE VALUE TARGET(ratio or "") BASELABEL
-  local r t res=""
-  r=$(ratio "$3" "$2")
-  if [[ -n $4 ]]; then t=">= ${4}x $5"; res=$(verdict "ge:$4" "$r"); else t="(info) $5"; fi
-  printf '%-44s %10s %10s %8s  %-38s %s\n' "$1" "$(fmt "$2")" "$(fmt "$3")" "$r" "$t" "$res"
-}
+srow_header "test (MiB/s)" 44 38
 srow "rebuild of disk $FAIL_DISK (bytes it must read)" "${R[rebuild,base]:-}" "${R[rebuild,cairn]:-}" "$REBUILD_TARGET" "readdata $((NDISKS - 1)) survivors"
 srow "  same, against parallel reads" "${R[rebuild,par]:-}" "${R[rebuild,cairn]:-}" "" "readdata, 1 per image at once"
 srow "  same, bytes written to the new disk" "${R[rebuild,base]:-}" "${R[rebuilt,cairn]:-}" "" "readdata $((NDISKS - 1)) survivors"

@@ -53,8 +53,6 @@ FAIL_DISK=0
 EC_TARGET=0.9 SEQ_TARGET=0.85 DEGRADED_TARGET=0.6 REBUILD_TARGET=0.7
 MOUNT_OPTS=reconcile_idle=3600,reconcile_rate=0  # keep the background reconciler out of the timings
 ((SEQ_MIB % (SEG_MIB * RS_K) == 0)) || die "the size must be a multiple of $((SEG_MIB * RS_K)) MiB"
-FAILURES=()
-NCHECKS=0
 
 # ---------------------------------------------------------------- prerequisites
 bench_check_prereqs
@@ -76,33 +74,9 @@ need_kib=$(((4 * SEQ_MIB * MiB + 2 * GiB) / 1024))
 (($(mem_avail_kib) > need_kib)) || die "not enough free memory: need about $((need_kib / 1024)) MiB"
 
 # ---------------------------------------------------------------- helpers
-check() {  # check WHAT OK(0|1) DETAIL: logs the result, records a failure
-  NCHECKS=$((NCHECKS + 1))
-  if (($2)); then log "ok: $1"; else log "FAILED: $1: $3"; FAILURES+=("$1: $3"); fi
-}
 xattr_of() {  # xattr_of FILE KEY: the value, or a "(getfattr ...)" text that no check accepts
   try getfattr --only-values -n "$2" "$1"
   if ((RC == 0)); then cat "$LOGS/last.out"; else echo "(getfattr -n $2 failed: $(head -c 300 "$LOGS/last.err"))"; fi
-}
-status_json() {  # status_json ARCH OUT: cairn status --json into OUT
-  run "$(basename "$1")" "$CAIRN" status "$1" --json
-  cp "$LOGS/last.out" "$2"
-}
-jget() {  # jget JSONFILE PYEXPR (s = the parsed object)
-  python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
-}
-mib_of() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-mib_rate() { awk -v b="$1" -v ns="$2" 'BEGIN { printf "%.1f", b / 1048576 / (ns / 1e9) }'; }  # bytes, ns -> MiB/s
-
-# evict_cold ARCH LABEL: drop cairn's staging cache (checking that it is empty) and the page cache
-evict_cold() {
-  local bc
-  run "$2" "$CAIRN" evict "$1"
-  status_json "$1" "$LOGS/status.json"
-  bc=$(jget "$LOGS/status.json" 's["bytes_cached"]')
-  check "$2: after cairn evict the staging cache is empty (reads come from the disks)" $((bc == 0)) \
-    "bytes_cached is $bc"
-  drop_caches
 }
 # verify_sha FILE ARCH LABEL: from the disks (evict, drop_caches), the file's sha256 must be the source's
 verify_sha() {
@@ -159,66 +133,7 @@ EOF
     "$LAYOUT_NSEG segments, $LAYOUT_BAD not as expected: ${out#* * * * } (location '${loc:0:300}...')"
 }
 
-# readdata: reads what a disk image holds (not the holes of the sparse file) as cat would; the baseline for
-# rebuild and scrub
-cat >"$BIN/readdata.c" <<'EOF'
-/* readdata FILE...: reads the data regions of each file (SEEK_DATA/SEEK_HOLE), 1 MiB per read; prints the bytes read.
- * cat reads the holes of a sparse tmpfs file several times faster than data, which would flatter the baseline. */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <unistd.h>
-static char buf[1 << 20];
-int main(int argc, char **argv) {
-  long long total = 0;
-  for (int i = 1; i < argc; i++) {
-    int fd = open(argv[i], O_RDONLY);
-    if (fd < 0) { perror(argv[i]); return 1; }
-    off_t end = lseek(fd, 0, SEEK_END), pos = 0;
-    while (pos < end) {
-      off_t data = lseek(fd, pos, SEEK_DATA);
-      if (data < 0 && errno == ENXIO) break;
-      off_t hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
-      if (data < 0 || hole < 0) { perror(argv[i]); return 1; }
-      for (off_t o = data; o < hole;) {
-        ssize_t r = pread(fd, buf, hole - o < (off_t)sizeof buf ? (size_t)(hole - o) : sizeof buf, o);
-        if (r <= 0) { fprintf(stderr, "%s: read failed at %lld\n", argv[i], (long long)o); return 1; }
-        o += r;
-        total += r;
-      }
-      pos = hole;
-    }
-    close(fd);
-  }
-  printf("%lld\n", total);
-  return 0;
-}
-EOF
-cc -O2 -Wall -o "$BIN/readdata" "$BIN/readdata.c" || die "compiling readdata failed"
-
-# read_baseline KEY FILE...: median MiB/s of 3 readdata runs (after drop_caches) into R[KEY,base]; R[KEY,bytes]
-read_baseline() {
-  local key=$1 t0 t1 vals=() i; shift
-  for i in 1 2 3; do
-    drop_caches
-    t0=$(now_ns)
-    run baseline "$BIN/readdata" "$@"
-    t1=$(now_ns)
-    vals+=("$(mib_rate "$(cat "$LOGS/last.out")" $((t1 - t0)))")
-  done
-  R[$key,base]=$(median "${vals[@]}")
-  R[$key,bytes]=$(cat "$LOGS/last.out")
-  NOTES+=("baseline $key: readdata of $# image(s), $(mib_of "${R[$key,bytes]}") MiB of data, MiB/s per run: ${vals[*]}")
-}
-image_paths() {  # image_paths ARCH JSON DISK...: absolute paths of those disks' images
-  local d p
-  for d in "${@:3}"; do
-    p=$(jget "$2" "s['disks'][$d]['path']")
-    [[ $p == /* ]] || p=$1/$p
-    echo "$p"
-  done
-}
+bench_build_readdata  # the baseline of rebuild and scrub
 
 # ---------------------------------------------------------------- phase 1: erasure-code microbenchmark
 ec_phase() {
@@ -275,9 +190,7 @@ seq_phase() {  # seq_phase RAID ARCH MNT: leaves the archive mounted
 degraded_phase() {  # after seq_phase rs-4-2: the archive is mounted at MNT
   local arch=$1 m=$2 f=$2/data/seq.bin label=degraded line
   status_json "$arch" "$LOGS/healthy.json"
-  R[used0]=$(jget "$LOGS/healthy.json" "s['disks'][$FAIL_DISK]['used']")
-  R[chunks0]=$(jget "$LOGS/healthy.json" "s['disks'][$FAIL_DISK]['extents']")
-  R[used_all]=$(jget "$LOGS/healthy.json" "sum(d['used'] for d in s['disks'])")
+  record_disk_usage "$LOGS/healthy.json" "$FAIL_DISK"
   R[seg_d0]=$LAYOUT_D0 R[seg_d0data]=$LAYOUT_D0DATA
   check "disk $FAIL_DISK holds data chunks of the file" $((LAYOUT_D0DATA > 0)) \
     "it holds chunks of $LAYOUT_D0 segments, data chunks of $LAYOUT_D0DATA"
@@ -294,95 +207,23 @@ degraded_phase() {  # after seq_phase rs-4-2: the archive is mounted at MNT
   timed_reads "$f" "$arch" "$label"
   verify_sha "$f" "$arch" "$label"
   log "$label: unmounting"
-  run "$label" "$CAIRN" umount "$m"
-  pid_alive "$DPID" && { WARNINGS+=("$label: the daemon (pid $DPID) was still running after 'cairn umount' returned"); stop_pid "$DPID"; }
-  CUR_PID=""
+  cairn_unmount "$m" "$label"
 }
 
-# one_rebuild ARCH NEW: cairn disk replace ARCH FAIL_DISK NEW, then a timed cairn rebuild, checked; adds to RB_NS
-one_rebuild() {
-  local arch=$1 new=$2 label=rebuild t0 t1 out lost bad rep used0 line
-  run "$label" "$CAIRN" disk replace "$arch" "$FAIL_DISK" "$new"
-  drop_caches
-  t0=$(now_ns)
-  try "$CAIRN" rebuild "$arch"
-  t1=$(now_ns)
-  ((RC == 0)) || fail_step "$label" "$RC" "$CAIRN" rebuild "$arch"
-  RB_NS+=($((t1 - t0)))
-  out=$(grep '^rebuild:' "$LOGS/last.out" | tail -n 1)
-  [[ -s $LOGS/last.err ]] && RB_STDERR=$(head -c 300 "$LOGS/last.err" | tr '\n' '|')
-  RB_OUT=$out
-  lost=$(sed -nE 's/.* ([0-9]+) extent\(s\) lost.*/\1/p' <<<"$out")
-  bad=$(sed -nE 's/.* ([0-9]+) bad chunk\(s\).*/\1/p' <<<"$out")
-  rep=$(sed -nE 's/.* ([0-9]+) repaired.*/\1/p' <<<"$out")
-  check "rebuild ${#RB_NS[@]}: every chunk of disk $FAIL_DISK (${R[chunks0]}) recreated, no extent lost" \
-    "$([[ $lost == 0 && $bad == "${R[chunks0]}" && $rep == "${R[chunks0]}" ]] && echo 1 || echo 0)" "'$out'"
-  status_json "$arch" "$LOGS/rebuilt.json"
-  used0=$(jget "$LOGS/rebuilt.json" "s['disks'][$FAIL_DISK]['used']")
-  check "rebuild ${#RB_NS[@]}: disk $FAIL_DISK holds as many chunk bytes as before it failed" $((used0 == ${R[used0]})) \
-    "${used0} bytes, ${R[used0]} before"
-  run "$label" "$CAIRN" disk list "$arch"
-  line=$(awk -v d="$FAIL_DISK" '$1 == d' "$LOGS/last.out")
-  check "rebuild ${#RB_NS[@]}: cairn disk list shows disk $FAIL_DISK on the new image, ok" \
-    "$([[ $line == *"$new"* && $line == *" ok" ]] && echo 1 || echo 0)" "'$line'"
-  log "$label ${#RB_NS[@]}: $(mib_of "${R[used0]}") MiB rebuilt from $(mib_of $((R[used0] * RS_K))) MiB in $(secs "${RB_NS[-1]}") s"
-}
-
-rebuild_phase() {
-  local arch=$1 m=$2 f=$2/data/seq.bin label=rebuild t0 t1 i old new out vals=() ns app
+rebuild_phase() {  # after degraded_phase: disk FAIL_DISK failed, the archive unmounted
+  local arch=$1 m=$2 f=$2/data/seq.bin label=rebuild old
   local -a surv all
-  RB_NS=() RB_OUT="" RB_STDERR=""
   log "== $label: cairn disk replace $arch $FAIL_DISK, cairn rebuild ($reps times)"
-  for ((i = 1; i <= reps; i++)); do
-    old=$(image_paths "$arch" "$LOGS/healthy.json" "$FAIL_DISK")
-    ((i == 1)) || old=$new
-    new=$T/new-disk-$FAIL_DISK-$i.img
-    one_rebuild "$arch" "$new"
-    rm -f "$old"  # no longer a disk of the archive
-  done
-  [[ -n $RB_STDERR ]] && NOTES+=("rebuild: 'cairn rebuild' printed on stderr (exit 0): $RB_STDERR")
-  NOTES+=("rebuild: cairn printed '$RB_OUT'")
-  ((reps == 1)) || NOTES+=("rebuild: the first rebuild follows 'cairn disk fail'; the others replace the rebuilt disk 0 with yet another empty image. Seconds per run: $(for ns in "${RB_NS[@]}"; do printf '%s ' "$(secs "$ns")"; done)")
-  R[rebuild_ns]=$(median "${RB_NS[@]}")
-  # what it must read: the k surviving chunks of every extent with a chunk on the failed disk
-  R[rebuild_read]=$((R[used0] * RS_K))
-  R[rebuild,cairn]=$(mib_rate "${R[rebuild_read]}" "${R[rebuild_ns]}")
-  R[rebuilt,cairn]=$(mib_rate "${R[used0]}" "${R[rebuild_ns]}")
+  old=$(image_paths "$arch" "$LOGS/healthy.json" "$FAIL_DISK")
+  rebuild_runs "$arch" "$reps" "$FAIL_DISK" "$old" "$T/new-disk-$FAIL_DISK" timed
   mapfile -t surv < <(image_paths "$arch" "$LOGS/rebuilt.json" $(seq 1 $((NDISKS - 1))))
   mapfile -t all < <(image_paths "$arch" "$LOGS/rebuilt.json" $(seq 0 $((NDISKS - 1))))
-  read_baseline rebuild "${surv[@]}"
-  app=$(stat -c %s "${surv[@]}" | awk '{ n += $1 } END { print n }')
-  drop_caches
-  t0=$(now_ns)
-  run baseline bash -c 'cat "$@" >/dev/null' cat "${surv[@]}"
-  t1=$(now_ns)
-  NOTES+=("baseline rebuild: plain 'cat' of the $((NDISKS - 1)) whole survivor images (sparse, $(mib_of "$app") MiB apparent) ran at $(mib_rate "$app" $((t1 - t0))) MiB/s: tmpfs returns holes faster than data, so the baseline reads the data regions only")
+  read_baseline rebuild 3 "${surv[@]}"
+  cat_baseline_note rebuild "${surv[@]}"
 
-  log "== fsck and scrub"
-  t0=$(now_ns)
-  try "$CAIRN" fsck "$arch"
-  t1=$(now_ns)
-  check "after the rebuild cairn fsck is clean" "$([[ $RC == 0 && $(cat "$LOGS/last.out") == *": clean"* ]] && echo 1 || echo 0)" \
-    "exit $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 500 | tr '\n' '|')"
-  NOTES+=("fsck after the rebuild ($(secs $((t1 - t0))) s): $(tail -n 1 "$LOGS/last.out")")
-  for ((i = 1; i <= reps; i++)); do
-    drop_caches
-    t0=$(now_ns)
-    try "$CAIRN" scrub "$arch"
-    t1=$(now_ns)
-    out=$(grep '^scrub:' "$LOGS/last.out" | tail -n 1 || true)
-    check "scrub $i after the rebuilds is clean" \
-      "$([[ $RC == 0 && $out == *" 0 bad chunk(s), 0 repaired, 0 extent(s) lost" ]] && echo 1 || echo 0)" \
-      "exit $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 500 | tr '\n' '|')"
-    vals+=($((t1 - t0)))
-    log "scrub $i: $(mib_of "${R[used_all]}") MiB of chunks in $(secs $((t1 - t0))) s"
-  done
-  NOTES+=("scrub: cairn printed '$out'")
-  [[ -s $LOGS/last.err ]] && NOTES+=("scrub: 'cairn scrub' printed on stderr: $(head -c 300 "$LOGS/last.err" | tr '\n' '|')")
-  ns=$(median "${vals[@]}")
-  R[scrub,cairn]=$(mib_rate "${R[used_all]}" "$ns")
-  R[scrub_s]=$(secs "$ns")
-  read_baseline scrub "${all[@]}"
+  fsck_after_rebuild "$arch"
+  scrub_runs "$arch" "$reps" timed
+  read_baseline scrub 3 "${all[@]}"
 
   log "== after the rebuild: mount (healthy), cold read, sha256"
   cairn_mount_existing "$arch" "$m" -o "$MOUNT_OPTS"
@@ -391,7 +232,7 @@ rebuild_phase() {
   cairn_unmount_and_fsck "$arch" "$m" "$label"
   check "after the rebuild, cairn fsck after unmount is clean" $((RC == 0)) "see the warning below"
   CUR_ARCH=""
-  rm -rf "$arch" "$new"
+  rm -rf "$arch" "$RB_NEW"
 }
 
 # ---------------------------------------------------------------- phase 5: SnapRAID reference
@@ -475,14 +316,7 @@ echo "1. erasure code: ErasureCode vs isa-l called directly (tests/bench/ec_benc
 sed 's/^/   /' "$LOGS/ec_bench.out"
 echo
 echo "2-4. $(human_mib "$SEQ_MIB") of random data through the mount; MiB/s"
-printf '%-46s %10s %10s %8s  %-28s %s\n' test baseline cairn ratio target result
-printf '%s\n' "$(printf '%.0s-' $(seq 1 118))"
-srow() {  # srow LABEL BASE VALUE TARGET(ratio or "") BASELABEL
-  local r t res=""
-  r=$(ratio "$3" "$2")
-  if [[ -n $4 ]]; then t=">= ${4}x $5"; res=$(verdict "ge:$4" "$r"); else t="(info) $5"; fi
-  printf '%-46s %10s %10s %8s  %-28s %s\n' "$1" "$(fmt "$2")" "$(fmt "$3")" "$r" "$t" "$res"
-}
+srow_header test 46 28
 srow "seq write, dd 1M + fsync ($RAID)" "${R[write,none]:-}" "${R[write,$RAID]:-}" "$SEQ_TARGET" "raid=none"
 srow "  same, until persisted (+ cairn persist)" "${R[persist,none]:-}" "${R[persist,$RAID]:-}" "$SEQ_TARGET" "raid=none"
 srow "seq read, cold ($RAID)" "${R[read,none]:-}" "${R[read,$RAID]:-}" "$SEQ_TARGET" "raid=none"
