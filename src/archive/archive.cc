@@ -103,7 +103,18 @@ Status SaveConfig(const std::string& dir, const ArchiveOptions& options) {
   return WriteFileDurably(dir + "/cairn.conf", FormatConfig(options));
 }
 
+namespace {
+
+// Serializes the daemon's read-modify-write edits of cairn.conf (disk fail, end of rebuild).
+std::mutex& ConfigEditMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+}  // namespace
+
 Status MarkDiskFailed(const std::string& dir, uint32_t disk) {
+  std::lock_guard lock(ConfigEditMutex());
   auto options = LoadConfig(dir + "/cairn.conf");  // as written, without -o overrides
   if (!options.ok()) return options.status();
   if (disk >= options->disks.size()) {
@@ -135,6 +146,7 @@ bool Archive::AwaitsRebuild(size_t disk) const {
 }
 
 Status Archive::FinishRebuild() {
+  std::lock_guard config_lock(ConfigEditMutex());
   auto saved = LoadConfig(dir_ + "/cairn.conf");  // as written, without -o overrides
   if (!saved.ok()) return saved.status();
   saved->rebuild_disks.clear();
@@ -530,12 +542,12 @@ Result<bool> Archive::RewriteChunk(const ExtentRecord& extent, size_t index, Ext
                                    std::span<const uint8_t> bytes) {
   const ChunkPlacement& chunk = extent.chunks[index];
   if (IsOut(chunk.disk)) return false;  // cairn rebuild moves it
+  std::vector<uint8_t> encoded = EncodeExtent(HeaderForChunk(header, index, chunk, bytes.size()), bytes);
   // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
   std::lock_guard lock(catalog_mutex_);
   auto current = catalog_->GetExtent(extent.id);
   if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return false;
-  CAIRN_RETURN_IF_ERROR(
-      WriteExtent(*disks_[chunk.disk], chunk.offset, HeaderForChunk(header, index, chunk, bytes.size()), bytes));
+  CAIRN_RETURN_IF_ERROR(disks_[chunk.disk]->WriteAt(chunk.offset, encoded));
   return true;
 }
 

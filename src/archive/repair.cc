@@ -22,15 +22,18 @@ namespace {
 
 // Catalog meta keys: where an interrupted scrub or rebuild continues.
 constexpr const char* kScrubCursor = "scrub_cursor";      // last extent id scrubbed
-constexpr const char* kRebuildCursor = "rebuild_cursor";  // "<replaced disks> <disk> <offset>" of the last done
+constexpr const char* kRebuildCursor = "rebuild_cursor";  // "<replaced disks> <disk> <offset>", see PlanTasks
 
-// One extent to repair, and for a rebuild where its first lost chunk lies: rebuilds run in
-// that order, which is the order chunks were allocated, so every survivor is read front to back.
+// One extent to repair. A rebuild orders them by where a lost chunk lies (on a replaced disk
+// if there is one, a position that never changes): the order chunks were allocated, so every
+// survivor is read front to back.
 struct Task {
   ExtentRecord extent;
   std::vector<size_t> lost;  // rebuild: chunks on replaced or missing disks; scrub: found by reading
   uint32_t disk = 0;
   uint64_t offset = 0;
+  bool in_place = false;  // its key chunk is on a replaced disk (rewritten where it is)
+  bool failed = false;    // could not be repaired in this run
   auto key() const { return std::tie(disk, offset, extent.id); }
 };
 
@@ -48,8 +51,8 @@ struct BatchWrites {
 
 class Repairer {
  public:
-  Repairer(Archive& archive, const RepairOptions& options) : archive_(archive), options_(options) {
-    lost_disks_ = archive.awaiting_rebuild();
+  Repairer(Archive& archive, const RepairOptions& options)
+      : archive_(archive), options_(options), awaiting_(archive.awaiting_rebuild()), lost_disks_(awaiting_) {
     for (const auto& [disk, why] : archive.missing_disks()) lost_disks_.insert(static_cast<uint32_t>(disk));
   }
 
@@ -65,18 +68,21 @@ class Repairer {
   bool StillCurrent(const ExtentRecord& extent);
   Status Commit(BatchWrites& writes, const std::string& cursor);
   void RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes);
+  bool Stopping() const { return options_.should_stop && options_.should_stop(); }
+  void Throttle(int64_t start);
 
   Archive& archive_;
   const RepairOptions& options_;
-  std::set<uint32_t> lost_disks_;
-  std::mutex mutex_;  // guards report_, write_error_ and the BatchWrites while workers run
+  const std::set<uint32_t> awaiting_;  // replaced disks: chunks rewritten in place
+  std::set<uint32_t> lost_disks_;      // those and the missing disks
+  std::mutex mutex_;  // guards report_, stop_error_ and the BatchWrites while workers run
   RepairReport report_;
-  Status write_error_;  // the first chunk that could not be written: the run stops after its batch
+  Status stop_error_;  // the first chunk that could not be written: the run stops after its batch
 };
 
 std::string Repairer::RebuildCursorPrefix() const {
   std::string prefix;  // the replaced disks and their images: a new replacement starts over
-  for (uint32_t d : lost_disks_) {
+  for (uint32_t d : awaiting_) {
     prefix += fmt::format("{}{}={}", prefix.empty() ? "" : ",", d,
                           d < archive_.options().disks.size() ? archive_.options().disks[d] : "?");
   }
@@ -88,6 +94,10 @@ std::string Repairer::CursorAfter(const Task& task) const {
   return fmt::format("{} {} {}", RebuildCursorPrefix(), task.disk, task.offset);
 }
 
+// The extents to repair in the order to repair them, without those an interrupted run did.
+// A rebuild cursor is a position in that order; every extent keyed in place at or before it
+// had all its chunks rebuilt (Run never moves it past one that failed), and the chunks on
+// missing disks that moved are no longer lost, so only in-place chunks are skipped.
 std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
   std::vector<ExtentRecord> extents;
   {
@@ -102,28 +112,36 @@ std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
     }
     if (options_.rebuild && task.lost.empty()) continue;
     if (options_.rebuild) {
-      task.disk = extent.chunks[task.lost[0]].disk;
-      task.offset = extent.chunks[task.lost[0]].offset;
+      auto in_place = std::find_if(task.lost.begin(), task.lost.end(),
+                                   [&](size_t i) { return awaiting_.contains(extent.chunks[i].disk); });
+      task.in_place = in_place != task.lost.end();
+      const ChunkPlacement& key = extent.chunks[task.in_place ? *in_place : task.lost[0]];
+      task.disk = key.disk;
+      task.offset = key.offset;
     }
     task.extent = std::move(extent);
     tasks.push_back(std::move(task));
   }
   std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.key() < b.key(); });
   report_.extents_total = tasks.size();
-  // Skip what an interrupted run finished (a rebuild cursor counts only for the same disks).
-  size_t done = 0;
+  std::function<bool(Task&)> done = [](Task&) { return false; };
   if (!options_.rebuild && !cursor.empty()) {
     uint64_t last = std::strtoull(cursor.c_str(), nullptr, 10);
-    while (done < tasks.size() && tasks[done].extent.id <= last) done++;
+    done = [last](Task& t) { return t.extent.id <= last; };
   } else if (options_.rebuild && cursor.starts_with(RebuildCursorPrefix() + " ")) {
     unsigned disk = 0;
     unsigned long long offset = 0;
     if (std::sscanf(cursor.c_str() + RebuildCursorPrefix().size(), " %u %llu", &disk, &offset) == 2) {
-      while (done < tasks.size() && std::tie(tasks[done].disk, tasks[done].offset) <= std::tie(disk, offset)) done++;
+      done = [&, disk, offset](Task& t) {
+        if (!t.in_place || std::tie(t.disk, t.offset) > std::tie(disk, offset)) return false;
+        std::erase_if(t.lost, [&](size_t i) { return awaiting_.contains(t.extent.chunks[i].disk); });
+        return t.lost.empty();
+      };
     }
   }
-  report_.extents_done = done;
-  tasks.erase(tasks.begin(), tasks.begin() + static_cast<ptrdiff_t>(done));
+  size_t before = tasks.size();
+  std::erase_if(tasks, done);
+  report_.extents_done = before - tasks.size();
   return tasks;
 }
 
@@ -168,6 +186,7 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
     }
   }
   if (!st.ok()) {
+    task.failed = true;
     report.extents_lost++;
     report.problems.push_back(fmt::format("extent {}: {}", extent.id, st.message()));
     return;
@@ -176,8 +195,8 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
     auto written = WriteChunk(extent, i, header, *chunks[i], writes);
     if (!written.ok()) {
       std::lock_guard lock(mutex_);
-      if (write_error_.ok()) {
-        write_error_ =
+      if (stop_error_.ok()) {
+        stop_error_ =
             Status::IOError(fmt::format("extent {} chunk {}: {}", extent.id, i, written.status().message()));
       }
       return;
@@ -223,8 +242,9 @@ Result<bool> Repairer::WriteChunk(ExtentRecord& extent, size_t index, const Exte
       }
     }
     if (!offset) {
-      return Status::NoSpace(fmt::format("no disk without a chunk of extent {} has room for chunk {}", extent.id,
-                                         index));
+      return Status::NoSpace(fmt::format(
+          "no disk in a failure domain without a chunk of extent {} is in service with room for chunk {}", extent.id,
+          index));
     }
   }
   Status st = WriteExtent(archive_.disk(placement.disk), placement.offset,
@@ -242,30 +262,35 @@ Result<bool> Repairer::WriteChunk(ExtentRecord& extent, size_t index, const Exte
 }
 
 // Makes a batch's writes durable, then records moved chunks and the cursor in one commit.
+// Space of moves that are not recorded goes back to the allocator.
 Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
-  for (uint32_t d : writes.disks) CAIRN_RETURN_IF_ERROR(archive_.disk(d).Sync());
+  Status st;
+  for (uint32_t d : writes.disks) {
+    if (st.ok()) st = archive_.disk(d).Sync();
+  }
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
-  std::vector<const BatchWrites::Move*> unused;  // the extent changed meanwhile: give the space back
-  Status st = InTransaction(catalog, [&] {
-    for (const BatchWrites::Move& move : writes.moved) {
-      auto now = catalog.GetExtent(move.extent_id);
-      if (now.ok() && move.index < now->chunks.size() && now->chunks[move.index] == move.from) {
-        CAIRN_RETURN_IF_ERROR(catalog.SetExtentChunk(move.extent_id, move.index, move.to));
-      } else {
-        unused.push_back(&move);
+  std::vector<const BatchWrites::Move*> recorded;
+  if (st.ok()) {
+    st = InTransaction(catalog, [&] {
+      for (const BatchWrites::Move& move : writes.moved) {
+        auto now = catalog.GetExtent(move.extent_id);  // unchanged, or the move is not needed any more
+        if (now.ok() && move.index < now->chunks.size() && now->chunks[move.index] == move.from) {
+          CAIRN_RETURN_IF_ERROR(catalog.SetExtentChunk(move.extent_id, move.index, move.to));
+          recorded.push_back(&move);
+        }
       }
-    }
-    return catalog.SetMeta(options_.rebuild ? kRebuildCursor : kScrubCursor, cursor);
-  });
-  if (!st.ok()) unused.clear();
+      return catalog.SetMeta(options_.rebuild ? kRebuildCursor : kScrubCursor, cursor);
+    });
+  }
+  if (!st.ok()) recorded.clear();
   for (const BatchWrites::Move& move : writes.moved) {
-    if (!st.ok() || std::find(unused.begin(), unused.end(), &move) != unused.end()) {
+    if (std::find(recorded.begin(), recorded.end(), &move) == recorded.end()) {
       archive_.allocator(move.to.disk).Release(move.to.offset, move.to.alloc_length);
     }
   }
-  if (!st.ok()) return st;
   writes = BatchWrites{};
+  CAIRN_RETURN_IF_ERROR(st);
   return archive_.FlushCatalog(true);
 }
 
@@ -275,7 +300,12 @@ void Repairer::RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, Batc
   auto work = [&] {
     for (size_t i; (i = next++) < end;) {
       RepairReport part;
-      RepairExtent(tasks[i], writes, part);
+      try {
+        RepairExtent(tasks[i], writes, part);
+      } catch (const std::exception& e) {  // e.g. out of memory: stop after this batch, keep the daemon
+        std::lock_guard lock(mutex_);
+        if (stop_error_.ok()) stop_error_ = Status::IOError(fmt::format("extent {}: {}", tasks[i].extent.id, e.what()));
+      }
       std::lock_guard lock(mutex_);
       report_.bytes_read += part.bytes_read;
       report_.chunks_bad += part.chunks_bad;
@@ -292,6 +322,16 @@ void Repairer::RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, Batc
   workers.clear();  // joins
 }
 
+// Sleeps while reading is ahead of options_.rate, waking to notice a stop.
+void Repairer::Throttle(int64_t start) {
+  if (options_.rate == 0) return;
+  double due = start + report_.bytes_read * 1e9 / static_cast<double>(options_.rate);
+  while (!Stopping() && due > static_cast<double>(NowNs())) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(
+        static_cast<int64_t>(std::min(due - static_cast<double>(NowNs()), 100e6))));
+  }
+}
+
 Result<RepairReport> Repairer::Run() {
   std::string cursor;
   {
@@ -302,9 +342,10 @@ Result<RepairReport> Repairer::Run() {
   std::vector<Task> tasks = PlanTasks(cursor);
   const int64_t start = NowNs();
   report_.finished = true;
+  bool failures = false;  // then the cursor stays before the first one: the next run retries it
   BatchWrites writes;
   for (size_t begin = 0; begin < tasks.size();) {
-    if (options_.budget_ns > 0 && NowNs() - start > options_.budget_ns) {
+    if (Stopping() || (options_.budget_ns > 0 && NowNs() - start > options_.budget_ns)) {
       report_.finished = false;
       break;
     }
@@ -315,24 +356,24 @@ Result<RepairReport> Repairer::Run() {
                (options_.rebuild ? ChunksNeeded(e.redundancy) : e.chunks.size());
     }
     RunBatch(tasks, begin, end, writes);
-    if (!write_error_.ok()) {  // what did get written is kept; the cursor stays where it was
+    if (!stop_error_.ok()) {  // what did get written is kept; the cursor stays where it was
       CAIRN_RETURN_IF_ERROR(Commit(writes, cursor));
-      return write_error_;
+      return stop_error_;
     }
-    cursor = CursorAfter(tasks[end - 1]);
+    for (size_t i = begin; i < end && !failures; i++) {
+      failures = tasks[i].failed;
+      if (!failures) cursor = CursorAfter(tasks[i]);
+    }
     CAIRN_RETURN_IF_ERROR(Commit(writes, cursor));
     begin = end;
     if (options_.progress && !options_.progress(report_)) {
       report_.finished = false;  // cancelled; the next run continues after this batch
       break;
     }
-    if (options_.rate > 0) {
-      int64_t due = start + static_cast<int64_t>(report_.bytes_read * 1e9 / options_.rate);
-      if (due > NowNs()) std::this_thread::sleep_for(std::chrono::nanoseconds(due - NowNs()));
-    }
+    Throttle(start);
   }
-  // A finished pass starts from the beginning next time.
-  if (report_.finished) CAIRN_RETURN_IF_ERROR(Commit(writes, ""));
+  // A complete pass starts from the beginning next time.
+  if (report_.finished && !failures) CAIRN_RETURN_IF_ERROR(Commit(writes, ""));
   return std::move(report_);
 }
 

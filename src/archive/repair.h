@@ -21,12 +21,12 @@ struct RepairReport {
   uint64_t chunks_repaired = 0;  // rewritten in place or on another disk
   uint64_t extents_lost = 0;     // too few good chunks: listed in `problems`
   std::vector<std::string> problems;
-  bool finished = false;         // false when the time budget ran out first
+  bool finished = false;         // false when it stopped early (budget, cancelled, unmounting)
 };
 
 struct RepairOptions {
-  // false: scrub (verify every chunk); true: rebuild (recreate the chunks on the disks in
-  // rebuild_disks and on missing disks, without reading those).
+  // false: scrub (verify every chunk); true: rebuild (recreate the chunks on replaced disks
+  // awaiting a rebuild and on missing disks, without reading those).
   bool rebuild = false;
   int64_t budget_ns = 0;  // scrub stops after this long and resumes there next time; 0: no limit
   uint64_t rate = 0;      // bytes per second to read; 0: unlimited
@@ -34,6 +34,7 @@ struct RepairOptions {
   uint64_t batch_bytes = 64 << 20;
   size_t threads = 0;  // 0: one per core, at most 4
   std::function<bool(const RepairReport&)> progress;  // after every batch; false cancels
+  std::function<bool()> should_stop;  // polled between batches and while throttled; true stops
 };
 
 // A rebuild takes the extents in the order of their lost chunks' offsets, the order the chunks

@@ -53,6 +53,10 @@ Result<std::vector<uint8_t>> DecodeWithIdr(Disk& disk, uint64_t at, const Extent
 }  // namespace
 
 Status WriteExtent(Disk& disk, uint64_t offset, const ExtentHeader& header, std::span<const uint8_t> payload) {
+  return disk.WriteAt(offset, EncodeExtent(header, payload));
+}
+
+std::vector<uint8_t> EncodeExtent(const ExtentHeader& header, std::span<const uint8_t> payload) {
   uint8_t scramble = header.redundancy.idr_scramble;
   std::vector<uint8_t> buffer(ExtentAllocation(payload.size(), scramble), 0);
   auto encoded = EncodeExtentHeader(header);
@@ -63,7 +67,7 @@ Status WriteExtent(Disk& disk, uint64_t offset, const ExtentHeader& header, std:
   } else if (!payload.empty()) {
     std::memcpy(buffer.data() + kExtentHeaderSize, payload.data(), payload.size());
   }
-  return disk.WriteAt(offset, buffer);
+  return buffer;
 }
 
 Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const ExtentExpectation& expect,

@@ -15,6 +15,8 @@ namespace cairn {
 // header.redundancy.idr_scramble the payload goes with its intra-disk parity.
 // The caller syncs the disk before committing the extent to the catalog.
 Status WriteExtent(Disk& disk, uint64_t offset, const ExtentHeader& header, std::span<const uint8_t> payload);
+// The bytes WriteExtent writes.
+std::vector<uint8_t> EncodeExtent(const ExtentHeader& header, std::span<const uint8_t> payload);
 
 // What the catalog says the extent at an offset must be.
 struct ExtentExpectation {

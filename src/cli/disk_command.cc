@@ -124,11 +124,11 @@ int FinishRepair(bool rebuild, const RepairReport& report) {
 
 // cairn rebuild / cairn scrub: run by the daemon when the archive is mounted, else here.
 int Repair(const std::string& target, bool rebuild, bool progress, int64_t budget_ns, uint64_t rate) {
-  std::string dir = target;
-  if (::access((target + "/cairn.conf").c_str(), F_OK) != 0) {
-    auto where = LocateInMount(target);
-    if (!where.ok()) return Fail(1, fmt::format("{} is neither an archive nor a mounted archive", target));
+  std::string dir = target;  // a mount point (or a path in one), else the archive itself
+  if (auto where = LocateInMount(target); where.ok()) {
     dir = where->archive;
+  } else if (::access((target + "/cairn.conf").c_str(), F_OK) != 0) {
+    return Fail(1, fmt::format("{} is neither an archive nor a mounted archive", target));
   }
   bool tty = ::isatty(2);
   int64_t start = NowNs(), last = 0;

@@ -93,7 +93,7 @@ void ControlServer::Answer(int fd) {
   };
   Status st;
   try {
-    st = Handle(command, send);
+    st = Handle(command, send, fd);
   } catch (const std::exception& e) {
     st = Status::IOError(e.what());
   }
@@ -102,7 +102,7 @@ void ControlServer::Answer(int fd) {
 }
 
 Status ControlServer::Handle(const std::vector<std::string>& command,
-                             const std::function<bool(const std::string&)>& send) {
+                             const std::function<bool(const std::string&)>& send, int fd) {
   const std::string& verb = command[0];
   if (verb == "persist") return fs_.PersistAll();
   if (verb == "evict") return fs_.EvictAll();
@@ -131,7 +131,7 @@ Status ControlServer::Handle(const std::vector<std::string>& command,
                                             p.bytes_total, p.files_busy, p.files_failed));
     });
   }
-  if (verb == "repair" && command.size() == 4) return Repair(command, send);
+  if (verb == "repair" && command.size() == 4) return Repair(command, send, fd);
   if (verb == "dry-run" && command.size() == 3) {
     auto rules = RuleSet::Load(command[1]);
     if (!rules.ok()) return rules.status();
@@ -142,29 +142,39 @@ Status ControlServer::Handle(const std::vector<std::string>& command,
 }
 
 Status ControlServer::Repair(const std::vector<std::string>& command,
-                             const std::function<bool(const std::string&)>& send) {
+                             const std::function<bool(const std::string&)>& send, int fd) {
+  const std::string& what = command[1];
   RepairOptions options;
-  options.rebuild = command[1] == "rebuild";
-  char* end = nullptr;
-  options.budget_ns = std::strtoll(command[2].c_str(), &end, 10);
-  options.rate = std::strtoull(command[3].c_str(), &end, 10);
-  if (!options.rebuild && command[1] != "scrub") {
-    return Status::InvalidArgument(fmt::format("repair: '{}' is not rebuild or scrub", command[1]));
+  options.rebuild = what == "rebuild";
+  char* end_budget = nullptr;
+  char* end_rate = nullptr;
+  options.budget_ns = std::strtoll(command[2].c_str(), &end_budget, 10);
+  options.rate = std::strtoull(command[3].c_str(), &end_rate, 10);
+  if ((!options.rebuild && what != "scrub") || command[2].empty() || *end_budget || options.budget_ns < 0 ||
+      command[3].empty() || *end_rate) {
+    return Status::InvalidArgument(fmt::format("repair: bad arguments '{}' '{}' '{}'", what, command[2], command[3]));
   }
   std::unique_lock lock(repair_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return Status::Busy("a rebuild or scrub is already running on this archive");
-  options.progress = [&](const RepairReport& r) { return !stopping_ && send(RepairReportLine(r)); };
-  LogInfo("{} started (cairn {})", command[1], command[1]);
+  options.progress = [&](const RepairReport& r) { return send(RepairReportLine(r)); };
+  options.should_stop = [&] {
+    pollfd p{fd, POLLRDHUP, 0};  // the client hung up (Ctrl-C)
+    return stopping_.load() || (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)));
+  };
+  LogInfo("cairn {}: started on the mounted archive", what);
   auto report = RepairArchive(fs_.archive(), options);
   if (!report.ok()) {
-    LogError("{} stopped: {}", command[1], report.status().message());
+    LogError("{} stopped: {}", what, report.status().message());
     return report.status();
   }
-  for (const auto& problem : report->problems) send("problem " + problem);
+  for (const auto& problem : report->problems) {
+    LogError("{}: {}", what, problem);
+    send("problem " + problem);
+  }
   send(RepairReportLine(*report));
-  LogInfo("{}: {} of {} extents, {} bad chunk(s), {} repaired, {} extent(s) lost{}", command[1],
-          report->extents_done, report->extents_total, report->chunks_bad, report->chunks_repaired,
-          report->extents_lost, report->finished ? "" : " (stopped early)");
+  LogInfo("{}: {} of {} extents, {} bad chunk(s), {} repaired, {} extent(s) lost{}", what, report->extents_done,
+          report->extents_total, report->chunks_bad, report->chunks_repaired, report->extents_lost,
+          report->finished ? "" : " (stopped early)");
   if (options.rebuild && report->finished && report->extents_lost == 0) return fs_.archive().FinishRebuild();
   return Status::OK();
 }

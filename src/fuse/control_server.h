@@ -31,11 +31,14 @@ class ControlServer {
   void Serve();
   // Answers one connection: reads the command, writes the reply lines, closes `fd`.
   void Answer(int fd);
-  // Runs `command`; `send` writes one reply line and returns false once the client is gone.
-  Status Handle(const std::vector<std::string>& command, const std::function<bool(const std::string&)>& send);
+  // Runs `command` from the client on `fd`; `send` writes one reply line and returns false
+  // once the client is gone.
+  Status Handle(const std::vector<std::string>& command, const std::function<bool(const std::string&)>& send,
+                int fd);
   // cairn rebuild / scrub on the mounted archive, one at a time; a report line after every
-  // batch, and the client going away cancels it.
-  Status Repair(const std::vector<std::string>& command, const std::function<bool(const std::string&)>& send);
+  // batch, and the client going away (or the unmount) stops it.
+  Status Repair(const std::vector<std::string>& command, const std::function<bool(const std::string&)>& send,
+                int fd);
 
   Filesystem& fs_;
   int listen_fd_ = -1;

@@ -89,6 +89,9 @@ Status RebuildChunks(ChunkSet& chunks, const Redundancy& r, uint64_t payload_len
     return Status::Corruption(fmt::format("only {} of {} chunks are readable; {} are needed", alive, chunks.size(),
                                           ChunksNeeded(r)));
   }
+  for (size_t i : wanted) {
+    if (i >= chunks.size()) return Status::InvalidArgument(fmt::format("there is no chunk {}", i));
+  }
   if (r.scheme != Redundancy::Scheme::kReedSolomon) {
     const auto& copy = *std::find_if(chunks.begin(), chunks.end(), [](const auto& c) { return c.has_value(); });
     for (size_t i : wanted) {

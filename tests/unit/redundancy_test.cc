@@ -231,52 +231,95 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
   }
 }
 
+// An archive of file-backed disks holding rs-4-2 extents of 1 MiB, then disk 0 replaced by an
+// empty image waiting for a rebuild (cairn disk replace), and optionally another disk failed.
+struct RebuildFixture {
+  test::TempDir dir;
+  std::vector<ExtentRecord> extents;
+  std::vector<std::vector<uint8_t>> payloads;
+
+  RebuildFixture(uint32_t disks, int count, std::optional<uint32_t> failed = std::nullopt) {
+    MakeArchive(dir, disks, 64 << 20);
+    ArchiveId id;
+    {
+      auto archive = Archive::Open(dir / "a", {});
+      REQUIRE(archive.ok());
+      id = (*archive)->id();
+      for (int i = 0; i < count; i++) {
+        payloads.push_back(test::RandomBytes(1 << 20, 100 + i));
+        auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, uint64_t(i) << 20,
+                                                     payloads.back(), "raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"));
+        REQUIRE(written.ok());
+        written->refs = 1;
+        extents.push_back(*written);
+        std::lock_guard lock((*archive)->catalog_mutex());
+        REQUIRE(
+            InTransaction((*archive)->catalog(), [&] { return (*archive)->catalog().InsertExtent(*written); }).ok());
+      }
+      std::lock_guard lock((*archive)->catalog_mutex());
+      REQUIRE((*archive)->FlushCatalog(true).ok());
+    }
+    auto config = LoadConfig(dir / "a/cairn.conf");
+    REQUIRE(config.ok());
+    config->disks[0] = dir / "new-0.img";
+    config->rebuild_disks = {0};
+    if (failed) config->failed_disks = {*failed};
+    REQUIRE(FormatDisk(config->disks[0], 0, id, 64 << 20).ok());
+    REQUIRE(SaveConfig(dir / "a", *config).ok());
+  }
+
+  size_t ChunksOn(uint32_t disk) const {
+    size_t n = 0;
+    for (const auto& e : extents) {
+      for (const auto& c : e.chunks) n += c.disk == disk;
+    }
+    return n;
+  }
+
+  Result<std::unique_ptr<Archive>> Open(std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk>, size_t)> wrap) {
+    Archive::OpenOptions open;
+    open.degraded = true;
+    open.repair_on_read = false;
+    open.wrap_disk = std::move(wrap);
+    return Archive::Open(dir / "a", open);
+  }
+
+  // After a complete rebuild: every chunk of every extent reads and checks, none is on
+  // `gone`, and every payload is what was written.
+  void CheckRebuilt(std::optional<uint32_t> gone = std::nullopt) {
+    auto config = LoadConfig(dir / "a/cairn.conf");
+    config->rebuild_disks.clear();
+    REQUIRE(SaveConfig(dir / "a", *config).ok());
+    Archive::OpenOptions open;
+    open.degraded = gone.has_value();
+    auto archive = Archive::Open(dir / "a", open);
+    REQUIRE(archive.ok());
+    for (size_t i = 0; i < extents.size(); i++) {
+      ExtentRecord now;
+      {
+        std::lock_guard lock((*archive)->catalog_mutex());
+        now = *(*archive)->catalog().GetExtent(extents[i].id);
+      }
+      for (size_t c = 0; c < now.chunks.size(); c++) {
+        INFO("extent " << i << " chunk " << c);
+        CHECK((*archive)->ReadChunk(now, c).ok());
+        if (gone) CHECK(now.chunks[c].disk != *gone);
+      }
+      CHECK(*(*archive)->ReadExtentPayload(now) == payloads[i]);
+    }
+  }
+};
+
 // A replaced disk is rebuilt batch by batch: each survivor is read front to back, a failure
 // midway keeps what was committed, and the next run continues from there.
 TEST_CASE("Repair: a rebuild reads survivors in order and resumes after a failure", "[striping]") {
-  test::TempDir dir;
-  MakeArchive(dir, 6, 64 << 20);
-  constexpr int kExtents = 24;
-  std::vector<ExtentRecord> extents;
-  std::vector<std::vector<uint8_t>> payloads;
-  ArchiveId id;
-  {
-    auto archive = Archive::Open(dir / "a", {});
-    REQUIRE(archive.ok());
-    id = (*archive)->id();
-    for (int i = 0; i < kExtents; i++) {
-      payloads.push_back(test::RandomBytes(1 << 20, 100 + i));
-      auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, uint64_t(i) << 20, payloads.back(),
-                                                   "raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"));
-      REQUIRE(written.ok());
-      written->refs = 1;
-      extents.push_back(*written);
-      std::lock_guard lock((*archive)->catalog_mutex());
-      REQUIRE(InTransaction((*archive)->catalog(), [&] { return (*archive)->catalog().InsertExtent(*written); }).ok());
-    }
-    std::lock_guard lock((*archive)->catalog_mutex());
-    REQUIRE((*archive)->FlushCatalog(true).ok());
-  }
-  // cairn disk replace: disk 0 becomes an empty image waiting for the rebuild
-  auto config = LoadConfig(dir / "a/cairn.conf");
-  REQUIRE(config.ok());
-  config->disks[0] = dir / "new-0.img";
-  config->rebuild_disks = {0};
-  REQUIRE(FormatDisk(config->disks[0], 0, id, 64 << 20).ok());
-  REQUIRE(SaveConfig(dir / "a", *config).ok());
-  size_t on_disk0 = 0;
-  for (const auto& e : extents) {
-    for (const auto& c : e.chunks) on_disk0 += c.disk == 0;
-  }
+  RebuildFixture f(6, 24);
+  const size_t on_disk0 = f.ChunksOn(0);
   REQUIRE(on_disk0 > 10);
-
   test::FaultPlan plan;
   std::mutex log_mutex;
   std::vector<std::vector<uint64_t>> reads(6);
-  Archive::OpenOptions open;
-  open.degraded = true;
-  open.repair_on_read = false;
-  open.wrap_disk = [&](std::unique_ptr<Disk> disk, size_t i) -> std::unique_ptr<Disk> {
+  auto wrap = [&](std::unique_ptr<Disk> disk, size_t i) -> std::unique_ptr<Disk> {
     if (i == 0) return std::make_unique<test::FaultDisk>(std::move(disk), plan);
     return std::make_unique<test::ReadLogDisk>(std::move(disk), reads[i], log_mutex);
   };
@@ -286,7 +329,7 @@ TEST_CASE("Repair: a rebuild reads survivors in order and resumes after a failur
   options.batch_bytes = 3 << 20;  // three extents (4 chunks of 256 KiB each) per commit
   {
     plan.fail_at = 12;  // some chunk writes and syncs of disk 0 in, the disk fails
-    auto archive = Archive::Open(dir / "a", open);
+    auto archive = f.Open(wrap);
     REQUIRE(archive.ok());
     auto report = RepairArchive(**archive, options);
     REQUIRE_FALSE(report.ok());
@@ -296,7 +339,7 @@ TEST_CASE("Repair: a rebuild reads survivors in order and resumes after a failur
   {
     plan.fail_at = 0;
     for (auto& r : reads) r.clear();
-    auto archive = Archive::Open(dir / "a", open);
+    auto archive = f.Open(wrap);
     REQUIRE(archive.ok());
     auto report = RepairArchive(**archive, options);
     REQUIRE(report.ok());
@@ -311,12 +354,77 @@ TEST_CASE("Repair: a rebuild reads survivors in order and resumes after a failur
     INFO("disk " << d);
     CHECK(std::is_sorted(reads[d].begin(), reads[d].end()));  // front to back
   }
-  config->rebuild_disks.clear();
-  REQUIRE(SaveConfig(dir / "a", *config).ok());
-  auto archive = Archive::Open(dir / "a", {});
-  REQUIRE(archive.ok());
-  for (int i = 0; i < kExtents; i++) {
-    for (size_t c = 0; c < extents[i].chunks.size(); c++) CHECK((*archive)->ReadChunk(extents[i], c).ok());
-    CHECK(*(*archive)->ReadExtentPayload(extents[i]) == payloads[i]);
+  f.CheckRebuilt();
+}
+
+// An extent that could not be rebuilt (two survivors unreadable for now) is not skipped by
+// the next run, even when the run that failed on it was cancelled later on.
+TEST_CASE("Repair: an interrupted rebuild retries the extents it could not rebuild", "[striping]") {
+  RebuildFixture f(6, 12);
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> bad(6);
+  auto wrap = [&](std::unique_ptr<Disk> disk, size_t i) -> std::unique_ptr<Disk> {
+    return std::make_unique<test::BadBlocksDisk>(std::move(disk), bad[i]);
+  };
+  RepairOptions options;
+  options.rebuild = true;
+  options.threads = 1;
+  options.batch_bytes = 1;  // one extent per batch
+  int batches = 0;
+  options.progress = [&](const RepairReport&) { return ++batches < 6; };  // then cancelled
+  {
+    auto archive = f.Open(wrap);
+    REQUIRE(archive.ok());
+    // The extents are rebuilt in the order of their chunks on disk 0; make the second unreadable.
+    std::vector<ExtentRecord> order = f.extents;
+    auto on0 = [](const ExtentRecord& e) {
+      return std::find_if(e.chunks.begin(), e.chunks.end(), [](auto& c) { return c.disk == 0; })->offset;
+    };
+    std::sort(order.begin(), order.end(), [&](auto& a, auto& b) { return on0(a) < on0(b); });
+    for (size_t c : {1, 2}) bad[order[1].chunks[c].disk].push_back({order[1].chunks[c].offset, 1});
+    auto report = RepairArchive(**archive, options);
+    REQUIRE(report.ok());
+    CHECK(report->extents_lost == 1);
+    CHECK_FALSE(report->finished);
   }
+  for (auto& b : bad) b.clear();  // the survivors read again
+  options.progress = nullptr;
+  auto archive = f.Open(wrap);
+  REQUIRE(archive.ok());
+  auto report = RepairArchive(**archive, options);
+  REQUIRE(report.ok());
+  CHECK(report->extents_lost == 0);
+  CHECK(report->finished);
+  CHECK(report->chunks_repaired == f.ChunksOn(0) - 1);  // the first extent's batch was committed before
+  archive->reset();
+  f.CheckRebuilt();
+}
+
+// Two lost disks at once: disk 0 replaced (rebuilt in place) and disk 1 failed (its chunks
+// move to disks without a chunk of their extent). A failure midway loses nothing.
+TEST_CASE("Repair: a rebuild of a replaced and a failed disk survives a failure midway", "[striping]") {
+  RebuildFixture f(8, 16, 1);
+  test::FaultPlan plan;
+  auto wrap = [&](std::unique_ptr<Disk> disk, size_t i) -> std::unique_ptr<Disk> {
+    if (i == 0) return std::make_unique<test::FaultDisk>(std::move(disk), plan);
+    return disk;
+  };
+  RepairOptions options;
+  options.rebuild = true;
+  options.batch_bytes = 2 << 20;
+  {
+    plan.fail_at = 9;
+    auto archive = f.Open(wrap);
+    REQUIRE(archive.ok());
+    CHECK_FALSE(RepairArchive(**archive, options).ok());
+  }
+  plan.fail_at = 0;
+  {
+    auto archive = f.Open(wrap);
+    REQUIRE(archive.ok());
+    auto report = RepairArchive(**archive, options);
+    REQUIRE(report.ok());
+    CHECK(report->extents_lost == 0);
+    CHECK(report->finished);
+  }
+  f.CheckRebuilt(1);
 }
