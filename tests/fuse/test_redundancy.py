@@ -5,11 +5,14 @@ import os
 import random
 import re
 import shutil
+import signal
+import subprocess
 import threading
+import time
 
 import pytest
 
-from conftest import MiB, cairn, random_bytes, read_file, sha256, write_file
+from conftest import CAIRN, MiB, cairn, random_bytes, read_file, sha256, write_file
 
 
 def getx(path, key):
@@ -390,3 +393,33 @@ def test_an_online_rebuild_moves_the_chunks_of_a_failed_disk_elsewhere(archive):
     cairn("disk", "replace", archive.arch, str(victim), os.path.join(archive.base, "spare.img"))
     assert "0 of 0 extents checked" in cairn("rebuild", archive.arch).stdout  # nothing left to rebuild
     archive.mount()
+
+
+def test_an_interrupted_online_rebuild_stops_at_once_and_continues_later(archive):
+    files = persisted_files(archive, 6, "rs-3-2", [40 * MiB] * 5, 180)
+    archive.umount()
+    cairn("disk", "replace", archive.arch, "2", os.path.join(archive.base, "new-disk-2.img"))
+    archive.mount()
+    client = subprocess.Popen([CAIRN, "rebuild", archive.mnt, "--progress", "--rate", "20M"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = client.stderr.readline()  # after the first batch of 64 MiB
+        assert first.startswith("rebuild: "), first
+        client.send_signal(signal.SIGINT)
+        client.wait(timeout=30)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    log = os.path.join(archive.arch, "cairn.log")
+    deadline = time.monotonic() + 2  # throttled, the next batch would be due in 3 s: it notices at once
+    while "(stopped early)" not in open(log).read():
+        assert time.monotonic() < deadline, "the daemon went on rebuilding after the client left"
+        time.sleep(0.1)
+    r = cairn("rebuild", archive.mnt)
+    done = re.search(r"(\d+) of (\d+) extents checked, .* (\d+) repaired, 0 extent\(s\) lost", r.stdout)
+    assert done, r.stdout
+    assert 0 < int(done.group(3)) < int(done.group(2)), r.stdout  # continued, did not start over
+    archive.evict()
+    for name, data in files.items():
+        assert read_file(archive.m(name)) == data, name
