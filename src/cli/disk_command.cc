@@ -132,10 +132,13 @@ int Repair(const std::string& target, bool rebuild, bool progress, int64_t budge
   }
   bool tty = ::isatty(2);
   int64_t start = NowNs(), last = 0;
+  bool shown_all = false;
   auto show = [&](const RepairReport& r) {
     int64_t now = NowNs();
-    if (!progress || (now - last < (tty ? 200'000'000 : 2'000'000'000) && r.extents_done != r.extents_total)) return;
+    bool all = r.extents_done == r.extents_total;
+    if (!progress || (all ? shown_all : now - last < (tty ? 200'000'000 : 2'000'000'000))) return;
     last = now;
+    shown_all = all;
     fmt::print(stderr, "{}{} {}/{} extents, {} read ({:.1f} MiB/s), {} chunk(s) repaired{}", tty ? "\r" : "",
                rebuild ? "rebuild:" : "scrub:", r.extents_done, r.extents_total, FormatSize(r.bytes_read),
                r.bytes_read / std::max(1e-3, (now - start) / 1e9) / (1 << 20), r.chunks_repaired, tty ? "  " : "\n");
