@@ -100,9 +100,11 @@ std::string Repairer::CursorAfter(const Task& task) const {
 // missing disks that moved are no longer lost, so only in-place chunks are skipped.
 std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
   std::vector<ExtentRecord> extents;
-  {
+  for (bool more = true; more;) {  // in pages: a mounted archive goes on meanwhile
     std::lock_guard lock(archive_.catalog_mutex());
-    extents = archive_.catalog().AllExtents();
+    auto page = archive_.catalog().ExtentsAfter(extents.empty() ? 0 : extents.back().id, 4096);
+    more = !page.empty();
+    extents.insert(extents.end(), std::make_move_iterator(page.begin()), std::make_move_iterator(page.end()));
   }
   std::vector<Task> tasks;
   for (ExtentRecord& extent : extents) {

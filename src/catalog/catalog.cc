@@ -550,6 +550,14 @@ std::vector<ExtentRecord> Catalog::AllExtents() {
   return out;
 }
 
+std::vector<ExtentRecord> Catalog::ExtentsAfter(uint64_t after, size_t limit) {
+  std::vector<ExtentRecord> out;
+  auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents WHERE id > ?1 ORDER BY id LIMIT ?2");
+  s.Bind(static_cast<int64_t>(after), static_cast<int64_t>(limit));
+  while (s.Step()) out.push_back(ReadExtentRow(s));
+  return out;
+}
+
 std::vector<SegmentRecord> Catalog::AllSegments() {
   std::vector<SegmentRecord> out;
   auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments ORDER BY ino, idx");

@@ -170,6 +170,9 @@ class Catalog {
   Status SetExtentChunk(uint64_t id, size_t index, const ChunkPlacement& chunk);  // after a repair
   Status DeleteExtent(uint64_t id);
   std::vector<ExtentRecord> AllExtents();
+  // Up to `limit` extents with ids above `after`, by id: a scan in pages that lets others
+  // use the catalog in between.
+  std::vector<ExtentRecord> ExtentsAfter(uint64_t after, size_t limit);
   std::vector<SegmentRecord> AllSegments();
   uint64_t MaxExtentIdEverUsed();
 

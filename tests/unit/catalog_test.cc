@@ -87,6 +87,9 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
   REQUIRE(c->SetExtentChunk(7, 1, {2, 12288, 8192, 0x22}).ok());
   CHECK(c->GetExtent(7)->chunks[1].disk == 2);
   CHECK(c->MaxExtentIdEverUsed() == 7);
+  CHECK(c->ExtentsAfter(0, 10).size() == 1);
+  CHECK(c->ExtentsAfter(6, 1).at(0).id == 7);
+  CHECK(c->ExtentsAfter(7, 10).empty());
   REQUIRE(c->DeleteExtent(7).ok());
   CHECK(c->MaxExtentIdEverUsed() == 7);  // ids are never handed out twice
   auto totals = c->ComputeTotals();
