@@ -57,24 +57,6 @@ std::string ResolveDiskPath(const std::string& archive_dir, const std::string& p
   return path.starts_with('/') ? path : archive_dir + "/" + path;
 }
 
-// The superblock of a disk, checked against the archive it should belong to as disk `index`.
-Result<Superblock> CheckSuperblock(Disk& disk, const std::string& path, const ArchiveId& id, size_t index) {
-  std::vector<uint8_t> block(kBlockSize);
-  Status st = disk.ReadAt(0, block);
-  if (!st.ok()) return Status::IOError(fmt::format("cannot read its superblock: {}", st.message()));
-  auto sb = DecodeSuperblock(block, path);
-  if (!sb.ok()) return sb.status();
-  if (sb->archive_id != id) {
-    return Status::InvalidArgument(fmt::format("disk {} ({}) belongs to archive {}, not to this archive {}", index,
-                                               path, ArchiveIdToString(sb->archive_id), ArchiveIdToString(id)));
-  }
-  if (sb->disk_index != index) {
-    return Status::InvalidArgument(
-        fmt::format("{} is disk {} of this archive but the config lists it as disk {}", path, sb->disk_index, index));
-  }
-  return sb;
-}
-
 }  // namespace
 
 Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
@@ -161,52 +143,6 @@ std::set<uint32_t> Archive::awaiting_rebuild() const {
 bool Archive::AwaitsRebuild(size_t disk) const {
   std::lock_guard lock(missing_mutex_);
   return awaiting_rebuild_.contains(static_cast<uint32_t>(disk));
-}
-
-Status Archive::ReplaceDisk(size_t index, const std::string& path) {
-  if (index >= disks_.size()) return Status::InvalidArgument(fmt::format("there is no disk {}", index));
-  if (!IsOut(index)) {
-    return Status::Busy(
-        fmt::format("disk {} is in service; take it out first (cairn disk fail), then replace it", index));
-  }
-  uint64_t size = 0;
-  for (size_t i = 0; i < disks_.size(); i++) {
-    if (!IsOut(i)) size = std::max(size, disks_[i]->Size());
-  }
-  CAIRN_RETURN_IF_ERROR(FormatDisk(path, static_cast<uint32_t>(index), id_, size));
-  auto disk = OpenImageDisk(path);
-  if (!disk.ok()) return disk.status();
-  auto sb = CheckSuperblock(**disk, path, id_, index);
-  if (!sb.ok()) return sb.status();
-  {
-    // Its chunks keep their places: they are rebuilt where the catalog has them.
-    std::lock_guard lock(catalog_mutex_);
-    SpaceAllocator allocator(sb->data_start, sb->disk_size / kBlockSize * kBlockSize);
-    for (const ExtentRecord& e : catalog_->AllExtents()) {
-      for (const ChunkPlacement& chunk : e.chunks) {
-        if (chunk.disk == index) CAIRN_RETURN_IF_ERROR(allocator.MarkUsed(chunk.offset, chunk.alloc_length));
-      }
-    }
-    allocators_[index] = std::move(allocator);
-  }
-  {
-    std::lock_guard lock(ConfigEditMutex());
-    auto saved = LoadConfig(dir_ + "/cairn.conf");  // as written, without -o overrides
-    if (!saved.ok()) return saved.status();
-    saved->disks[index] = path;
-    saved->failed_disks.erase(static_cast<uint32_t>(index));
-    saved->rebuild_disks.insert(static_cast<uint32_t>(index));
-    CAIRN_RETURN_IF_ERROR(SaveConfig(dir_, *saved));
-  }
-  {
-    std::lock_guard lock(missing_mutex_);  // never in service before its rebuild
-    awaiting_rebuild_.insert(static_cast<uint32_t>(index));
-    disks_[index]->Replace(std::move(*disk));
-    missing_.erase(index);
-  }
-  std::lock_guard lock(failures_mutex_);
-  failed_disks_logged_.erase(static_cast<uint32_t>(index));
-  return Status::OK();
 }
 
 Status Archive::FinishRebuild() {
@@ -396,18 +332,19 @@ int Archive::LockHolder(const std::string& dir) {
 Status Archive::LoadDisks(const OpenOptions& open) {
   for (size_t i = 0; i < options_.disks.size(); i++) {
     std::string path = ResolveDiskPath(dir_, options_.disks[i]);
+    Superblock sb;
     auto disk = OpenImageDisk(path);
     Status st = disk.ok() ? Status::OK() : disk.status();
     if (options_.failed_disks.contains(static_cast<uint32_t>(i))) {
       st = Status::IOError("marked failed (cairn disk fail); replace it with cairn disk replace");
     }
-    Result<Superblock> sb = st.ok() ? CheckSuperblock(**disk, path, id_, i) : Result<Superblock>(st);
-    if (sb.status().code() == Status::Code::kInvalidArgument) return sb.status();  // another archive's, or misplaced
-    st = sb.status();
-    if (st.ok() && sb->disk_size > (*disk)->Size()) {
-      st = Status::Corruption(fmt::format("{} is {} bytes but was created with {} bytes (truncated?)", path,
-                                          (*disk)->Size(), sb->disk_size));
-      if (!open.degraded) return st;  // what is left of it is not trusted; rebuild moves its chunks
+    if (st.ok()) {
+      std::vector<uint8_t> block(kBlockSize);
+      st = (*disk)->ReadAt(0, block);
+      if (!st.ok()) st = Status::IOError(fmt::format("cannot read its superblock: {}", st.message()));
+      auto decoded = st.ok() ? DecodeSuperblock(block, path) : Result<Superblock>(st);
+      if (decoded.ok()) sb = *decoded;
+      st = decoded.status();
     }
     if (!st.ok()) {  // missing or unreadable: the redundancy of what it held has to make up for it
       if (!open.degraded) {
@@ -415,12 +352,28 @@ Status Archive::LoadDisks(const OpenOptions& open) {
       }
       missing_[i] = st.message();
       allocators_.emplace_back(0, 0);
-      disks_.push_back(std::make_unique<ReplaceableDisk>(MissingDisk(path, st.message())));
+      disks_.push_back(MissingDisk(path, st.message()));
       continue;
     }
-    allocators_.emplace_back(sb->data_start, sb->disk_size / kBlockSize * kBlockSize);
-    disks_.push_back(
-        std::make_unique<ReplaceableDisk>(open.wrap_disk ? open.wrap_disk(std::move(*disk), i) : std::move(*disk)));
+    if (sb.archive_id != id_) {
+      return Status::InvalidArgument(fmt::format("disk {} ({}) belongs to archive {}, not to this archive {}", i, path,
+                                                 ArchiveIdToString(sb.archive_id), options_.archive_id));
+    }
+    if (sb.disk_index != i) {
+      return Status::InvalidArgument(
+          fmt::format("{} is disk {} of this archive but the config lists it as disk {}", path, sb.disk_index, i));
+    }
+    if (sb.disk_size > (*disk)->Size()) {
+      st = Status::Corruption(fmt::format("{} is {} bytes but was created with {} bytes (truncated?)", path,
+                                          (*disk)->Size(), sb.disk_size));
+      if (!open.degraded) return st;
+      missing_[i] = st.message();  // what is left of it is not trusted; rebuild moves its chunks
+      allocators_.emplace_back(0, 0);
+      disks_.push_back(MissingDisk(path, st.message()));
+      continue;
+    }
+    allocators_.emplace_back(sb.data_start, sb.disk_size / kBlockSize * kBlockSize);
+    disks_.push_back(open.wrap_disk ? open.wrap_disk(std::move(*disk), i) : std::move(*disk));
   }
   return Status::OK();
 }

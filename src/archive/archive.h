@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "archive/allocator.h"
-#include "backend/replaceable_disk.h"
 #include "backend/extent_format.h"
 #include "cache/staging_cache.h"
 #include "cairn/disk.h"
@@ -152,9 +151,6 @@ class Archive {
   bool AwaitsRebuild(size_t disk) const;
   // After a complete rebuild the replaced disks are in service again (cairn.conf too).
   Status FinishRebuild();
-  // cairn disk replace on a mounted archive: a new empty image at `path` (the size of the
-  // others) takes the place of out-of-service disk `index`, to be filled by a rebuild.
-  Status ReplaceDisk(size_t index, const std::string& path);
   // Takes a disk out of service now (cairn disk fail on a mounted archive): its chunks
   // are read from the others and nothing new goes to it; recorded in cairn.conf.
   Status FailDisk(size_t disk);
@@ -176,7 +172,7 @@ class Archive {
   std::mutex catalog_mutex_;
   std::unique_ptr<Catalog> catalog_;
   StagingCache cache_{""};
-  std::vector<std::unique_ptr<ReplaceableDisk>> disks_;
+  std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<SpaceAllocator> allocators_;
   mutable std::mutex missing_mutex_;
   std::map<size_t, std::string> missing_;  // guarded by missing_mutex_

@@ -60,7 +60,6 @@ class Repairer {
 
  private:
   std::vector<Task> PlanTasks(const std::string& cursor);
-  std::vector<Task> CollectTasks(uint64_t after_id);
   std::string RebuildCursorPrefix() const;
   std::string CursorAfter(const Task& task) const;
   void RepairExtent(Task& task, BatchWrites& writes, RepairReport& report);
@@ -78,7 +77,6 @@ class Repairer {
   std::set<uint32_t> lost_disks_;      // those and the missing disks
   std::mutex mutex_;  // guards report_, stop_error_ and the BatchWrites while workers run
   RepairReport report_;
-  uint64_t last_id_ = 0;  // the highest extent id collected so far
   Status stop_error_;  // the first chunk that could not be written: the run stops after its batch
 };
 
@@ -101,7 +99,31 @@ std::string Repairer::CursorAfter(const Task& task) const {
 // had all its chunks rebuilt (Run never moves it past one that failed), and the chunks on
 // missing disks that moved are no longer lost, so only in-place chunks are skipped.
 std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
-  std::vector<Task> tasks = CollectTasks(0);
+  std::vector<ExtentRecord> extents;
+  for (bool more = true; more;) {  // in pages: a mounted archive goes on meanwhile
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto page = archive_.catalog().ExtentsAfter(extents.empty() ? 0 : extents.back().id, 4096);
+    more = !page.empty();
+    extents.insert(extents.end(), std::make_move_iterator(page.begin()), std::make_move_iterator(page.end()));
+  }
+  std::vector<Task> tasks;
+  for (ExtentRecord& extent : extents) {
+    Task task;
+    for (size_t i = 0; i < extent.chunks.size() && options_.rebuild; i++) {
+      if (lost_disks_.contains(extent.chunks[i].disk)) task.lost.push_back(i);
+    }
+    if (options_.rebuild && task.lost.empty()) continue;
+    if (options_.rebuild) {
+      auto in_place = std::find_if(task.lost.begin(), task.lost.end(),
+                                   [&](size_t i) { return awaiting_.contains(extent.chunks[i].disk); });
+      task.in_place = in_place != task.lost.end();
+      const ChunkPlacement& key = extent.chunks[task.in_place ? *in_place : task.lost[0]];
+      task.disk = key.disk;
+      task.offset = key.offset;
+    }
+    task.extent = std::move(extent);
+    tasks.push_back(std::move(task));
+  }
   std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.key() < b.key(); });
   report_.extents_total = tasks.size();
   std::function<bool(Task&)> done = [](Task&) { return false; };
@@ -122,39 +144,6 @@ std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
   size_t before = tasks.size();
   std::erase_if(tasks, done);
   report_.extents_done = before - tasks.size();
-  return tasks;
-}
-
-// The extents with ids above `after_id` that need work, keyed, in no particular order.
-std::vector<Task> Repairer::CollectTasks(uint64_t after_id) {
-  std::vector<Task> tasks;
-  last_id_ = after_id;
-  for (bool more = true; more;) {  // in pages: a mounted archive goes on meanwhile
-    std::vector<ExtentRecord> page;
-    {
-      std::lock_guard lock(archive_.catalog_mutex());
-      page = archive_.catalog().ExtentsAfter(last_id_, 4096);
-    }
-    more = !page.empty();
-    for (ExtentRecord& extent : page) {
-      last_id_ = extent.id;
-      Task task;
-      for (size_t i = 0; i < extent.chunks.size() && options_.rebuild; i++) {
-        if (lost_disks_.contains(extent.chunks[i].disk)) task.lost.push_back(i);
-      }
-      if (options_.rebuild && task.lost.empty()) continue;
-      if (options_.rebuild) {
-        auto in_place = std::find_if(task.lost.begin(), task.lost.end(),
-                                     [&](size_t i) { return awaiting_.contains(extent.chunks[i].disk); });
-        task.in_place = in_place != task.lost.end();
-        const ChunkPlacement& key = extent.chunks[task.in_place ? *in_place : task.lost[0]];
-        task.disk = key.disk;
-        task.offset = key.offset;
-      }
-      task.extent = std::move(extent);
-      tasks.push_back(std::move(task));
-    }
-  }
   return tasks;
 }
 
@@ -384,17 +373,6 @@ Result<RepairReport> Repairer::Run() {
       break;
     }
     Throttle(start);
-  }
-  // Extents committed since the plan with chunks on a lost disk: writes that were under way
-  // when their disk went out of service.
-  std::vector<Task> late = report_.finished && !failures && options_.rebuild ? CollectTasks(last_id_)
-                                                                             : std::vector<Task>();
-  if (!late.empty()) {
-    report_.extents_total += late.size();
-    RunBatch(late, 0, late.size(), writes);
-    CAIRN_RETURN_IF_ERROR(Commit(writes, cursor));
-    if (!stop_error_.ok()) return stop_error_;
-    failures = std::any_of(late.begin(), late.end(), [](const Task& t) { return t.failed; });
   }
   // A complete pass starts from the beginning next time.
   if (report_.finished && !failures) CAIRN_RETURN_IF_ERROR(Commit(writes, ""));

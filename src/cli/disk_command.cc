@@ -1,11 +1,10 @@
-// cairn disk list|fail|replace, cairn rebuild and cairn scrub: the disk lifecycle, on a
-// mounted archive or not. A failed or missing disk is read around (-o degraded when it is
-// gone at mount); after a replacement, rebuild recreates its chunks from the others. See cairn(8).
+// cairn disk list|fail|replace, cairn rebuild and cairn scrub: the disk lifecycle. A failed
+// or missing disk is mounted around with -o degraded; after a replacement (unmounted),
+// rebuild recreates its chunks from the others, mounted or not. See cairn(8).
 #include <malloc.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -89,25 +88,26 @@ int FailDisk(const std::string& dir, const std::string& which) {
   return 0;
 }
 
-int ReplaceDisk(const std::string& dir, const std::string& which, const std::string& new_path) {
-  std::string path = std::filesystem::absolute(new_path).lexically_normal();  // cairn.conf keeps it
-  auto options = LoadConfig(dir + "/cairn.conf");
-  if (!options.ok()) return Fail(1, options.status().message());
-  auto index = DiskIndex(*options, which);
-  if (!index.ok()) return Fail(2, index.status().message());
-  if (::access(path.c_str(), F_OK) == 0) return Fail(1, fmt::format("{} exists; give a new path", path));
-  if (Archive::LockHolder(dir) != 0) {  // mounted: the daemon swaps it in at once
-    int rc = SendControl(dir, fmt::format("disk-replace\t{}\t{}", *index, path));
-    if (rc == 0) fmt::print("disk {} is now {}; run cairn rebuild {} to fill it\n", *index, path, dir);
-    return rc;
-  }
-  auto archive = OpenOffline(dir);
+int ReplaceDisk(const std::string& dir, const std::string& which, const std::string& path) {
+  auto archive = OpenOffline(dir);  // checks that the archive opens and gives the disk size
   if (!archive.ok()) return Fail(1, archive.status().message());
-  Status st = (*archive)->IsOut(*index) ? Status::OK() : (*archive)->FailDisk(*index);  // its data is not read again
-  if (st.ok()) st = (*archive)->ReplaceDisk(*index, path);
-  if (!st.ok()) return Fail(1, st.message());
-  fmt::print("disk {} is now {} ({}); run cairn rebuild {} to fill it\n", *index, path,
-             FormatSize((*archive)->disk(*index).Size()), dir);
+  ArchiveOptions options = (*archive)->options();
+  auto index = DiskIndex(options, which);
+  if (!index.ok()) return Fail(2, index.status().message());
+  uint64_t size = 0;
+  for (size_t i = 0; i < (*archive)->disk_count(); i++) size = std::max(size, (*archive)->disk(i).Size());
+  auto id = ArchiveIdFromString(options.archive_id);
+  archive->reset();  // release the lock before the config changes
+  if (!id.ok()) return Fail(1, id.status().message());
+  if (::access(path.c_str(), F_OK) == 0) return Fail(1, fmt::format("{} exists; give a new path", path));
+  if (Status st = FormatDisk(path, *index, *id, size); !st.ok()) return Fail(1, st.message());
+  auto saved = LoadConfig(dir + "/cairn.conf");  // without the -o overrides
+  if (!saved.ok()) return Fail(1, saved.status().message());
+  saved->disks[*index] = path;
+  saved->failed_disks.erase(*index);
+  saved->rebuild_disks.insert(*index);
+  if (Status st = SaveConfig(dir, *saved); !st.ok()) return Fail(1, st.message());
+  fmt::print("disk {} is now {} ({}); run cairn rebuild {} to fill it\n", *index, path, FormatSize(size), dir);
   return 0;
 }
 

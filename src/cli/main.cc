@@ -28,7 +28,7 @@ commands:
   rules reload ARCHIVE|MOUNTPOINT  make the daemon re-read ARCHIVE/rules (as SIGHUP does)
   disk list ARCHIVE          each disk's path, use and state (ok, missing, failed, needs rebuild)
   disk fail ARCHIVE DISK     mark a disk failed (drills); mount with -o degraded
-  disk replace ARCHIVE DISK NEWPATH   a new, empty disk in its place (mounted: fail it first); then rebuild
+  disk replace ARCHIVE DISK NEWPATH   a new, empty disk in its place; then rebuild
   rebuild ARCHIVE|MOUNTPOINT [--progress] [--rate SIZE]   recreate the chunks of replaced and missing disks
   scrub ARCHIVE|MOUNTPOINT [--progress] [--budget DURATION] [--rate SIZE]   verify every chunk, rewrite bad ones
   inspect ARCHIVE --disk N --offset BYTES

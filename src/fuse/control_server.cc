@@ -120,16 +120,6 @@ Status ControlServer::Handle(const std::vector<std::string>& command,
     if (st.ok()) LogWarning("disk {} taken out of service (cairn disk fail); running degraded", disk);
     return st;
   }
-  if (verb == "disk-replace" && command.size() == 3) {
-    char* end = nullptr;
-    unsigned long disk = std::strtoul(command[1].c_str(), &end, 10);
-    if (command[1].empty() || *end != '\0' || disk >= fs_.archive().disk_count()) {
-      return Status::InvalidArgument(fmt::format("'{}' is not a disk of this archive", command[1]));
-    }
-    Status st = fs_.archive().ReplaceDisk(disk, command[2]);
-    if (st.ok()) LogWarning("disk {} replaced by {} (cairn disk replace); it waits for cairn rebuild", disk, command[2]);
-    return st;
-  }
   if (verb == "rules-reload") {
     Status st = fs_.ReloadRules();
     if (!st.ok()) LogError("rules reload refused, the old rules stay in force: {}", st.message());

@@ -1,7 +1,7 @@
 // ControlServer answers the CLI's requests to a running daemon over the unix socket
 // ARCHIVE/control.sock, one command line per connection, fields separated by tabs:
 // persist, evict, status, rules-reload, apply PATH, dry-run RULES PATH, disk-fail N,
-// disk-replace N PATH, repair rebuild|scrub BUDGET_NS RATE. Replies are lines; the last is "ok" or "error: ...".
+// repair rebuild|scrub BUDGET_NS RATE. Replies are lines; the last is "ok" or "error: ...".
 // Each connection gets its own thread.
 #pragma once
 

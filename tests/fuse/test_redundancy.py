@@ -423,34 +423,3 @@ def test_an_interrupted_online_rebuild_stops_at_once_and_continues_later(archive
     archive.evict()
     for name, data in files.items():
         assert read_file(archive.m(name)) == data, name
-
-
-def test_a_disk_is_failed_replaced_and_rebuilt_without_unmounting(archive):
-    files = persisted_files(archive, 6, "rs-3-2", [9 * MiB, 3 * MiB + 7], 190)
-    new = os.path.join(archive.base, "hot-spare.img")
-    r = cairn("disk", "replace", archive.arch, "2", new, check=False)
-    assert r.returncode == 1 and "disk 2 is in service; take it out first" in r.stderr, r.stderr
-    cairn("disk", "fail", archive.arch, "2")
-    r = cairn("disk", "replace", archive.arch, "2", os.path.relpath(new))  # kept as an absolute path
-    assert f"disk 2 is now {new}" in r.stdout, r.stdout
-    with open(os.path.join(archive.arch, "cairn.conf")) as conf:
-        text = conf.read()
-    assert f"disk.2 = {new}" in text and "rebuild_disks = 2" in text and "failed_disks" not in text, text
-    files["during"] = random_bytes(6 * MiB, 195)
-    write_file(archive.m("during"), files["during"])
-    archive.persist()
-    assert all(2 not in [d for d, _ in places] for places in chunks_of(archive.m("during")).values())
-    r = cairn("rebuild", archive.mnt)
-    assert "0 extent(s) lost" in r.stdout and " 0 repaired" not in r.stdout, r.stdout
-    with open(os.path.join(archive.arch, "cairn.conf")) as conf:
-        assert "rebuild_disks" not in conf.read()
-    files["after"] = random_bytes(24 * MiB, 196)
-    write_file(archive.m("after"), files["after"])
-    archive.persist()
-    assert any(2 in [d for d, _ in places] for places in chunks_of(archive.m("after")).values())  # in service
-    archive.evict()
-    for name, data in files.items():
-        assert read_file(archive.m(name)) == data, name
-    archive.umount()
-    archive.fsck()
-    archive.mount()  # every disk is there: no -o degraded
