@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -88,7 +89,10 @@ int FailDisk(const std::string& dir, const std::string& which) {
   return 0;
 }
 
-int ReplaceDisk(const std::string& dir, const std::string& which, const std::string& path) {
+int ReplaceDisk(const std::string& dir, const std::string& which, const std::string& new_path) {
+  if (new_path.empty()) return Fail(2, "give the path of the new disk image");
+  // cairn.conf resolves relative paths against the archive: keep where the user meant.
+  std::string path = std::filesystem::absolute(new_path).lexically_normal();
   auto archive = OpenOffline(dir);  // checks that the archive opens and gives the disk size
   if (!archive.ok()) return Fail(1, archive.status().message());
   ArchiveOptions options = (*archive)->options();

@@ -155,8 +155,8 @@ def test_disk_fail_replace_rebuild_leaves_fsck_and_scrub_clean(archive):
         assert read_file(archive.m(name)) == data, name
     archive.umount()
     new = os.path.join(archive.base, "new-disk-2.img")
-    r = cairn("disk", "replace", archive.arch, "2", new)
-    assert "run cairn rebuild" in r.stdout
+    r = cairn("disk", "replace", archive.arch, "2", os.path.relpath(new))  # kept as an absolute path
+    assert f"disk 2 is now {new}" in r.stdout and "run cairn rebuild" in r.stdout, r.stdout
     assert "needs cairn rebuild" in cairn("disk", "list", archive.arch).stdout
     r = cairn("rebuild", archive.arch, "--progress")
     assert "0 extent(s) lost" in r.stdout and "repaired" in r.stdout, r.stdout
