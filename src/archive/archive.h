@@ -191,8 +191,8 @@ class Archive {
   std::vector<uint64_t> op_cache_removals_;
 };
 
-// `header` (any chunk's of the extent) made the header of chunk
-// `index`, `length` bytes, as the catalog places it.
+// The header of chunk `index` (`length` bytes, placed as `chunk` says), made from the header
+// of any chunk of the same extent.
 ExtentHeader HeaderForChunk(ExtentHeader header, size_t index, const ChunkPlacement& chunk, uint64_t length);
 
 }  // namespace cairn

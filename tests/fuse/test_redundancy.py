@@ -125,22 +125,18 @@ def test_rs_4_2_survives_two_lost_disks_and_damage_on_two_more(archive):
 
 @pytest.mark.no_fsck
 def test_too_much_damage_is_eio_never_wrong_bytes(archive):
-    make_archive(archive, 4)
-    os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
-    data = random_bytes(2 * MiB, 60)
-    write_file(archive.m("m"), data)
-    archive.evict()
-    places = chunks_of(archive.m("m"))[0]
+    data = persisted_files(archive, 4, "mirror-2", [2 * MiB], 60)["f0"]
+    places = chunks_of(archive.m("f0"))[0]
     assert len(places) == 2 and places[0][0] != places[1][0]
     archive.umount()
     os.remove(disk_path(archive, places[0][0]))
     archive.mount("degraded")
-    assert read_file(archive.m("m")) == data  # one copy is enough
+    assert read_file(archive.m("f0")) == data  # one copy is enough
     archive.umount()
     overwrite(archive, places[1][0], places[1][1] + 100, b"\x00garbage\x00")
     archive.mount("degraded")
     with pytest.raises(OSError) as e:
-        read_file(archive.m("m"))
+        read_file(archive.m("f0"))
     assert e.value.errno == errno.EIO
 
 
@@ -297,16 +293,12 @@ def test_strong_checksums_are_stored_and_verified(archive, checksum):
 
 
 def test_a_disk_failed_while_mounted_is_read_around_and_left_alone(archive):
-    make_archive(archive, 6)
-    os.setxattr(archive.mnt, "user.cairn.raid", b"rs-3-2")
-    data = random_bytes(8 * MiB, 140)
-    write_file(archive.m("old"), data)
-    archive.evict()
-    victim = chunks_of(archive.m("old"))[0][0][0]  # holds data chunk 0 of segment 0
+    data = persisted_files(archive, 6, "rs-3-2", [8 * MiB], 140)["f0"]
+    victim = chunks_of(archive.m("f0"))[0][0][0]  # holds data chunk 0 of segment 0
     r = cairn("disk", "fail", archive.arch, str(victim))
     assert "taken out of service" in r.stdout
     assert archive.is_mounted()
-    assert read_file(archive.m("old")) == data  # rebuilt from the other chunks on every read
+    assert read_file(archive.m("f0")) == data  # rebuilt from the other chunks on every read
     write_file(archive.m("new"), random_bytes(5 * MiB, 141))
     archive.persist()
     for places in chunks_of(archive.m("new")).values():
@@ -321,7 +313,7 @@ def test_a_disk_failed_while_mounted_is_read_around_and_left_alone(archive):
     archive.fsck()
     archive.mount()
     archive.evict()
-    assert read_file(archive.m("old")) == data
+    assert read_file(archive.m("f0")) == data
 
 
 def test_rebuild_and_scrub_run_on_a_mounted_archive_beside_other_work(archive):
