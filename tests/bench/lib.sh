@@ -14,7 +14,8 @@
 #   check WHAT OK DETAIL              a correctness check: NCHECKS, FAILURES (finish_report prints them)
 #   status_json, jget, image_paths, record_disk_usage, evict_cold     cairn status --json and what it says
 #   mib_of, mib_rate                  bytes (and ns) -> MiB, MiB/s
-#   bench_build_readdata, read_baseline, cat_baseline_note   the readdata baseline of rebuild and scrub (readdata.c)
+#   bench_build_tool NAME             compiles tests/bench/NAME.c (readdata.c, metabench.c) into $BIN/NAME
+#   read_baseline, cat_baseline_note  the readdata baseline of rebuild and scrub
 #   rebuild_runs, fsck_after_rebuild, scrub_runs             timed and checked cairn rebuild / fsck / scrub
 #   srow_header, srow                 a "baseline / cairn / ratio / target" report table
 # Set CLEANUP_CAIRN_UMOUNT=1 to have the cleanup try 'cairn umount' on cairn mounts before fusermount3.
@@ -298,9 +299,9 @@ evict_cold() {
 }
 
 # ---------------------------------------------------------------- readdata baselines (readdata.c)
-bench_build_readdata() {  # compiles tests/bench/readdata.c into $BIN/readdata
-  command -v cc >/dev/null || die "no C compiler (cc) to build $BENCH_LIB_DIR/readdata.c"
-  cc -O2 -Wall -o "$BIN/readdata" "$BENCH_LIB_DIR/readdata.c" || die "compiling $BENCH_LIB_DIR/readdata.c failed"
+bench_build_tool() {  # bench_build_tool NAME: compiles tests/bench/NAME.c into $BIN/NAME
+  command -v cc >/dev/null || die "no C compiler (cc) to build $BENCH_LIB_DIR/$1.c"
+  cc -O2 -Wall -o "$BIN/$1" "$BENCH_LIB_DIR/$1.c" || die "compiling $BENCH_LIB_DIR/$1.c failed"
 }
 # read_baseline KEY RUNS FILE...: RUNS cold runs (each after drop_caches) of readdata over FILE..., one after the other,
 # as cat would; R[KEY,base] = the median MiB/s, R[KEY,bytes] = the bytes of data read

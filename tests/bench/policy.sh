@@ -52,7 +52,6 @@ OLD_SEG_MIB=4 NEW_SEG_MIB=16
 MOUNT_OPTS=reconcile_idle=3600,reconcile_rate=0  # keep the background reconciler out of the timings
 CFGS=(r1 r1000)
 declare -A CFG_LABEL=([r1]="1 rule" [r1000]="$NRULES_BIG rules") CFG_NRULES=([r1]=1 [r1000]=$NRULES_BIG)
-FAILURES=()
 
 # ---------------------------------------------------------------- prerequisites
 bench_check_prereqs
@@ -71,64 +70,7 @@ need_kib=$(((5 * REENC_MIB * MiB + 2 * GiB) / 1024))
 
 # ---------------------------------------------------------------- helpers built in the temp dir
 log "building the metadata helper in $BIN"
-cat >"$BIN/metabench.c" <<'EOF'
-/* metabench mkdirs|create|stat|unlink DIR N NDIRS SIZE: file i is DIR/dNNN/fNNNNNN with NNN = i % NDIRS.
- * mkdirs makes the NDIRS dirs; create makes each file (O_EXCL), writes SIZE bytes and closes it; stat checks that
- * each file has SIZE bytes; unlink removes them. Prints ops/s (mkdirs: dirs/s). */
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-  if (argc != 6) { fprintf(stderr, "usage: metabench mkdirs|create|stat|unlink DIR N NDIRS SIZE\n"); return 2; }
-  const char *mode = argv[1], *dir = argv[2];
-  long n = atol(argv[3]), ndirs = atol(argv[4]), size = atol(argv[5]);
-  if (n <= 0 || ndirs <= 0 || size < 0 || size > 65536) { fprintf(stderr, "metabench: bad numbers\n"); return 2; }
-  char path[4096], buf[65536];
-  for (long k = 0; k < size; k++) buf[k] = (char)('a' + k % 26);
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (!strcmp(mode, "mkdirs")) {
-    for (long d = 0; d < ndirs; d++) {
-      snprintf(path, sizeof path, "%s/d%03ld", dir, d);
-      if (mkdir(path, 0755) != 0) { perror(path); return 1; }
-    }
-    n = ndirs;
-  } else {
-    for (long i = 0; i < n; i++) {
-      snprintf(path, sizeof path, "%s/d%03ld/f%06ld", dir, i % ndirs, i);
-      if (!strcmp(mode, "create")) {
-        int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
-        if (fd < 0) { perror(path); return 1; }
-        if (write(fd, buf, (size_t)size) != (ssize_t)size) { perror(path); return 1; }
-        if (close(fd) != 0) { perror(path); return 1; }
-      } else if (!strcmp(mode, "stat")) {
-        struct stat st;
-        if (stat(path, &st) != 0) {
-          perror(path);
-          /* which component is missing? */
-          char sub[4096];
-          snprintf(sub, sizeof sub, "%s/d%03ld", dir, i % ndirs);
-          fprintf(stderr, "metabench: file %ld of %ld; %s %s, %s %s\n", i, n, dir,
-                  stat(dir, &st) == 0 ? "exists" : "is missing", sub, stat(sub, &st) == 0 ? "exists" : "is missing");
-          return 1;
-        }
-        if (st.st_size != size) { fprintf(stderr, "%s: size %lld, expected %ld\n", path, (long long)st.st_size, size); return 1; }
-      } else if (!strcmp(mode, "unlink")) {
-        if (unlink(path) != 0) { perror(path); return 1; }
-      } else { fprintf(stderr, "bad mode %s\n", mode); return 2; }
-    }
-  }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-  printf("%.1f\n", n / s);
-  return 0;
-}
-EOF
-cc -O2 -Wall -o "$BIN/metabench" "$BIN/metabench.c" || die "compiling metabench failed"
+bench_build_tool metabench
 
 cat >"$BIN/gen_rules.py" <<'EOF'
 # gen_rules.py OUT NRULES SEED: an admin rules file (cairn.rules(5)) of a few named policies, NRULES rules and a
@@ -210,10 +152,6 @@ xattr_of() {
   try getfattr --only-values -n "$2" "$1"
   if ((RC == 0)); then cat "$LOGS/last.out"; else echo "(getfattr -n $2 failed: $(head -c 300 "$LOGS/last.err"))"; fi
 }
-check() {  # check WHAT OK(0|1) DETAIL: logs the result, records a failure
-  if (($2)); then log "ok: $1"; else log "FAILED: $1: $3"; FAILURES+=("$1: $3"); fi
-}
-
 # ---------------------------------------------------------------- test 1: rules overhead on metadata
 declare -A ARCH=() MNT=() PIDOF=() VALS=()
 use_cfg() { CUR_ARCH=${ARCH[$1]}; CUR_PID=${PIDOF[$1]}; DPID=${PIDOF[$1]}; }
@@ -235,7 +173,7 @@ setup_rules_cfg() {  # setup_rules_cfg CFG: mkfs, rules file, mount
   log "$c: mounted $m (daemon pid $DPID, $(grep -c '^rule ' "$arch/rules") rules, mount took ${R[mount,$c]} s)"
   # the probe: the last rule must match it, which shows the daemon has all the rules and walks them to the end
   run "cairn-$c" mkdir "$m/probe"
-  run "cairn-$c" cp "$BIN/metabench.c" "$m/probe/p.cairn-bench-probe"
+  run "cairn-$c" cp "$BENCH_LIB_DIR/metabench.c" "$m/probe/p.cairn-bench-probe"
   run "cairn-$c" "$CAIRN" persist "$arch"
   src=$(xattr_of "$m/probe/p.cairn-bench-probe" user.cairn.effective.source)
   ok=0; [[ " $src " == *" segment_size=rule:probe "* ]] && ok=1

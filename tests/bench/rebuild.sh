@@ -145,7 +145,7 @@ sampled() {
   NOTES+=("$label: $(secs "$S_NS") s; $S_CPU; vmstat: $S_VM")
 }
 
-bench_build_readdata  # the baseline (readdata.c)
+bench_build_tool readdata  # the baseline (readdata.c)
 
 # read_baselines KEY FILE...: read_baseline KEY over FILE... one after the other (BASE_REPS runs) into R[KEY,base];
 # then as many runs with one readdata per FILE, all at once, into R[KEY,par]

@@ -133,7 +133,7 @@ EOF
     "$LAYOUT_NSEG segments, $LAYOUT_BAD not as expected: ${out#* * * * } (location '${loc:0:300}...')"
 }
 
-bench_build_readdata  # the baseline of rebuild and scrub
+bench_build_tool readdata  # the baseline of rebuild and scrub
 
 # ---------------------------------------------------------------- phase 1: erasure-code microbenchmark
 ec_phase() {

@@ -74,42 +74,7 @@ log "building passthrough_ll and the ops helper in $BIN"
 # shellcheck disable=SC2046  # pkg-config output must be split into words
 cc -O2 -w -I"$(dirname "$PTLL_SRC")" "$PTLL_SRC" -o "$BIN/passthrough_ll" $(pkg-config --cflags --libs fuse3) ||
   die "compiling $PTLL_SRC failed"
-cat >"$BIN/opsbench.c" <<'EOF'
-/* opsbench create|stat|unlink DIR N : N ops on DIR/fNNNNNN, prints ops/s */
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-  if (argc != 4) { fprintf(stderr, "usage: opsbench create|stat|unlink DIR N\n"); return 2; }
-  const char *mode = argv[1], *dir = argv[2];
-  long n = atol(argv[3]);
-  char path[4096];
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (long i = 0; i < n; i++) {
-    snprintf(path, sizeof path, "%s/f%06ld", dir, i);
-    if (!strcmp(mode, "create")) {
-      int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
-      if (fd < 0 || close(fd) != 0) { perror(path); return 1; }
-    } else if (!strcmp(mode, "stat")) {
-      struct stat st;
-      if (stat(path, &st) != 0) { perror(path); return 1; }
-      if (st.st_size != 0) { fprintf(stderr, "%s: size %lld, expected 0\n", path, (long long)st.st_size); return 1; }
-    } else if (!strcmp(mode, "unlink")) {
-      if (unlink(path) != 0) { perror(path); return 1; }
-    } else { fprintf(stderr, "bad mode %s\n", mode); return 2; }
-  }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-  printf("%.1f\n", n / s);
-  return 0;
-}
-EOF
-cc -O2 -Wall -o "$BIN/opsbench" "$BIN/opsbench.c" || die "compiling opsbench failed"
+bench_build_tool metabench
 cat >"$BIN/mktar.py" <<'EOF'
 # mktar.py OUT FIRST COUNT NDIRS MAXSIZE SEED: tarball of files FIRST..FIRST+COUNT-1 (random content, 0..MAXSIZE
 # bytes) spread over NDIRS dirs
@@ -258,12 +223,13 @@ bench_system() {
 
   # create / stat / unlink of empty files in one directory
   mkdir "$DIR/ops"
+  run "$sys" "$BIN/metabench" mkdirs "$DIR/ops" "$NOPS" 1 0
   drop_caches
-  run "$sys" "$BIN/opsbench" create "$DIR/ops" "$NOPS"; R[create,$sys]=$(cat "$LOGS/last.out")
+  run "$sys" "$BIN/metabench" create "$DIR/ops" "$NOPS" 1 0; R[create,$sys]=$(cat "$LOGS/last.out")
   drop_caches
-  run "$sys" "$BIN/opsbench" stat "$DIR/ops" "$NOPS"; R[stat,$sys]=$(cat "$LOGS/last.out")
+  run "$sys" "$BIN/metabench" stat "$DIR/ops" "$NOPS" 1 0; R[stat,$sys]=$(cat "$LOGS/last.out")
   drop_caches
-  run "$sys" "$BIN/opsbench" unlink "$DIR/ops" "$NOPS"; R[unlink,$sys]=$(cat "$LOGS/last.out")
+  run "$sys" "$BIN/metabench" unlink "$DIR/ops" "$NOPS" 1 0; R[unlink,$sys]=$(cat "$LOGS/last.out")
   log "$sys: create ${R[create,$sys]} stat ${R[stat,$sys]} unlink ${R[unlink,$sys]} ops/s"
   checkpoint "after create/stat/unlink"
   [[ -n $DPID ]] && NOTES+=("$sys: daemon VmHWM (MiB) ${RSS_TRACE# ; }")
