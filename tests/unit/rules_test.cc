@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "policy/rules.h"
+#include "fuzz.h"
 #include "test_util.h"
 
 using namespace cairn;
@@ -559,7 +559,7 @@ TEST_CASE("Rules: matching 1000 rules takes microseconds", "[rules]") {
   CHECK(rules.Match(facts, kNow).name() == "r998");
 }
 
-TEST_CASE("Rules: fuzzed files never crash and every error has a position", "[rules]") {
+TEST_CASE("Rules: fuzzed files never crash and every error has a position", "[rules][fuzz]") {
   const std::string base = std::string(kExample);
   const std::vector<std::string> kVocabulary = {
       "policy", "rule", "default", "where", "and", "set", "selectable", "path", "name", "size", "owner", "group",
@@ -568,7 +568,7 @@ TEST_CASE("Rules: fuzzed files never crash and every error has a position", "[ru
       "segment_size=4M", "policy=cold", "policy=bulk", "raid=rs-10-4", "checksum=crc32c", "cold", "\t", " ", "\n",
       "\r\n", "\r", "    set ", "    where ", "    and ", "\"a b\"", "\"\\\"\"", "\xEF\xBB\xBF", std::string(1, '\0')};
   const size_t kWords = kVocabulary.size();
-  std::mt19937 rng(20261123);
+  test::Fuzz fuzz("rules", 22000);
   // "fuzz:LINE:COL: message", LINE and COL positive numbers, and no control characters.
   auto positioned = [](const std::string& message) {
     size_t at = 0;
@@ -583,7 +583,7 @@ TEST_CASE("Rules: fuzzed files never crash and every error has a position", "[ru
     if (message.size() <= at + 1 || message[at] != ' ') return false;
     return std::none_of(message.begin(), message.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
   };
-  int parsed = 0, failed = 0, bad = 0;
+  uint64_t parsed = 0, failed = 0, bad = 0;
   std::string first_bad;
   auto check = [&](const std::string& text) {
     auto rules = RuleSet::Parse(text, "fuzz");
@@ -600,50 +600,32 @@ TEST_CASE("Rules: fuzzed files never crash and every error has a position", "[ru
       if (bad++ == 0) first_bad = message;
     }
   };
-  auto random_position = [&](const std::string& s) { return s.empty() ? 0 : rng() % (s.size() + 1); };
 
-  for (int i = 0; i < 20000; i++) {
-    std::string text = base;
-    for (int m = 1 + static_cast<int>(rng() % 4); m > 0; m--) {
-      size_t at = random_position(text);
-      switch (rng() % 5) {
-        case 0:  // flip a bit
-          if (!text.empty()) text[at % text.size()] ^= static_cast<char>(1 << (rng() % 8));
-          break;
-        case 1:  // insert a random byte
-          text.insert(at, 1, static_cast<char>(rng()));
-          break;
-        case 2:  // delete a few bytes
-          text.erase(at, 1 + rng() % 8);
-          break;
-        case 3: {  // duplicate a line
-          size_t begin = text.rfind('\n', at == 0 ? 0 : at - 1);
-          begin = begin == std::string::npos ? 0 : begin + 1;
-          size_t end = text.find('\n', at);
-          end = end == std::string::npos ? text.size() : end + 1;
-          text.insert(begin, text.substr(begin, end - begin));
-          break;
-        }
-        default: {  // a word of the grammar
-          text.insert(at, kVocabulary[rng() % kWords]);
-          break;
-        }
-      }
-    }
-    check(text);
-  }
-  for (int i = 0; i < 2000; i++) {  // random bytes, and random sentences of the grammar's words
+  while (fuzz.Next()) {
     std::string text;
-    size_t length = rng() % 300;
-    if (i % 2 == 0) {
-      for (size_t k = 0; k < length; k++) text += static_cast<char>(rng());
-    } else {
-      while (text.size() < length) text += kVocabulary[rng() % kWords] + (rng() % 3 ? " " : "\n");
+    if (fuzz.iterations() % 11 == 0) {  // random bytes, or random sentences of the grammar's words
+      const size_t length = fuzz.Uniform(300);
+      if (fuzz.Uniform(2) == 0) {
+        while (text.size() < length) text += static_cast<char>(fuzz.Uniform(256));
+      } else {
+        while (text.size() < length) text += kVocabulary[fuzz.Uniform(kWords)] + (fuzz.Uniform(3) ? " " : "\n");
+      }
+    } else {  // the example, mutated; sometimes with a line duplicated (a rule or policy defined twice)
+      text = base;
+      if (fuzz.Uniform(4) == 0) {
+        const size_t at = fuzz.Uniform(text.size());
+        size_t begin = text.rfind('\n', at == 0 ? 0 : at - 1);
+        begin = begin == std::string::npos ? 0 : begin + 1;
+        size_t end = text.find('\n', at);
+        end = end == std::string::npos ? text.size() : end + 1;
+        text.insert(begin, text.substr(begin, end - begin));
+      }
+      fuzz.Mutate(text, kVocabulary);
     }
     check(text);
   }
   INFO("first message without a position: " << first_bad);
   CHECK(bad == 0);
-  CHECK(parsed > 100);  // many mutations (comments, blank lines) keep the file valid
-  CHECK(failed > 10000);
+  CHECK(parsed >= fuzz.iterations() / 200);  // many mutations (comments, blank lines) keep the file valid
+  CHECK(failed >= fuzz.iterations() / 2);
 }
