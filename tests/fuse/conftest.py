@@ -14,6 +14,10 @@ Environment:
     CAIRN_TEST_TIMEOUT   per-test watchdog in seconds (default 300): when it fires, the
                          daemon is killed and the mount detached so a hung test fails
                          instead of hanging the whole run.
+    CAIRN_SANITIZER_LOGS directory where a sanitized cairn writes its ASan/UBSan reports
+                         (tests/run --asan points ASAN_OPTIONS/UBSAN_OPTIONS log_path there):
+                         a test during which any cairn process, the detached daemon
+                         included, wrote a report fails with it.
 """
 import ctypes
 import errno
@@ -56,6 +60,7 @@ def _pick_tmp_base():
 
 
 TMP_BASE = _pick_tmp_base()
+SANITIZER_LOGS = os.environ.get("CAIRN_SANITIZER_LOGS")
 
 
 # ---------------------------------------------------------------------------------------
@@ -627,6 +632,27 @@ def mounts_under(base):
             if mp == prefix or mp.startswith(prefix + os.sep):
                 out.append(mp)
     return out
+
+
+@pytest.fixture(autouse=True)
+def no_sanitizer_reports():
+    """Fails the test when a cairn process wrote a sanitizer report into CAIRN_SANITIZER_LOGS while
+    it ran. Set up before and torn down after the archive fixture, so the daemon has exited (and
+    LeakSanitizer has run) by the time the reports are read."""
+    if not SANITIZER_LOGS:
+        yield
+        return
+    before = set(os.listdir(SANITIZER_LOGS))
+    yield
+    reports = []
+    for name in sorted(set(os.listdir(SANITIZER_LOGS)) - before):
+        path = os.path.join(SANITIZER_LOGS, name)
+        with open(path, errors="replace") as f:
+            text = f.read()
+        if text:
+            reports.append(f"{path}:\n{text[:6000]}")
+    if reports:
+        pytest.fail("sanitizer reports from cairn:\n" + "\n".join(reports), pytrace=False)
 
 
 @pytest.fixture
