@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include "archive/archive.h"
 #include "archive/filesystem.h"
@@ -177,7 +178,9 @@ TEST_CASE("Filesystem: fsync'd data survives a crash and is persisted on recover
   REQUIRE(fh.ok());
   REQUIRE(f.fs->Write(*fh, 0, data).ok());
   REQUIRE(f.fs->Fsync(*fh).ok());
-  f.Crash();  // the handle dies with the process
+  f.Crash();  // the handle dies with the process; free what exit would
+  ::close((*fh)->cache_fd);
+  delete *fh;
   f.Open();
   REQUIRE(f.fs->PersistAll().ok());
   CHECK(f.Segments(attr.ino).size() == 2);
