@@ -84,12 +84,13 @@ class Archive {
 
   // Cuts `payload` into the chunks `redundancy` asks for, reserves room for each on its own
   // disk (most free space first, skipping missing disks) and writes them there, stamped
-  // with `policy_stamp`, without syncing. On success the caller owns
+  // with `policy_stamp`, without syncing. The payload ends with a member table of
+  // `members_length` bytes (backend/member_table.h). On success the caller owns
   // the reservation: commit the returned record to the catalog, or hand it back with
   // ReleaseSpace. Thread-safe.
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                          std::span<const uint8_t> payload, const std::string& policy_stamp,
-                                         const Redundancy& redundancy);
+                                         const Redundancy& redundancy, uint32_t members_length = 0);
   // Returns the space of an extent that was never committed. REQUIRES: catalog_mutex held.
   void ReleaseUncommitted(const ExtentRecord& extent);
   // Queues the space of an extent whose deletion is in the current transaction; it is

@@ -1,0 +1,95 @@
+#include "archive/member_metadata.h"
+
+#include <fmt/format.h>
+
+namespace cairn {
+namespace {
+
+constexpr size_t kMaxNames = 1024;   // names of one file recorded (hard links)
+constexpr size_t kMaxDepth = 4096;   // a deeper chain of directories is a catalog loop
+
+MemberNode NodeOf(Catalog& catalog, const InodeRecord& inode) {
+  MemberNode node;
+  node.ino = inode.ino;
+  node.mode = inode.mode;
+  node.uid = inode.uid;
+  node.gid = inode.gid;
+  node.size = inode.size;
+  node.atime_ns = inode.atime_ns;
+  node.mtime_ns = inode.mtime_ns;
+  node.ctime_ns = inode.ctime_ns;
+  node.segment_size = inode.segment_size;
+  node.xattrs = catalog.XattrsWithPrefix(inode.ino, {""});
+  return node;
+}
+
+// Describes directory `dir` and those above it (once each), adds them to `chain` and
+// returns the path of `dir`.
+Result<std::string> DescribeDirectory(Catalog& catalog, uint64_t dir, DescribedInodes& out,
+                                      std::set<uint64_t>& chain) {
+  std::vector<std::pair<uint64_t, std::string>> fresh;  // from `dir` up to one described before
+  for (uint64_t at = dir; !out.nodes.contains(at);) {
+    auto inode = catalog.GetInode(at);
+    if (!inode.ok()) return inode.status();
+    out.nodes[at] = NodeOf(catalog, *inode);
+    if (at == kRootInode) {
+      out.nodes[at].paths = {""};
+      break;
+    }
+    auto name = catalog.NameOf(at);
+    if (!name.ok()) return name.status();
+    if (fresh.size() > kMaxDepth) return Status::Corruption(fmt::format("catalog: directory {} is in a loop", dir));
+    fresh.emplace_back(at, name->second);
+    out.parents[at] = name->first;
+    at = name->first;
+  }
+  for (auto it = fresh.rbegin(); it != fresh.rend(); ++it) {  // top down: each parent's path is known
+    const std::string& above = out.nodes.at(out.parents.at(it->first)).paths.at(0);
+    out.nodes[it->first].paths = {above.empty() ? it->second : above + "/" + it->second};
+  }
+  for (uint64_t at = dir; chain.insert(at).second && at != kRootInode;) at = out.parents.at(at);
+  return out.nodes.at(dir).paths.at(0);
+}
+
+}  // namespace
+
+Result<DescribedInodes> DescribeInodes(Catalog& catalog, const std::set<uint64_t>& inos) {
+  DescribedInodes out;
+  for (uint64_t ino : inos) {
+    auto inode = catalog.GetInode(ino);
+    if (!inode.ok()) {
+      if (inode.status().IsNotFound()) continue;  // deleted meanwhile
+      return inode.status();
+    }
+    auto names = catalog.NamesOf(ino, kMaxNames);
+    if (!names.ok()) return names.status();
+    MemberNode node = NodeOf(catalog, *inode);
+    std::set<uint64_t> above;
+    for (const auto& [parent, name] : *names) {
+      auto path = DescribeDirectory(catalog, parent, out, above);
+      if (!path.ok()) return path.status();
+      node.paths.push_back(path->empty() ? name : *path + "/" + name);
+    }
+    out.ancestors[ino].assign(above.begin(), above.end());
+    out.nodes[ino] = std::move(node);
+  }
+  return out;
+}
+
+MemberTable MemberTableOf(const DescribedInodes& described,
+                          const std::vector<std::pair<uint64_t, MemberSegment>>& segments) {
+  std::map<uint64_t, MemberNode> nodes;
+  for (const auto& [ino, segment] : segments) {
+    auto it = described.nodes.find(ino);
+    if (it == described.nodes.end()) continue;  // deleted before it was described
+    auto [node, fresh] = nodes.try_emplace(ino, it->second);
+    node->second.segments.push_back(segment);
+    if (!fresh) continue;
+    for (uint64_t dir : described.ancestors.at(ino)) nodes.try_emplace(dir, described.nodes.at(dir));
+  }
+  MemberTable table;
+  for (auto& [ino, node] : nodes) table.nodes.push_back(std::move(node));
+  return table;
+}
+
+}  // namespace cairn

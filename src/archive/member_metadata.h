@@ -1,0 +1,30 @@
+// What a batch of extents records about its files in their member tables: each file's
+// metadata and names, and the directories above them, read from the catalog at write time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "backend/member_table.h"
+#include "catalog/catalog.h"
+
+namespace cairn {
+
+struct DescribedInodes {
+  std::map<uint64_t, MemberNode> nodes;                 // files and directories, without segments
+  std::map<uint64_t, std::vector<uint64_t>> ancestors;  // file -> the directories above its names
+  std::map<uint64_t, uint64_t> parents;                 // directory -> the directory holding it
+};
+
+// The files `inos` (those deleted meanwhile are left out) and their directories, up to the
+// root. REQUIRES: catalog mutex held.
+Result<DescribedInodes> DescribeInodes(Catalog& catalog, const std::set<uint64_t>& inos);
+
+// The member table of one extent holding `segments` (file, where its segment is).
+MemberTable MemberTableOf(const DescribedInodes& described,
+                          const std::vector<std::pair<uint64_t, MemberSegment>>& segments);
+
+}  // namespace cairn
