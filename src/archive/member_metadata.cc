@@ -1,5 +1,9 @@
 #include "archive/member_metadata.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace cairn {
@@ -15,12 +19,33 @@ MemberNode NodeOf(Catalog& catalog, const InodeRecord& inode) {
   node.uid = inode.uid;
   node.gid = inode.gid;
   node.size = inode.size;
+  node.rdev = inode.rdev;
+  node.symlink = inode.symlink;
   node.atime_ns = inode.atime_ns;
   node.mtime_ns = inode.mtime_ns;
   node.ctime_ns = inode.ctime_ns;
   node.segment_size = inode.segment_size;
   node.xattrs = catalog.XattrsWithPrefix(inode.ino, {""});
   return node;
+}
+
+// Adds the entries of described directory `dir` that have no data, once.
+Status ListEntriesWithoutData(Catalog& catalog, uint64_t dir, DescribedInodes& out) {
+  if (out.children.contains(dir)) return Status::OK();
+  auto entries = catalog.EntriesWithoutData(dir, kMaxEntriesWithoutData);
+  if (!entries.ok()) return entries.status();
+  const std::string& above = out.nodes.at(dir).paths.at(0);
+  std::vector<uint64_t>& children = out.children[dir];
+  for (const auto& [name, inode] : *entries) {
+    std::string path = above.empty() ? name : above + "/" + name;
+    auto [node, fresh] = out.nodes.try_emplace(inode.ino);
+    if (fresh) node->second = NodeOf(catalog, inode);
+    if (fresh && S_ISDIR(inode.mode)) out.parents[inode.ino] = dir;
+    std::vector<std::string>& paths = node->second.paths;
+    if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(path);
+    children.push_back(inode.ino);
+  }
+  return Status::OK();
 }
 
 // Describes directory `dir` and those above it (once each), adds them to `chain` and
@@ -47,7 +72,11 @@ Result<std::string> DescribeDirectory(Catalog& catalog, uint64_t dir, DescribedI
     const std::string& above = out.nodes.at(out.parents.at(it->first)).paths.at(0);
     out.nodes[it->first].paths = {above.empty() ? it->second : above + "/" + it->second};
   }
-  for (uint64_t at = dir; chain.insert(at).second && at != kRootInode;) at = out.parents.at(at);
+  for (uint64_t at = dir; chain.insert(at).second && at != kRootInode;) {
+    CAIRN_RETURN_IF_ERROR(ListEntriesWithoutData(catalog, at, out));
+    at = out.parents.at(at);
+  }
+  CAIRN_RETURN_IF_ERROR(ListEntriesWithoutData(catalog, kRootInode, out));
   return out.nodes.at(dir).paths.at(0);
 }
 
@@ -85,7 +114,10 @@ MemberTable MemberTableOf(const DescribedInodes& described,
     auto [node, fresh] = nodes.try_emplace(ino, it->second);
     node->second.segments.push_back(segment);
     if (!fresh) continue;
-    for (uint64_t dir : described.ancestors.at(ino)) nodes.try_emplace(dir, described.nodes.at(dir));
+    for (uint64_t dir : described.ancestors.at(ino)) {
+      nodes.try_emplace(dir, described.nodes.at(dir));
+      for (uint64_t child : described.children.at(dir)) nodes.try_emplace(child, described.nodes.at(child));
+    }
   }
   MemberTable table;
   for (auto& [ino, node] : nodes) table.nodes.push_back(std::move(node));

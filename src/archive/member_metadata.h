@@ -13,14 +13,18 @@
 
 namespace cairn {
 
+constexpr size_t kMaxEntriesWithoutData = 1024;
+
 struct DescribedInodes {
   std::map<uint64_t, MemberNode> nodes;                 // files and directories, without segments
   std::map<uint64_t, std::vector<uint64_t>> ancestors;  // file -> the directories above its names
   std::map<uint64_t, uint64_t> parents;                 // directory -> the directory holding it
+  std::map<uint64_t, std::vector<uint64_t>> children;   // directory -> its entries without data
 };
 
-// The files `inos` (those deleted meanwhile are left out) and their directories, up to the
-// root. REQUIRES: catalog mutex held.
+// The files `inos` (those deleted meanwhile are left out), their directories up to the
+// root, and those directories' entries without data (symlinks, empty files, special files,
+// subdirectories; the first kMaxEntriesWithoutData of each). REQUIRES: catalog mutex held.
 Result<DescribedInodes> DescribeInodes(Catalog& catalog, const std::set<uint64_t>& inos);
 
 // The member table of one extent holding `segments` (file, where its segment is).

@@ -212,6 +212,11 @@ class CatalogWriter {
     for (const auto& [path, ino] : holder) {
       for (std::string dir = Parent(path); !dir.empty(); dir = Parent(dir)) directories_.insert(dir);
     }
+    for (const auto& [path, newest] : v_.directories) {  // empty ones too, unless a newer file is there
+      auto file = holder.find(path);
+      if (path.empty() || (file != holder.end() && v_.files.at(file->second).extent > newest.extent)) continue;
+      for (std::string dir = path; !dir.empty(); dir = Parent(dir)) directories_.insert(dir);
+    }
     for (const auto& [path, ino] : holder) {
       if (directories_.contains(path)) {
         report_.lost.push_back(fmt::format("'{}': inode {} is a file where newer files need a directory; "
@@ -274,16 +279,21 @@ class CatalogWriter {
     CopyAttributes(node, r);
     r.nlink = names.size();
     r.size = node.size;
+    r.rdev = node.rdev;
+    r.symlink = node.symlink;
     r.segment_size = node.segment_size;
-    auto layout = catalog_.InternLayout(scan_.extents.at(newest.extent).header.policy_stamp);
-    if (!layout.ok()) return layout.status();
-    r.layout_id = *layout;
+    if (!node.segments.empty()) {  // else it was recorded as an entry of a directory: no policy of its own
+      auto layout = catalog_.InternLayout(scan_.extents.at(newest.extent).header.policy_stamp);
+      if (!layout.ok()) return layout.status();
+      r.layout_id = *layout;
+    }
     CAIRN_RETURN_IF_ERROR(catalog_.RestoreInode(r));
     for (const std::string& path : names) {
       CAIRN_RETURN_IF_ERROR(catalog_.InsertEntry(dir_ino_.at(Parent(path)), Base(path), ino));
     }
     CAIRN_RETURN_IF_ERROR(RestoreXattrs(catalog_, ino, node));
-    uint64_t count = node.segment_size == 0 ? 0 : (node.size + node.segment_size - 1) / node.segment_size;
+    bool has_data = S_ISREG(node.mode) && node.segment_size > 0;
+    uint64_t count = has_data ? (node.size + node.segment_size - 1) / node.segment_size : 0;
     std::string missing;
     for (uint64_t index = 0; index < count; index++) {
       auto placed = v_.segments.find({ino, index});

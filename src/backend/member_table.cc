@@ -56,10 +56,12 @@ bool ReadNode(TableReader& in, MemberNode* node) {
   uint16_t paths = 0, xattrs = 0;
   uint32_t segments = 0;
   if (!in.U64(&node->ino) || !in.U32(&node->mode) || !in.U32(&node->uid) || !in.U32(&node->gid) ||
-      !in.U64(&node->size) || !in.I64(&node->atime_ns) || !in.I64(&node->mtime_ns) || !in.I64(&node->ctime_ns) ||
+      !in.U64(&node->size) || !in.U64(&node->rdev) || !in.I64(&node->atime_ns) || !in.I64(&node->mtime_ns) || !in.I64(&node->ctime_ns) ||
       !in.U64(&node->segment_size) || !in.U16(&paths) || !in.U16(&xattrs) || !in.U32(&segments)) {
     return false;
   }
+  uint16_t symlink_length = 0;
+  if (!in.U16(&symlink_length) || !in.Bytes(symlink_length, &node->symlink)) return false;
   for (uint16_t i = 0; i < paths; i++) {
     uint16_t length = 0;
     std::string path;
@@ -87,9 +89,9 @@ bool ReadNode(TableReader& in, MemberNode* node) {
 }  // namespace
 
 // magic[8] | u32 node_count | nodes | u32 masked crc32c of every byte before it.
-// A node: u64 ino | u32 mode | u32 uid | u32 gid | u64 size | i64 atime_ns | i64 mtime_ns |
-// i64 ctime_ns | u64 segment_size | u16 path_count | u16 xattr_count | u32 segment_count |
-// paths (u16 length, bytes) | xattrs (u16 name length, name, u32 value length, value) |
+// A node: u64 ino | u32 mode | u32 uid | u32 gid | u64 size | u64 rdev | i64 atime_ns |
+// i64 mtime_ns | i64 ctime_ns | u64 segment_size | u16 path_count | u16 xattr_count |
+// u32 segment_count | u16 symlink length, symlink target | paths (u16 length, bytes) | xattrs (u16 name length, name, u32 value length, value) |
 // segments (u64 index, u64 offset, u64 length).
 std::vector<uint8_t> EncodeMemberTable(const MemberTable& table) {
   TableWriter out;
@@ -101,6 +103,7 @@ std::vector<uint8_t> EncodeMemberTable(const MemberTable& table) {
     out.U32(node.uid);
     out.U32(node.gid);
     out.U64(node.size);
+    out.U64(node.rdev);
     out.U64(static_cast<uint64_t>(node.atime_ns));
     out.U64(static_cast<uint64_t>(node.mtime_ns));
     out.U64(static_cast<uint64_t>(node.ctime_ns));
@@ -108,6 +111,8 @@ std::vector<uint8_t> EncodeMemberTable(const MemberTable& table) {
     out.U16(static_cast<uint16_t>(node.paths.size()));
     out.U16(static_cast<uint16_t>(node.xattrs.size()));
     out.U32(static_cast<uint32_t>(node.segments.size()));
+    out.U16(static_cast<uint16_t>(node.symlink.size()));
+    out.Bytes(node.symlink);
     for (const std::string& path : node.paths) {
       out.U16(static_cast<uint16_t>(path.size()));
       out.Bytes(path);

@@ -24,17 +24,20 @@ struct MemberSegment {
 };
 
 // One inode as the catalog had it when the extent was written: a file with segments in the
-// extent, or a directory above such a file (mode tells which; directories have no segments).
+// extent, a directory above such a file, or an entry of such a directory that has no data
+// of its own (subdirectory, symlink, special file, empty file; no segments).
 struct MemberNode {
   uint64_t ino = 0;
   uint32_t mode = 0;
   uint32_t uid = 0;
   uint32_t gid = 0;
   uint64_t size = 0;
+  uint64_t rdev = 0;
   int64_t atime_ns = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
   uint64_t segment_size = 0;       // files: how the file is cut into segments
+  std::string symlink;             // target, for symlinks
   std::vector<std::string> paths;  // every name (hard links), relative to the root, no leading '/'
   std::vector<std::pair<std::string, std::string>> xattrs;  // all of them, by name
   std::vector<MemberSegment> segments;

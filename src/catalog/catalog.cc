@@ -458,6 +458,17 @@ Result<std::pair<uint64_t, std::string>> Catalog::NameOf(uint64_t ino) {
   return Status::NotFound(fmt::format("inode {} has no name", ino));
 }
 
+Result<std::vector<std::pair<std::string, InodeRecord>>> Catalog::EntriesWithoutData(uint64_t dir, size_t limit) {
+  std::vector<std::pair<std::string, InodeRecord>> out;
+  auto& s = Prepare("SELECT i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns, "
+                    "i.segment_size, i.dirty, i.symlink, i.layout, d.name FROM dentries d JOIN inodes i ON i.ino = d.ino "
+                    "WHERE d.parent = ? AND ((i.mode & 61440) != 32768 OR i.size = 0) LIMIT ?");  // S_IFMT, S_IFREG
+  s.Bind(dir, static_cast<uint64_t>(limit));
+  while (s.Step()) out.emplace_back(s.Text(14), ReadInode(s));
+  if (!s.status().ok()) return s.status();
+  return out;
+}
+
 Result<std::vector<std::pair<uint64_t, std::string>>> Catalog::NamesOf(uint64_t ino, size_t limit) {
   std::vector<std::pair<uint64_t, std::string>> out;
   auto& s = Prepare("SELECT parent, name FROM dentries WHERE ino = ? ORDER BY cookie LIMIT ?");

@@ -140,6 +140,9 @@ class Catalog {
   Result<uint64_t> ParentOf(uint64_t ino);
   // One name of `ino`: (directory, name).
   Result<std::pair<uint64_t, std::string>> NameOf(uint64_t ino);
+  // Up to `limit` entries of `dir` whose inodes have no data of their own (directories,
+  // symlinks, special files, empty regular files), with those inodes.
+  Result<std::vector<std::pair<std::string, InodeRecord>>> EntriesWithoutData(uint64_t dir, size_t limit);
   // Up to `limit` names of `ino` (hard links), in the order they were made.
   Result<std::vector<std::pair<uint64_t, std::string>>> NamesOf(uint64_t ino, size_t limit);
 
