@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -29,21 +30,33 @@ MemberNode NodeOf(Catalog& catalog, const InodeRecord& inode) {
   return node;
 }
 
-// Adds the entries of described directory `dir` that have no data, once.
-Status ListEntriesWithoutData(Catalog& catalog, uint64_t dir, DescribedInodes& out) {
+// Adds the entries of described directory `dir` that have no data, once; with `nested`,
+// also those of its subdirectories, depth first, while the limit allows.
+Status ListEntriesWithoutData(Catalog& catalog, uint64_t dir, DescribedInodes& out, bool nested) {
   if (out.children.contains(dir)) return Status::OK();
-  auto entries = catalog.EntriesWithoutData(dir, kMaxEntriesWithoutData);
+  size_t room = nested ? kMaxEntriesWithoutData - out.nested_entries : kMaxEntriesWithoutData;
+  auto entries = catalog.EntriesWithoutData(dir, room);
   if (!entries.ok()) return entries.status();
-  const std::string& above = out.nodes.at(dir).paths.at(0);
-  std::vector<uint64_t>& children = out.children[dir];
+  if (nested) out.nested_entries += entries->size();
+  std::string above = out.nodes.at(dir).paths.at(0);
+  std::vector<uint64_t> subdirs;
   for (const auto& [name, inode] : *entries) {
     std::string path = above.empty() ? name : above + "/" + name;
     auto [node, fresh] = out.nodes.try_emplace(inode.ino);
     if (fresh) node->second = NodeOf(catalog, inode);
-    if (fresh && S_ISDIR(inode.mode)) out.parents[inode.ino] = dir;
+    if (fresh && S_ISDIR(inode.mode)) {
+      out.parents[inode.ino] = dir;
+      node->second.paths = {path};
+      subdirs.push_back(inode.ino);
+    }
     std::vector<std::string>& paths = node->second.paths;
     if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(path);
-    children.push_back(inode.ino);
+    out.children[dir].push_back(inode.ino);
+  }
+  out.children.try_emplace(dir);
+  for (uint64_t subdir : subdirs) {
+    if (out.nested_entries >= kMaxEntriesWithoutData) break;
+    CAIRN_RETURN_IF_ERROR(ListEntriesWithoutData(catalog, subdir, out, true));
   }
   return Status::OK();
 }
@@ -73,10 +86,10 @@ Result<std::string> DescribeDirectory(Catalog& catalog, uint64_t dir, DescribedI
     out.nodes[it->first].paths = {above.empty() ? it->second : above + "/" + it->second};
   }
   for (uint64_t at = dir; chain.insert(at).second && at != kRootInode;) {
-    CAIRN_RETURN_IF_ERROR(ListEntriesWithoutData(catalog, at, out));
+    CAIRN_RETURN_IF_ERROR(ListEntriesWithoutData(catalog, at, out, false));
     at = out.parents.at(at);
   }
-  CAIRN_RETURN_IF_ERROR(ListEntriesWithoutData(catalog, kRootInode, out));
+  CAIRN_RETURN_IF_ERROR(ListEntriesWithoutData(catalog, kRootInode, out, false));
   return out.nodes.at(dir).paths.at(0);
 }
 
@@ -106,17 +119,29 @@ Result<DescribedInodes> DescribeInodes(Catalog& catalog, const std::set<uint64_t
 }
 
 MemberTable MemberTableOf(const DescribedInodes& described,
-                          const std::vector<std::pair<uint64_t, MemberSegment>>& segments) {
+                          const std::vector<std::pair<uint64_t, MemberSegment>>& segments,
+                          std::set<uint64_t>& listed) {
   std::map<uint64_t, MemberNode> nodes;
+  // Adds `ino` and, the first time in the batch, the entries without data below it.
+  std::function<void(uint64_t)> add_directory = [&](uint64_t ino) {
+    nodes.try_emplace(ino, described.nodes.at(ino));
+    auto children = described.children.find(ino);
+    if (children == described.children.end() || !listed.insert(ino).second) return;
+    for (uint64_t child : children->second) {
+      if (S_ISDIR(described.nodes.at(child).mode)) {
+        add_directory(child);
+      } else {
+        nodes.try_emplace(child, described.nodes.at(child));
+      }
+    }
+  };
   for (const auto& [ino, segment] : segments) {
     auto it = described.nodes.find(ino);
     if (it == described.nodes.end()) continue;  // deleted before it was described
     auto [node, fresh] = nodes.try_emplace(ino, it->second);
     node->second.segments.push_back(segment);
-    if (!fresh) continue;
-    for (uint64_t dir : described.ancestors.at(ino)) {
-      nodes.try_emplace(dir, described.nodes.at(dir));
-      for (uint64_t child : described.children.at(dir)) nodes.try_emplace(child, described.nodes.at(child));
+    if (fresh) {
+      for (uint64_t dir : described.ancestors.at(ino)) add_directory(dir);
     }
   }
   MemberTable table;

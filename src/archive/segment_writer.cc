@@ -34,6 +34,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     if (node != described.nodes.end()) node->second.segment_size = piece.segment_size;
   }
 
+  std::set<uint64_t> listed;  // directories whose entries without data a table of this batch holds
   std::map<std::string, Redundancy> redundancy_of;  // by stamp
   auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> data,
                           const std::vector<std::pair<uint64_t, MemberSegment>>& members, const std::string& stamp) {
@@ -45,7 +46,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
       }
       redundancy_of[stamp] = *redundancy;
     }
-    std::vector<uint8_t> table = EncodeMemberTable(MemberTableOf(described, members));
+    std::vector<uint8_t> table = EncodeMemberTable(MemberTableOf(described, members, listed));
     std::vector<uint8_t> payload;
     payload.reserve(data.size() + table.size());
     payload.insert(payload.end(), data.begin(), data.end());
