@@ -35,8 +35,12 @@ MemberNode NodeOf(Catalog& catalog, const InodeRecord& inode) {
 Status ListEntriesWithoutData(Catalog& catalog, uint64_t dir, DescribedInodes& out, bool nested) {
   if (out.children.contains(dir)) return Status::OK();
   size_t room = nested ? kMaxEntriesWithoutData - out.nested_entries : kMaxEntriesWithoutData;
-  auto entries = catalog.EntriesWithoutData(dir, room);
+  auto entries = catalog.EntriesWithoutData(dir, room + 1);
   if (!entries.ok()) return entries.status();
+  if (entries->size() > room) {
+    entries->pop_back();
+    out.nodes.at(dir).entries_truncated = true;
+  }
   if (nested) out.nested_entries += entries->size();
   std::string above = out.nodes.at(dir).paths.at(0);
   std::vector<uint64_t> subdirs;

@@ -212,6 +212,12 @@ class CatalogWriter {
     for (const auto& [path, ino] : holder) {
       for (std::string dir = Parent(path); !dir.empty(); dir = Parent(dir)) directories_.insert(dir);
     }
+    for (const auto& [path, newest] : v_.directories) {
+      if (newest.node.entries_truncated) {
+        report_.lost.push_back(fmt::format("'{}/': had more entries without data (symlinks, empty files, "
+                                           "subdirectories, ...) than were recorded; some may be missing", path));
+      }
+    }
     for (const auto& [path, newest] : v_.directories) {  // empty ones too, unless a newer file is there
       auto file = holder.find(path);
       if (path.empty() || (file != holder.end() && v_.files.at(file->second).extent > newest.extent)) continue;

@@ -61,7 +61,9 @@ bool ReadNode(TableReader& in, MemberNode* node) {
     return false;
   }
   uint16_t symlink_length = 0;
-  if (!in.U16(&symlink_length) || !in.Bytes(symlink_length, &node->symlink)) return false;
+  std::string flags;
+  if (!in.U16(&symlink_length) || !in.Bytes(symlink_length, &node->symlink) || !in.Bytes(1, &flags)) return false;
+  node->entries_truncated = flags[0] & 1;
   for (uint16_t i = 0; i < paths; i++) {
     uint16_t length = 0;
     std::string path;
@@ -91,8 +93,9 @@ bool ReadNode(TableReader& in, MemberNode* node) {
 // magic[8] | u32 node_count | nodes | u32 masked crc32c of every byte before it.
 // A node: u64 ino | u32 mode | u32 uid | u32 gid | u64 size | u64 rdev | i64 atime_ns |
 // i64 mtime_ns | i64 ctime_ns | u64 segment_size | u16 path_count | u16 xattr_count |
-// u32 segment_count | u16 symlink length, symlink target | paths (u16 length, bytes) | xattrs (u16 name length, name, u32 value length, value) |
-// segments (u64 index, u64 offset, u64 length).
+// u32 segment_count | u16 symlink length, symlink target | u8 flags (bit 0: entries
+// truncated) | paths (u16 length, bytes) | xattrs (u16 name length, name, u32 value length,
+// value) | segments (u64 index, u64 offset, u64 length).
 std::vector<uint8_t> EncodeMemberTable(const MemberTable& table) {
   TableWriter out;
   out.Bytes({kMemberTableMagic, 8});
@@ -113,6 +116,7 @@ std::vector<uint8_t> EncodeMemberTable(const MemberTable& table) {
     out.U32(static_cast<uint32_t>(node.segments.size()));
     out.U16(static_cast<uint16_t>(node.symlink.size()));
     out.Bytes(node.symlink);
+    out.Bytes(node.entries_truncated ? std::string_view("\x01", 1) : std::string_view("\x00", 1));
     for (const std::string& path : node.paths) {
       out.U16(static_cast<uint16_t>(path.size()));
       out.Bytes(path);

@@ -38,6 +38,8 @@ struct MemberNode {
   int64_t ctime_ns = 0;
   uint64_t segment_size = 0;       // files: how the file is cut into segments
   std::string symlink;             // target, for symlinks
+  // Directories: more entries without data than the table could take (see member_metadata.h).
+  bool entries_truncated = false;
   std::vector<std::string> paths;  // every name (hard links), relative to the root, no leading '/'
   std::vector<std::pair<std::string, std::string>> xattrs;  // all of them, by name
   std::vector<MemberSegment> segments;

@@ -32,6 +32,7 @@ MemberTable SampleTable() {
   link.size = 1;
   link.symlink = "a";
   link.paths = {"d/l"};
+  link.entries_truncated = true;  // meaningful for directories; encoded for every node
   return MemberTable{{file, link}};
 }
 
@@ -39,9 +40,9 @@ MemberTable SampleTable() {
 
 TEST_CASE("MemberTable: known vector, field by field") {
   std::vector<uint8_t> bytes = EncodeMemberTable(SampleTable());
-  // magic 8 | count 4 | file: 76 fixed + 2 symlink length + (2+3) + (2+1) paths + (2+6+4+1) xattr
-  // + 24 segment | link: 76 + 2+1 + 2+3 | crc 4
-  REQUIRE(bytes.size() == 8 + 4 + (76 + 2 + 5 + 3 + 13 + 24) + (76 + 3 + 5) + 4);
+  // magic 8 | count 4 | file: 76 fixed + 2 symlink length + 1 flags + (2+3) + (2+1) paths
+  // + (2+6+4+1) xattr + 24 segment | link: 76 + 2+1 + 1 + 2+3 | crc 4
+  REQUIRE(bytes.size() == 8 + 4 + (76 + 2 + 1 + 5 + 3 + 13 + 24) + (76 + 3 + 1 + 5) + 4);
   CHECK(std::memcmp(bytes.data(), "CAIRNMBR", 8) == 0);
   CHECK(GetFixed32(&bytes[8]) == 2);
   const uint8_t* f = &bytes[12];
@@ -59,21 +60,23 @@ TEST_CASE("MemberTable: known vector, field by field") {
   CHECK(GetFixed16(f + 70) == 1);                  // xattrs
   CHECK(GetFixed32(f + 72) == 1);                  // segments
   CHECK(GetFixed16(f + 76) == 0);                  // no symlink target
-  CHECK(GetFixed16(f + 78) == 3);
-  CHECK(std::memcmp(f + 80, "d/a", 3) == 0);
-  CHECK(GetFixed16(f + 83) == 1);
-  CHECK(f[85] == 'b');
-  CHECK(GetFixed16(f + 86) == 6);
-  CHECK(std::memcmp(f + 88, "user.k", 6) == 0);
-  CHECK(GetFixed32(f + 94) == 1);
-  CHECK(f[98] == 'v');
-  CHECK(GetFixed64(f + 99) == 0);   // segment index
-  CHECK(GetFixed64(f + 107) == 7);  // offset in the payload
-  CHECK(GetFixed64(f + 115) == 5);  // length
-  const uint8_t* l = f + 123;
+  CHECK(f[78] == 0);                               // flags
+  CHECK(GetFixed16(f + 79) == 3);
+  CHECK(std::memcmp(f + 81, "d/a", 3) == 0);
+  CHECK(GetFixed16(f + 84) == 1);
+  CHECK(f[86] == 'b');
+  CHECK(GetFixed16(f + 87) == 6);
+  CHECK(std::memcmp(f + 89, "user.k", 6) == 0);
+  CHECK(GetFixed32(f + 95) == 1);
+  CHECK(f[99] == 'v');
+  CHECK(GetFixed64(f + 100) == 0);  // segment index
+  CHECK(GetFixed64(f + 108) == 7);  // offset in the payload
+  CHECK(GetFixed64(f + 116) == 5);  // length
+  const uint8_t* l = f + 124;
   CHECK(GetFixed64(l) == 0x12);
   CHECK(GetFixed16(l + 76) == 1);
   CHECK(l[78] == 'a');
+  CHECK(l[79] == 1);                // flags: entries truncated
   CHECK(UnmaskCrc(GetFixed32(&bytes[bytes.size() - 4])) ==
         Crc32c(std::span<const uint8_t>(bytes).first(bytes.size() - 4)));
 
