@@ -81,6 +81,11 @@ class Archive {
 
   // A fresh extent id (never reused within this archive's catalog). Thread-safe.
   uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
+  // Makes NewExtentId() return more than `max_id` (cairn recover: ids found on the disks).
+  void ReserveExtentIds(uint64_t max_id) {
+    for (uint64_t next = next_extent_id_; next <= max_id && !next_extent_id_.compare_exchange_weak(next, max_id + 1);) {
+    }
+  }
 
   // Cuts `payload` into the chunks `redundancy` asks for, reserves room for each on its own
   // disk (most free space first, skipping missing disks) and writes them there, stamped

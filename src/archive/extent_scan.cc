@@ -60,8 +60,8 @@ void ScanDisk(Archive& archive, uint32_t index, std::map<uint64_t, std::vector<F
   }
 }
 
-// The extent record of `chunks` (all claiming the same extent id), or why there is none.
-Result<FoundExtent> Assemble(uint64_t id, const std::vector<FoundChunk>& chunks) {
+// The extent record of `chunks` (all claiming the same extent id).
+FoundExtent Assemble(uint64_t id, const std::vector<FoundChunk>& chunks) {
   const ExtentHeader& first = chunks.front().header;
   FoundExtent out;
   out.header = first;
@@ -72,7 +72,7 @@ Result<FoundExtent> Assemble(uint64_t id, const std::vector<FoundChunk>& chunks)
   record.redundancy = first.redundancy;
   record.payload_length = first.extent_payload_length;
   record.payload_crc = first.extent_payload_crc;
-  record.chunks.resize(first.redundancy.chunk_count());
+  record.chunks.resize(first.redundancy.chunk_count(), ChunkPlacement{kNoDisk, 0, 0, 0, {}});
   std::vector<bool> have(record.chunks.size());
   for (const FoundChunk& chunk : chunks) {
     const ExtentHeader& h = chunk.header;
@@ -85,13 +85,8 @@ Result<FoundExtent> Assemble(uint64_t id, const std::vector<FoundChunk>& chunks)
     record.chunks[index] = {chunk.disk, chunk.offset, ExtentAllocation(h.payload_length, h.redundancy.idr_scramble),
                             h.payload_crc, h.digest};
   }
-  std::string missing;
   for (size_t i = 0; i < have.size(); i++) {
-    if (!have[i]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", i);
-  }
-  if (!missing.empty()) {
-    return Status::NotFound(fmt::format("extent {} ({}): chunk(s) {} of {} not found on any disk", id, out.where,
-                                        missing, have.size()));
+    if (!have[i]) out.missing += fmt::format("{}{}", out.missing.empty() ? "" : ", ", i);
   }
   return out;
 }
@@ -108,14 +103,7 @@ ExtentScan ScanDisks(Archive& archive, const std::function<void(size_t, uint64_t
     }
     ScanDisk(archive, static_cast<uint32_t>(i), found, scan, progress);
   }
-  for (const auto& [id, chunks] : found) {
-    auto extent = Assemble(id, chunks);
-    if (extent.ok()) {
-      scan.extents[id] = std::move(*extent);
-    } else {
-      scan.problems.push_back(extent.status().message());
-    }
-  }
+  for (const auto& [id, chunks] : found) scan.extents[id] = Assemble(id, chunks);
   return scan;
 }
 

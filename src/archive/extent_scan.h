@@ -13,15 +13,19 @@
 
 namespace cairn {
 
+// A chunk that was not found: its placement names no disk.
+constexpr uint32_t kNoDisk = UINT32_MAX;
+
 struct FoundExtent {
-  ExtentRecord record;     // chunks in chunk-index order
+  ExtentRecord record;     // chunks in chunk-index order; those not found on kNoDisk
   ExtentHeader header;     // of one chunk: kind, policy stamp, member table length, version
   std::string where;       // "disk N offset O" of that chunk, for messages
+  std::string missing;     // the chunk indexes not found, "" when complete
 };
 
 struct ExtentScan {
-  std::map<uint64_t, FoundExtent> extents;  // complete ones (every chunk found), by id
-  std::vector<std::string> problems;        // damaged headers, extents missing chunks
+  std::map<uint64_t, FoundExtent> extents;  // by id, complete or not
+  std::vector<std::string> problems;        // damaged headers, unreadable ranges
   uint64_t max_extent_id = 0;               // of every header seen, complete or not
   uint64_t chunks = 0;
 };

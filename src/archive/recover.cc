@@ -94,6 +94,7 @@ struct Versions {
   std::map<uint64_t, Newest> files;                          // by inode
   std::map<std::string, Newest> directories;                 // by path
   std::map<std::pair<uint64_t, uint64_t>, Placed> segments;  // by (inode, index)
+  std::map<uint64_t, ExtentRecord> records;  // by the id found: what the catalog gets (rewritten ones differ)
   uint64_t max_ino = kRootInode;
   bool damage = false;  // some extent could not be read: a segment not found may be lost, not a hole
 };
@@ -102,6 +103,30 @@ template <typename Key>
 void KeepNewest(std::map<Key, Newest>& map, const Key& key, uint64_t extent, const MemberNode& node) {
   Newest& slot = map[key];
   if (extent > slot.extent) slot = {extent, node};
+}
+
+// Makes the space of every chunk found used, so rewriting an extent cannot overwrite one.
+// REQUIRES: catalog mutex held.
+void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport& report) {
+  for (const auto& [id, found] : scan.extents) {
+    for (const ChunkPlacement& chunk : found.record.chunks) {
+      if (chunk.disk == kNoDisk) continue;
+      Status st = archive.allocator(chunk.disk).MarkUsed(chunk.offset, chunk.alloc_length);
+      if (!st.ok()) report.lost.push_back(fmt::format("extent {} on disk {}: {}", id, chunk.disk, st.message()));
+    }
+  }
+  archive.ReserveExtentIds(scan.max_extent_id);
+}
+
+// An extent with chunks not found, read from the others, written again whole (new chunks,
+// new id, same payload and member table) and synced.
+Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::span<const uint8_t> payload) {
+  const ExtentHeader& h = found.header;
+  auto record = archive.WriteExtentToDisk(h.kind, h.inode, h.file_offset, payload, h.policy_stamp, h.redundancy,
+                                          h.members_length);
+  if (!record.ok()) return record.status();
+  for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.disk(chunk.disk).Sync());
+  return record;
 }
 
 // Step 2: reads the member table of every extent found.
@@ -121,6 +146,22 @@ Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverRepor
       continue;
     }
     auto payload = archive.ReadExtentPayload(found.record);
+    v.records[id] = found.record;
+    if (payload.ok() && !found.missing.empty()) {  // readable from the other chunks
+      auto rewritten = Rewrite(archive, found, *payload);
+      if (rewritten.ok()) {
+        report.notes.push_back(fmt::format("{}: chunk(s) {} not found; rewritten from the others as extent {}", where,
+                                           found.missing, rewritten->id));
+        v.records[id] = *rewritten;
+      } else {
+        payload = rewritten.status();
+      }
+    }
+    if (!payload.ok() && !found.missing.empty()) {
+      payload = Status::NotFound(fmt::format("chunk(s) {} of {} not found on any disk, and the others do not "
+                                             "suffice: {}", found.missing, found.record.chunks.size(),
+                                             payload.status().message()));
+    }
     auto table = payload.ok() ? DecodeMemberTable(std::span(*payload).last(found.header.members_length), where)
                               : Result<MemberTable>(payload.status());
     if (!table.ok()) {
@@ -185,7 +226,7 @@ class CatalogWriter {
     CAIRN_RETURN_IF_ERROR(WriteDirectories());
     for (const auto& [ino, names] : names_) CAIRN_RETURN_IF_ERROR(WriteFile(ino, names));
     for (auto& [id, refs] : refs_) {
-      ExtentRecord record = scan_.extents.at(id).record;
+      ExtentRecord record = v_.records.at(id);
       record.refs = refs;
       CAIRN_RETURN_IF_ERROR(catalog_.InsertExtent(record));
     }
@@ -309,8 +350,8 @@ class CatalogWriter {
         continue;
       }
       uint64_t length = std::min(placed->second.length, node.size - index * node.segment_size);
-      CAIRN_RETURN_IF_ERROR(
-          catalog_.PutSegment({ino, index, placed->second.extent, placed->second.offset, length, false}));
+      CAIRN_RETURN_IF_ERROR(catalog_.PutSegment(
+          {ino, index, v_.records.at(placed->second.extent).id, placed->second.offset, length, false}));
       refs_[placed->second.extent]++;
       report_.bytes += length;
     }
@@ -352,6 +393,10 @@ Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOption
   report.chunks_found = scan.chunks;
   report.extents_found = scan.extents.size();
   report.lost = scan.problems;
+  {
+    std::lock_guard lock((*archive)->catalog_mutex());
+    ReserveFoundChunks(**archive, scan, report);
+  }
   Versions versions = ReadMemberTables(**archive, scan, report, options);
   std::lock_guard lock((*archive)->catalog_mutex());
   Catalog& catalog = (*archive)->catalog();

@@ -3,7 +3,8 @@
 //     -wal and -shm) and the staging cache are kept aside as catalog.db.bak-TIME and
 //     cache.bak-TIME, never deleted; a new, empty catalog takes its place;
 //  2. scans every disk for extents (ScanDisks) and reads each one's payload through the
-//     normal read path (chunks joined and verified), then decodes its member table;
+//     normal read path (chunks joined and verified; an extent with chunks not found is
+//     written again whole from the others), then decodes its member table;
 //  3. newest wins, by extent id (ids only grow): a file's metadata and names come from the
 //     newest extent that holds any of its segments, each segment from the newest extent
 //     holding it, each directory's metadata from the newest record of its path;
@@ -37,6 +38,7 @@ struct RecoverReport {
   std::string catalog_backup;       // where the old catalog went, if there was one
   std::string cache_backup;         // where the old staging cache went, if it held files
   std::vector<std::string> lost;    // what could not be recovered, one line each
+  std::vector<std::string> notes;   // what was mended on the way (extents rewritten)
 };
 
 Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOptions& options);

@@ -40,6 +40,7 @@ int CmdRecover(const Args& args) {
              report->extents_found, report->extents_used);
   fmt::print("recovered {} files ({}) and {} directories ({} without recorded metadata: mode 0755, owner 0:0)\n",
              report->files, FormatSize(report->bytes), report->directories, report->directories_guessed);
+  for (const std::string& note : report->notes) fmt::print("note: {}\n", note);
   std::string lost;
   for (const std::string& line : report->lost) lost += "  " + line + "\n";
   fmt::print("not recovered: {}\n{}", report->lost.size(), lost);

@@ -198,3 +198,30 @@ def test_v2_archive_still_reads(archive):
     archive.fsck()
     archive.mount()
     assert_file_equals(archive.m("docs", "new_v3"), random_bytes(100 * KiB, 7))
+
+
+def test_recover_with_a_disk_missing_rebuilds_from_the_other_chunks(archive):
+    """Mirror copies and Reed-Solomon slices on the disks that are left are joined as a read
+    does; those extents are written again whole (the catalog cannot point at a chunk on a
+    disk that is gone); after replacing the disk, rebuild and fsck are clean."""
+    for name, raid in (("mirrored", b"mirror-2"), ("striped", b"rs-2-1")):
+        os.mkdir(archive.m(name))
+        os.setxattr(archive.m(name), "user.cairn.raid", raid)
+        write_file(archive.m(name, "big"), random_bytes(5 * MiB + 1, len(name)))
+        write_file(archive.m(name, "small"), random_bytes(1000, len(name) + 1))
+    settle(archive)
+    lose_catalog(archive)
+    os.remove(os.path.join(archive.arch, "disks", "disk-001.img"))
+
+    r = recover(archive, expect=3)
+    assert "disk 1: not scanned" in r.stdout, r.stdout
+    assert "rewritten from the others as extent" in r.stdout, r.stdout
+    assert "unreadable" not in r.stdout and "not found on any disk" not in r.stdout, r.stdout
+    cairn("disk", "replace", archive.arch, "1", os.path.join(archive.arch, "disks", "disk-001.new"))
+    cairn("rebuild", archive.arch)
+    archive.fsck()
+    archive.mount()
+    for name in ("mirrored", "striped"):
+        assert_file_equals(archive.m(name, "big"), random_bytes(5 * MiB + 1, len(name)))
+        assert_file_equals(archive.m(name, "small"), random_bytes(1000, len(name) + 1))
+        assert os.getxattr(archive.m(name), "user.cairn.raid") == (b"mirror-2" if name == "mirrored" else b"rs-2-1")
