@@ -41,6 +41,8 @@ struct MountedPath {
   std::string inside;
 };
 Result<MountedPath> LocateInMount(const std::string& path);
+// The cairn mounts of this system: (archive directory, mountpoint).
+std::vector<std::pair<std::string, std::string>> CairnMounts();
 
 // Prints "cairn: <message>" to stderr and returns `code`.
 int Fail(int code, const std::string& message);

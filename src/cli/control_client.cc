@@ -64,17 +64,25 @@ int SendControl(const std::string& archive_dir, const ControlRequest& request, s
   return Fail(1, "the daemon closed the connection without answering");
 }
 
+std::vector<std::pair<std::string, std::string>> CairnMounts() {
+  // The mount's source (fsname) is the archive directory.
+  std::ifstream mounts("/proc/mounts");
+  std::string source, target, type, rest;
+  std::vector<std::pair<std::string, std::string>> found;
+  while (mounts >> source >> target >> type && std::getline(mounts, rest)) {
+    if (type == "fuse.cairn") found.emplace_back(source, target);
+  }
+  return found;
+}
+
 Result<MountedPath> LocateInMount(const std::string& path) {
   char* real = ::realpath(path.c_str(), nullptr);
   if (!real) return Status::FromErrno(path, errno);
   std::string full = real;
   free(real);
-  // The mount's source (fsname) is the archive directory.
-  std::ifstream mounts("/proc/mounts");
-  std::string source, target, type, rest;
   MountedPath found;
-  while (mounts >> source >> target >> type && std::getline(mounts, rest)) {
-    if (type != "fuse.cairn" || target.size() < found.mountpoint.size()) continue;
+  for (const auto& [source, target] : CairnMounts()) {
+    if (target.size() < found.mountpoint.size()) continue;
     bool inside = full == target || (full.starts_with(target) && (target == "/" || full[target.size()] == '/'));
     if (!inside) continue;
     found.archive = source;

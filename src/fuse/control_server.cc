@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -115,7 +116,7 @@ void ControlServer::Serve() {
     }
     if (busy >= kMaxClients) {
       SendLine(fd, fmt::format("error: the daemon is answering {} control requests already; try again", busy));
-      ::close(fd);
+      Close(fd, Clock::now());
       continue;
     }
     Connection& connection = connections_.emplace_back();
@@ -133,14 +134,14 @@ Status ControlServer::Wait(int fd, short events, Clock::time_point deadline) con
     int timeout_ms = -1;
     if (deadline != Clock::time_point::max()) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return Status::IOError("timed out");
-      timeout_ms = static_cast<int>(std::min<int64_t>(left, 60000));
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 60000));
     }
     pollfd fds[2] = {{fd, events, 0}, {stop_fd_, POLLIN, 0}};
     int n = ::poll(fds, 2, timeout_ms);
     if (n < 0 && errno != EINTR) return Status::FromErrno("control socket: poll", errno);
     if (stopping_ || (n > 0 && fds[1].revents)) return Status::Busy("the daemon is shutting down");
     if (n > 0 && fds[0].revents) return Status::OK();
+    if (timeout_ms == 0) return Status::IOError("timed out");
   }
 }
 
@@ -202,6 +203,14 @@ void ControlServer::Answer(int fd, uid_t peer_uid) {
     }
   }
   SendLine(fd, st.ok() ? "ok" : fmt::format("error: {}", st.message()));
+  Close(fd, Clock::now() + std::chrono::seconds(1));
+}
+
+void ControlServer::Close(int fd, Clock::time_point deadline) const {
+  ::shutdown(fd, SHUT_WR);
+  char buffer[4096];
+  while (Wait(fd, POLLIN, deadline).ok() && ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT) > 0) {
+  }
   ::close(fd);
 }
 

@@ -51,6 +51,10 @@ class ControlServer {
   Result<std::string> ReadRequest(int fd) const;
   // Writes `text` and a newline; false once the client is gone, too slow, or the daemon stops.
   bool SendLine(int fd, const std::string& text) const;
+  // Ends the reply and closes `fd`, first reading what the client still sends until it
+  // hangs up or `deadline` passes: closing on unread bytes would reset the connection, and
+  // the client could lose the reply.
+  void Close(int fd, Clock::time_point deadline) const;
   Status Handle(const ControlRequest& request, const SendFn& send, int fd);
   // cairn rebuild / scrub on the mounted archive, one at a time; a report line after every
   // batch, and the client going away (or the unmount) stops it.
