@@ -3,7 +3,6 @@
 // daemon re-read ARCHIVE/rules (like SIGHUP). See cairn.rules(5).
 #include <unistd.h>
 
-#include <cstdlib>
 
 #include <fmt/format.h>
 

@@ -8,7 +8,7 @@ import stat
 import subprocess
 import time
 
-from conftest import CAIRN, NOBODY, cairn, pid_alive, run, run_as_nobody, wait_pid_gone, write_file
+from conftest import CAIRN, NOBODY, cairn, is_mounted, pid_alive, run, run_as_nobody, wait_pid_gone, write_file
 
 
 def sock_path(a):
@@ -58,19 +58,31 @@ def test_socket_is_never_reachable_by_others_under_umask_000(archive):
     loop = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                              "/usr/bin/python3", "-c", CONNECT_LOOP, sock_path(a), stop],
                             stdout=subprocess.PIPE, text=True, cwd="/")
+    # Every chmod of the daemon is held up for 1 s, so that a socket set up in the open
+    # (bound, listening, then chmod'ed) would be reachable meanwhile.
     old_umask = os.umask(0)
     try:
-        for _ in range(12):
-            a.mount()
-            st = os.lstat(sock_path(a))
-            assert stat.S_ISSOCK(st.st_mode)
-            assert stat.S_IMODE(st.st_mode) == 0o600, f"control.sock is {oct(st.st_mode)} right after mount"
-            assert st.st_uid == os.stat(a.arch).st_uid, "control.sock is not owned by the archive's owner"
-            a.umount()
+        traced = subprocess.Popen(["strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null",
+                                   "-e", "trace=chmod,fchmodat", "-e", "inject=chmod,fchmodat:delay_enter=1000000",
+                                   CAIRN, "mount", a.arch, a.mnt])
     finally:
         os.umask(old_umask)
+    try:
+        deadline = time.monotonic() + 60
+        while not (is_mounted(a.mnt) and os.path.exists(sock_path(a))) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert is_mounted(a.mnt), "the traced mount did not come up"
+        a.pids.add(a.daemon_pid())
+        st = os.lstat(sock_path(a))
+        assert stat.S_ISSOCK(st.st_mode)
+        assert stat.S_IMODE(st.st_mode) == 0o600, f"control.sock is {oct(st.st_mode)} right after mount"
+        assert st.st_uid == os.stat(a.arch).st_uid, "control.sock is not owned by the archive's owner"
+        assert stat.S_IMODE(os.stat(a.arch).st_mode) == 0o755  # the socket alone guards the daemon
+    finally:
         write_file(stop, b"")
         out, _ = loop.communicate(timeout=60)
+        a.umount()
+        traced.wait(timeout=60)
     result = json.loads(out)
     assert result["attempts"] > 100, f"the connect loop hardly ran: {result}"
     assert result["got_in"] == [], f"uid {NOBODY} reached the control socket: {result['got_in'][:5]}"
