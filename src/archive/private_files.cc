@@ -23,16 +23,23 @@ constexpr PrivateEntry kPrivateEntries[] = {
 };
 
 Status MakePrivate(const std::string& path, const PrivateEntry& entry, const struct stat& owner) {
-  int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (entry.directory ? O_DIRECTORY : 0);
+  // An owner other than us could plant a link to make us chmod or chown what they do not own;
+  // our own archive may keep its catalog or cache elsewhere through a symlink.
+  bool foreign = owner.st_uid != ::geteuid();
+  int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | (entry.directory ? O_DIRECTORY : 0) | (foreign ? O_NOFOLLOW : 0);
   int fd = ::open(path.c_str(), flags | (entry.create ? O_CREAT : 0), kPrivateFileMode);
   if (fd < 0 && errno == ENOENT) return Status::OK();
+  if (fd < 0 && errno == ELOOP) {
+    return Status::Permission(fmt::format("{} is a symbolic link in an archive owned by uid {}; refusing to use it",
+                                          path, owner.st_uid));
+  }
   if (fd < 0) return Status::FromErrno(fmt::format("cannot make {} private", path), errno);
   struct stat st;
   Status result;
   mode_t mode = entry.directory ? kPrivateDirMode : kPrivateFileMode;
   if (::fstat(fd, &st) != 0) {
     result = Status::FromErrno(fmt::format("cannot make {} private", path), errno);
-  } else if (!entry.directory && (!S_ISREG(st.st_mode) || st.st_nlink != 1)) {
+  } else if (!entry.directory && (!S_ISREG(st.st_mode) || (foreign && st.st_nlink != 1))) {
     result = Status::Permission(fmt::format("{} is not a regular file with one name; refusing to use it", path));
   } else if ((st.st_mode & 07777) != mode && ::fchmod(fd, mode) != 0) {
     result = Status::FromErrno(fmt::format("cannot chmod {}", path), errno);

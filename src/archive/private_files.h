@@ -15,8 +15,8 @@ constexpr mode_t kPrivateFileMode = 0600;
 constexpr mode_t kPrivateDirMode = 0700;
 
 // Gives what exists of the private files in `dir` (cairn.log is created) their modes and,
-// when run as root, the owner of `dir`; never follows a symlink or touches a file with
-// other hard links. For archives made by an older cairn, or files copied in.
+// when run as root, the owner of `dir`. When that owner is not us, a symlink or a file with
+// other hard links is refused. For archives made by an older cairn, or files copied in.
 Status MakeArchivePrivate(const std::string& dir);
 
 // Permission "permission denied: DIR is private to root and its owner (uid N)" when the

@@ -61,3 +61,23 @@ def test_status_as_another_user_says_the_archive_is_private(archive):
     assert r.stderr.strip() == f"cairn: permission denied: {archive.arch} is private to root and its owner (uid 0)", \
         r.stderr
     assert "MISSING" not in r.stdout
+
+
+def test_a_foreign_owner_cannot_redirect_the_private_files(archive):
+    a = archive
+    victim = a.s("victim")
+    write_file(victim, b"root's file\n", mode=0o644)
+    a.umount()
+    os.chown(a.arch, NOBODY, NOBODY)  # nobody owns the archive; root mounts it
+    log = os.path.join(a.arch, "cairn.log")
+    os.unlink(log)
+    os.symlink(victim, log)
+    r = cairn("mount", a.arch, a.mnt, check=False, timeout=120)
+    assert r.returncode == 1 and "cairn.log" in r.stderr, r.stderr
+    st = os.stat(victim)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o644)
+    with open(victim, "rb") as f:
+        assert f.read() == b"root's file\n"
+    os.unlink(log)
+    a.mount()
+    assert os.stat(log).st_uid == NOBODY and os.stat(os.path.join(a.arch, "catalog.db")).st_uid == NOBODY
