@@ -42,13 +42,18 @@ Status MakeDir(const std::string& path) {
   return Status::OK();
 }
 
-Status WriteFileDurably(const std::string& path, const std::string& text) {
+// Replaces dir/name with `text`, a private file of the archive in `dir`.
+Status WriteFileDurably(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Status::FromErrno(fmt::format("cannot create {}", tmp), errno);
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  Status owned = GiveToArchiveOwner(dir, fd, tmp);
+  bool ok = owned.ok() && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
   int err = errno;
   ::close(fd);
+  if (!owned.ok()) return owned;
   if (!ok) return Status::FromErrno(fmt::format("cannot write {}", tmp), err);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(fmt::format("cannot rename {}", tmp), errno);
   return Status::OK();
@@ -102,7 +107,7 @@ Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, 
 }
 
 Status SaveConfig(const std::string& dir, const ArchiveOptions& options) {
-  return WriteFileDurably(dir + "/cairn.conf", FormatConfig(options));
+  return WriteFileDurably(dir, "cairn.conf", FormatConfig(options));
 }
 
 namespace {

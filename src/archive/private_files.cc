@@ -62,6 +62,14 @@ Status MakeArchivePrivate(const std::string& dir) {
   return Status::OK();
 }
 
+Status GiveToArchiveOwner(const std::string& dir, int fd, const std::string& path) {
+  if (::geteuid() != 0) return Status::OK();
+  struct stat owner;
+  if (::stat(dir.c_str(), &owner) != 0) return Status::FromErrno(fmt::format("archive {}", dir), errno);
+  if (::fchown(fd, owner.st_uid, owner.st_gid) != 0) return Status::FromErrno(fmt::format("cannot chown {}", path), errno);
+  return Status::OK();
+}
+
 Status CheckArchiveAccess(const std::string& dir) {
   if (::access((dir + "/cairn.conf").c_str(), R_OK) == 0 || errno != EACCES) return Status::OK();
   struct stat st;

@@ -19,6 +19,10 @@ constexpr mode_t kPrivateDirMode = 0700;
 // other hard links is refused. For archives made by an older cairn, or files copied in.
 Status MakeArchivePrivate(const std::string& dir);
 
+// When run as root, gives the file open as `fd` (`path`, being written into the archive
+// `dir`) to the owner of `dir`, as MakeArchivePrivate would.
+Status GiveToArchiveOwner(const std::string& dir, int fd, const std::string& path);
+
 // Permission "permission denied: DIR is private to root and its owner (uid N)" when the
 // caller may not read DIR/cairn.conf; OK otherwise (a missing file is the caller's to report).
 Status CheckArchiveAccess(const std::string& dir);

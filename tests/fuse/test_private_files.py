@@ -4,6 +4,8 @@ archive is private instead of getting a report full of missing disks."""
 import os
 import stat
 
+import pytest
+
 from conftest import CAIRN, NOBODY, cairn, run, write_file
 
 PRIVATE_FILES = ["catalog.db", "catalog.db-wal", "catalog.db-shm", "cairn.conf", "cairn.log", "lock", "control.sock"]
@@ -81,3 +83,16 @@ def test_a_foreign_owner_cannot_redirect_the_private_files(archive):
     os.unlink(log)
     a.mount()
     assert os.stat(log).st_uid == NOBODY and os.stat(os.path.join(a.arch, "catalog.db")).st_uid == NOBODY
+
+
+@pytest.mark.no_fsck  # a disk is left failed on purpose
+def test_cairn_conf_rewritten_while_mounted_stays_the_owners(archive):
+    a = archive
+    os.chown(a.arch, NOBODY, NOBODY)
+    a.remount()
+    cairn("disk", "fail", a.arch, "3")  # the daemon (root) rewrites cairn.conf
+    conf = os.stat(os.path.join(a.arch, "cairn.conf"))
+    assert (conf.st_uid, stat.S_IMODE(conf.st_mode)) == (NOBODY, 0o600)
+    r = run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", CAIRN, "disk", "list", a.arch],
+            cwd="/")
+    assert "failed (cairn disk fail)" in r.stdout, r.stdout
