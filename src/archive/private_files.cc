@@ -66,7 +66,9 @@ Status GiveToArchiveOwner(const std::string& dir, int fd, const std::string& pat
   if (::geteuid() != 0) return Status::OK();
   struct stat owner;
   if (::stat(dir.c_str(), &owner) != 0) return Status::FromErrno(fmt::format("archive {}", dir), errno);
-  if (::fchown(fd, owner.st_uid, owner.st_gid) != 0) return Status::FromErrno(fmt::format("cannot chown {}", path), errno);
+  if (::fchown(fd, owner.st_uid, owner.st_gid) != 0) {
+    return Status::FromErrno(fmt::format("cannot chown {}", path), errno);
+  }
   return Status::OK();
 }
 
