@@ -1,6 +1,8 @@
 // Persister turns dirty files in the staging cache into extents on the disks: one
 // extent per large segment, small segments packed together. It runs on a background
-// thread (closed files at once, open ones after persist_idle seconds) and on demand.
+// thread (closed files at once, open ones after persist_idle seconds) and on demand,
+// in rounds that take a bounded slice of every due file, so one huge file does not hold
+// up the others.
 // New extents are synced before the catalog commit that points at them; replaced
 // extents are freed only after that commit is durable.
 #pragma once
@@ -38,10 +40,12 @@ class Persister {
 
  private:
   void Run();
-  // Persists the given files. Serialized by run_mutex_.
-  Status PersistFiles(const std::vector<uint64_t>& inos);
-  // Reads the dirty segments of `ino` out of the staging cache (clearing their dirty marks).
-  Status Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);
+  // Persists one slice of each of the given files; returns those with more to persist.
+  // Serialized by run_mutex_.
+  Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos);
+  // Reads a slice of the dirty segments of `ino` out of the staging cache (clearing their
+  // dirty marks); holes are found without reading them. Returns whether more are left.
+  Result<bool> Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);
   // Writes pieces as extents, syncs the disks, commits the catalog.
   Status WriteAndCommit(std::vector<SegmentPiece>& pieces);
   // Selects queued files that are due. REQUIRES: catalog mutex.
