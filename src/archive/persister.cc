@@ -76,8 +76,9 @@ void Persister::Run() {
           }
         }
       } else {
-        // Back in the queue, due at once, behind files that became due meanwhile (round
-        // robin). Open files are not: DueFiles picks them again while they qualify.
+        // Back in the queue, due at once: the next round serves them again, together with
+        // the files that became due meanwhile. Open files are not: DueFiles picks them
+        // again while they qualify.
         for (uint64_t ino : *unfinished) {
           auto live = state_.live.find(ino);
           bool writing = live != state_.live.end() && live->second.nwriters > 0;
