@@ -27,6 +27,9 @@ constexpr int64_t kRetryDelayNs = 5'000'000'000;
 // A file's slice per round: this many segments read (bounds memory and how long other
 // files wait), or kPiecesPerCommit segments that are holes.
 constexpr uint64_t kSegmentsPerCommit = 16;
+// What an owner's files may take per round, in bytes read plus kPieceCost per segment
+// (a hole too): about one slice, so many files of one user do not hold up another's.
+constexpr uint64_t kPieceCost = 64 << 10;
 
 }  // namespace
 
@@ -152,8 +155,21 @@ Status Persister::PersistAll() {
   return archive_.FlushCatalog(true);  // "persisted" must survive a power loss too
 }
 
+std::vector<uint32_t> Persister::OwnersOf(const std::vector<uint64_t>& inos) {
+  std::vector<uint32_t> owners;
+  std::lock_guard lock(archive_.catalog_mutex());
+  for (uint64_t ino : inos) {
+    auto inode = archive_.catalog().GetInode(ino);
+    owners.push_back(inode.ok() ? inode->uid : 0);  // a deleted file: Snapshot drops it
+  }
+  return owners;
+}
+
 Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t>& inos) {
   std::lock_guard run(run_mutex_);
+  std::vector<uint32_t> owners = OwnersOf(inos);
+  std::map<uint32_t, uint64_t> spent;  // by owner, this round
+  const uint64_t owner_budget = kSegmentsPerCommit * archive_.options().segment_size;
   std::vector<SegmentPiece> pieces;
   std::vector<uint64_t> unfinished;
   uint64_t pending_bytes = 0;
@@ -163,7 +179,12 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
     pending_bytes = 0;
     return st;
   };
-  for (uint64_t ino : inos) {
+  for (size_t f = 0; f < inos.size(); f++) {
+    uint64_t ino = inos[f];
+    if (spent[owners[f]] >= owner_budget) {
+      unfinished.push_back(ino);  // its owner had its share of this round
+      continue;
+    }
     size_t before = pieces.size();
     auto more = Snapshot(ino, pieces);
     if (!more.ok()) {
@@ -172,7 +193,10 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
       return more.status();
     }
     if (*more) unfinished.push_back(ino);
-    for (size_t i = before; i < pieces.size(); i++) pending_bytes += pieces[i].data.size();
+    for (size_t i = before; i < pieces.size(); i++) {
+      pending_bytes += pieces[i].data.size();
+      spent[owners[f]] += pieces[i].data.size() + kPieceCost;
+    }
     if (pending_bytes >= kSegmentsPerCommit * archive_.options().segment_size || pieces.size() >= kPiecesPerCommit) {
       // A failed batch goes back to the queue; retrying it here would spin.
       CAIRN_RETURN_IF_ERROR(flush());

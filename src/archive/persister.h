@@ -1,8 +1,8 @@
 // Persister turns dirty files in the staging cache into extents on the disks: one
 // extent per large segment, small segments packed together. It runs on a background
 // thread (closed files at once, open ones after persist_idle seconds) and on demand,
-// in rounds that take a bounded slice of every due file, so one huge file does not hold
-// up the others.
+// in rounds that take a bounded slice of every due file and about one slice's worth per
+// owner, so neither one huge file nor one user's many files hold up the others.
 // New extents are synced before the catalog commit that points at them; replaced
 // extents are freed only after that commit is durable.
 #pragma once
@@ -40,9 +40,12 @@ class Persister {
 
  private:
   void Run();
-  // Persists one slice of each of the given files; returns those with more to persist.
-  // Serialized by run_mutex_.
+  // Persists one slice of each of the given files, as long as their owner has not had
+  // about one slice's worth this round; returns those with more to persist. Serialized
+  // by run_mutex_.
   Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos);
+  // The owner (uid) of each file, 0 for a file that is gone.
+  std::vector<uint32_t> OwnersOf(const std::vector<uint64_t>& inos);
   // Reads a slice of the dirty segments of `ino` out of the staging cache (clearing their
   // dirty marks); holes are found without reading them. Returns whether more are left.
   Result<bool> Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);

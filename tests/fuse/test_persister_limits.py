@@ -114,6 +114,31 @@ def test_small_file_of_another_user_is_persisted_while_a_large_one_is(archive):
     print(f"small file persisted {small_took:.1f} s after its close, the large one was still {big_state}")
 
 
+def test_many_files_of_one_user_do_not_hold_up_another_users_file(archive):
+    # Neither written behind (cache_size) nor persisted while open (persist_idle): all
+    # twelve files are queued at their close, 1.5 GiB at once.
+    archive.remount("cache_size=8G,persist_idle=60")
+    block = random_bytes(4 * MiB, 31)
+    files = [open(archive.m(f"a{i}"), "wb") for i in range(12)]
+    for f in files:
+        for _ in range(32):  # 128 MiB each
+            f.write(block)
+    for f in files:
+        f.close()
+    wait_for(lambda: archive.status()["bytes_persisted"] > 0, 60, "persisting to start")
+    small = os.path.join(shared_dir(archive, "other"), "small")
+    before = archive.status()["bytes_persisted"]
+    run_as_nobody("import sys, json\nopen(sys.argv[1], 'wb').write(b'o' * 3000)\nprint(json.dumps(0))", small)
+    wait_for(lambda: state(small) == "persisted", 60, "the small file to be persisted")
+    meanwhile = archive.status()["bytes_persisted"] - before
+    # one round gives each of the twelve files a slice (64 MiB): the small file must not
+    # wait for a slice of every one of them, only for about one slice of their owner's
+    assert meanwhile < 512 * MiB, f"{meanwhile / MiB:.0f} MiB of the other user's files were persisted first"
+    archive.persist()
+    assert all(state(archive.m(f"a{i}")) == "persisted" for i in range(12))
+    print(f"{meanwhile / MiB:.0f} MiB of the other user's files persisted before the small file")
+
+
 def test_daemon_raises_its_open_file_limit(archive):
     pid = mount_with_open_file_limit(archive, 1024, 4096)
     assert open_file_limits(pid) == (4096, 4096)
