@@ -27,9 +27,11 @@ constexpr int64_t kRetryDelayNs = 5'000'000'000;
 // A file's slice per round: this many segments read (bounds memory and how long other
 // files wait), or kPiecesPerCommit segments that are holes.
 constexpr uint64_t kSegmentsPerCommit = 16;
-// What an owner's files may take per round, in bytes read plus kPieceCost per segment
-// (a hole too): about one slice, so many files of one user do not hold up another's.
-constexpr uint64_t kPieceCost = 64 << 10;
+// What an owner's files may take per round: kSegmentsPerCommit segments' worth of bytes
+// read, each segment (a hole too) counting 1/kPieceCostDivisor of a segment more: about
+// one slice, so many files of one user do not hold up another's, while a round still
+// packs a thousand small files.
+constexpr uint64_t kPieceCostDivisor = 64;
 
 }  // namespace
 
@@ -170,6 +172,7 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
   std::vector<uint32_t> owners = OwnersOf(inos);
   std::map<uint32_t, uint64_t> spent;  // by owner, this round
   const uint64_t owner_budget = kSegmentsPerCommit * archive_.options().segment_size;
+  const uint64_t piece_cost = archive_.options().segment_size / kPieceCostDivisor;
   std::vector<SegmentPiece> pieces;
   std::vector<uint64_t> unfinished;
   uint64_t pending_bytes = 0;
@@ -195,7 +198,7 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
     if (*more) unfinished.push_back(ino);
     for (size_t i = before; i < pieces.size(); i++) {
       pending_bytes += pieces[i].data.size();
-      spent[owners[f]] += pieces[i].data.size() + kPieceCost;
+      spent[owners[f]] += pieces[i].data.size() + piece_cost;
     }
     if (pending_bytes >= kSegmentsPerCommit * archive_.options().segment_size || pieces.size() >= kPiecesPerCommit) {
       // A failed batch goes back to the queue; retrying it here would spin.
