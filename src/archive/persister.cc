@@ -192,7 +192,7 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
     auto more = Snapshot(ino, pieces);
     if (!more.ok()) {
       LogError("inode {}: cannot read dirty data from the staging cache: {}", ino, more.status().message());
-      flush();
+      if (Status flushed = flush(); !flushed.ok()) LogError("persisting the rest of the round failed: {}", flushed.message());
       return more.status();
     }
     if (*more) unfinished.push_back(ino);
