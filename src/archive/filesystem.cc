@@ -691,7 +691,10 @@ void Filesystem::Release(FileHandle* fh) {
   if (it == state_.live.end()) return;
   LiveInode& live = it->second;
   live.nopen -= std::min<uint32_t>(1, live.nopen);
-  if (handle->writable) live.nwriters -= std::min<uint32_t>(1, live.nwriters);
+  if (handle->writable) {
+    live.nwriters -= std::min<uint32_t>(1, live.nwriters);
+    if (live.nwriters == 0) state_.writers_closed.notify_all();
+  }
   if (live.nwriters == 0 && state_.dirty.contains(handle->ino)) {
     state_.persist_queue[handle->ino] = NowNs();  // the persister polls; a wakeup per close costs more
     state_.last_activity_ns = NowNs();
