@@ -15,7 +15,7 @@ const char* kUsage = R"(usage: cairn COMMAND [ARGS]
 
 commands:
   mkfs ARCHIVE --disks N --disk-size SIZE [--segment-size SIZE] [--cache-size SIZE] [--pack-threshold SIZE]
-  mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+  mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [--wait SECONDS] [-o OPTIONS]
   umount MOUNTPOINT
   status ARCHIVE [--json]
   persist ARCHIVE            persist every dirty file now (mounted archive)
