@@ -311,7 +311,7 @@ Status Catalog::Flush(bool durable) {
   Status st = Exec(
       "BEGIN IMMEDIATE; INSERT OR REPLACE INTO meta(key, value) VALUES('durable_flushes', "
       "COALESCE((SELECT value FROM meta WHERE key = 'durable_flushes'), 0) + 1); COMMIT");
-  if (!st.ok()) AbandonTransaction();  // a failed UPDATE leaves it open
+  if (!st.ok()) AbandonTransaction();  // a failed statement leaves it open
   Status normal = Exec("PRAGMA synchronous=NORMAL");
   return st.ok() ? normal : st;
 }
