@@ -402,7 +402,7 @@ Status Archive::RebuildAllocators() {
 
 Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                                 std::span<const uint8_t> payload, const std::string& policy_stamp,
-                                                const Redundancy& redundancy) {
+                                                const Redundancy& redundancy, uint32_t members_length) {
   ExtentRecord record;
   record.id = NewExtentId();
   record.kind = static_cast<int>(kind);
@@ -450,6 +450,9 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     header.chunk_index = static_cast<uint8_t>(i);
     header.redundancy = redundancy;
     header.policy_stamp = policy_stamp;
+    header.extent_payload_length = record.payload_length;
+    header.extent_payload_crc = record.payload_crc;
+    header.members_length = members_length;
     Status st = WriteExtent(*disks_[record.chunks[i].disk], record.chunks[i].offset, header, chunks[i]);
     if (!st.ok()) {
       std::lock_guard lock(catalog_mutex_);

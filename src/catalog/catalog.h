@@ -131,6 +131,10 @@ class Catalog {
   // Assigns ino: numbers only grow while the catalog is open, whatever is rolled back,
   // so none the kernel may still hold comes back; and generation.
   Result<uint64_t> InsertInode(const InodeRecord& record);
+  Status RestoreInode(const InodeRecord& record);  // keeps record.ino (cairn recover)
+  // Makes later InsertInode / extent ids start above these (cairn recover: ids seen on the
+  // disks are never handed out again, even those of extents it did not keep).
+  Status RaiseIdFloors(uint64_t max_ino, uint64_t max_extent_id);
   Status UpdateInode(const InodeRecord& record);
   Status DeleteInode(uint64_t ino);  // with its xattrs
   std::vector<uint64_t> InodesWhere(const char* condition);  // e.g. "dirty = 1"
@@ -154,6 +158,11 @@ class Catalog {
   Result<bool> IsWithin(uint64_t dir, uint64_t ancestor);
   // One name of `ino`: (directory, name).
   Result<std::pair<uint64_t, std::string>> NameOf(uint64_t ino);
+  // Up to `limit` entries of `dir` whose inodes have no data of their own (directories,
+  // symlinks, special files, empty regular files), with those inodes.
+  Result<std::vector<std::pair<std::string, InodeRecord>>> EntriesWithoutData(uint64_t dir, size_t limit);
+  // Up to `limit` names of `ino` (hard links), in the order they were made.
+  Result<std::vector<std::pair<uint64_t, std::string>>> NamesOf(uint64_t ino, size_t limit);
 
   // --- extended attributes
   Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name);

@@ -26,6 +26,7 @@ int CmdRules(const Args& args);
 int CmdDisk(const Args& args);
 int CmdRebuild(const Args& args);
 int CmdScrub(const Args& args);
+int CmdRecover(const Args& args);
 
 // Sends one control request to the daemon serving `archive_dir`. Reply lines before the
 // final "ok" go to `on_line` and into *reply; an "error: ..." reply is printed. Returns the
