@@ -95,9 +95,14 @@ Status Filesystem::Recover() {
   return Status::OK();
 }
 
-void Filesystem::StartBackground() {
+Status Filesystem::StartBackground() {
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    CAIRN_RETURN_IF_ERROR(archive_.catalog().StartCheckpoints());
+  }
   persister_.Start();
   reconciler_.Start();
+  return Status::OK();
 }
 
 Status Filesystem::Stop() {
@@ -322,13 +327,7 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
     // A directory must not move below itself.
     auto moves_into_itself = [&](const InodeRecord& moved, uint64_t target_dir) -> Result<bool> {
       if (!IsDir(moved)) return false;
-      for (uint64_t at = target_dir; at != kRootInode;) {
-        if (at == moved.ino) return true;
-        auto up = catalog.ParentOf(at);
-        if (!up.ok()) return up.status();
-        at = *up;
-      }
-      return false;
+      return catalog.IsWithin(target_dir, moved.ino);
     };
     auto loop = moves_into_itself(*src, new_parent);
     if (!loop.ok()) return loop.status();

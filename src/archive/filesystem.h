@@ -64,8 +64,8 @@ class Filesystem {
   // Purges orphans left by a crash and queues files left dirty. Starts no thread, so it
   // runs before the daemon forks and its errors reach the user.
   Status Recover();
-  // Starts the persister and reconciler threads.
-  void StartBackground();
+  // Starts the catalog's WAL checkpoints and the persister and reconciler threads.
+  Status StartBackground();
   // Stops the reconciler, persists everything still dirty and stops the persister.
   Status Stop();
 

@@ -172,7 +172,7 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
   ControlServer control(fs);
   auto ready = [&]() -> Status {
     CAIRN_RETURN_IF_ERROR(control.Start());
-    fs.StartBackground();
+    CAIRN_RETURN_IF_ERROR(fs.StartBackground());
     if (!request.foreground) {
       SetLogToStderr(false);
       int null = ::open("/dev/null", O_RDWR);

@@ -48,7 +48,7 @@ struct stat ToStat(const InodeRecord& r) {
 fuse_entry_param ToEntry(const InodeRecord& r) {
   fuse_entry_param e{};
   e.ino = r.ino;
-  e.generation = 1;  // catalog inode numbers are never reused
+  e.generation = r.generation;  // tells a number reused after a lost commit from the old file
   e.attr = ToStat(r);
   e.attr_timeout = kCacheTimeout;
   e.entry_timeout = kCacheTimeout;
