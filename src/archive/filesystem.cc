@@ -56,7 +56,9 @@ uint64_t Filesystem::SegmentSizeOf(const InodeRecord& inode) const {
 }
 
 Status Filesystem::CheckName(const std::string& name) const {
-  if (name.empty() || name.size() > 255) return Status::Posix(ENAMETOOLONG, "name length must be 1..255 bytes");
+  if (name.empty() || name.size() > 255) {
+    return Status::Posix(ENAMETOOLONG, fmt::format("a name is 1..255 bytes, not {}", name.size()));
+  }
   if (name.find('/') != std::string::npos) return Status::Posix(EINVAL, "name contains '/'");
   return Status::OK();
 }
@@ -111,6 +113,7 @@ Status Filesystem::Stop() {
 }
 
 Result<InodeRecord> Filesystem::Lookup(uint64_t parent, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(CheckName(name));
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   auto dir = GetDir(catalog, parent);
@@ -268,6 +271,7 @@ Result<InodeRecord> Filesystem::Link(uint64_t ino, uint64_t new_parent, const st
 }
 
 Status Filesystem::RemoveName(uint64_t parent, const std::string& name, bool directory) {
+  CAIRN_RETURN_IF_ERROR(CheckName(name));
   if (directory && name == ".") return Status::Posix(EINVAL, "cannot remove '.'");
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
@@ -294,6 +298,7 @@ Status Filesystem::RemoveName(uint64_t parent, const std::string& name, bool dir
 
 Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                           const std::string& new_name, unsigned flags) {
+  CAIRN_RETURN_IF_ERROR(CheckName(name));
   CAIRN_RETURN_IF_ERROR(CheckName(new_name));
   if ((flags & RENAME_EXCHANGE) && (flags & RENAME_NOREPLACE)) return Status::Posix(EINVAL, "conflicting flags");
   if (flags & ~(RENAME_EXCHANGE | RENAME_NOREPLACE)) return Status::Posix(EINVAL, "unsupported rename flags");

@@ -150,6 +150,8 @@ class Filesystem {
   // Evicts least recently used clean files (then persisted parts of files still being
   // written) while the cache is over its budget.
   void EvictOverBudget();
+  // Every call that takes a name checks it first: FUSE passes names of up to 1024 bytes,
+  // so ENAMETOOLONG over 255 (NAME_MAX) is the filesystem's job, before any lookup.
   Status CheckName(const std::string& name) const;
   // Validates a user.cairn.* or trusted.cairn.* value set on `ino`: key, value, named
   // policy (defined; selectable by users), admin locks. Returns the canonical spelling,
