@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "archive/posix_acl.h"
+#include "archive/xattr_namespace.h"
 #include "policy/resolver.h"
 #include "policy/vocabulary.h"
 #include "util/clock.h"
@@ -719,6 +720,7 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(uint64_t dir, uint64_t cookie,
 }
 
 Result<std::vector<uint8_t>> Filesystem::GetXattr(uint64_t ino, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
   std::lock_guard lock(archive_.catalog_mutex());
   if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
     auto text = ComputedPolicyValue(ino, name.substr(kPolicyPrefix.size()));
@@ -731,6 +733,7 @@ Result<std::vector<uint8_t>> Filesystem::GetXattr(uint64_t ino, const std::strin
 }
 
 Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags) {
+  CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
   bool policy_key = IsPolicyXattr(name);
   std::vector<uint8_t> canonical;
   std::lock_guard lock(archive_.catalog_mutex());
@@ -864,13 +867,16 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
   return Status::Posix(ENODATA, fmt::format("user.cairn.{} is not computed by this build", suffix));
 }
 
-Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino) {
+Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino, const Caller& caller) {
   std::lock_guard lock(archive_.catalog_mutex());
   if (!archive_.catalog().GetInode(ino).ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
-  return archive_.catalog().ListXattrs(ino);
+  std::vector<std::string> names = archive_.catalog().ListXattrs(ino);
+  std::erase_if(names, [&](const std::string& name) { return !XattrListed(name, caller.uid == 0); });
+  return names;
 }
 
 Status Filesystem::RemoveXattr(uint64_t ino, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
   if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
     return Status::Posix(EPERM, fmt::format("{} is computed by cairn and cannot be removed", name));
   }

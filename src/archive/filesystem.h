@@ -100,10 +100,12 @@ class Filesystem {
   // Entries of `dir` after `cookie`, at most `limit`.
   Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit);
 
+  // Names outside the namespaces cairn stores are EOPNOTSUPP (see xattr_namespace.h).
   Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name);
   // flags: 0, XATTR_CREATE or XATTR_REPLACE.
   Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags);
-  Result<std::vector<std::string>> ListXattrs(uint64_t ino);
+  // trusted.* names are listed to root only, as ext4 lists them to CAP_SYS_ADMIN only.
+  Result<std::vector<std::string>> ListXattrs(uint64_t ino, const Caller& caller);
   Status RemoveXattr(uint64_t ino, const std::string& name);
 
   FsStats StatFs();
