@@ -186,7 +186,10 @@ Status Filesystem::DropSegmentsFrom(uint64_t ino, uint64_t first) {
 Status Filesystem::DropLink(InodeRecord& inode, int64_t now) {
   inode.nlink = IsDir(inode) ? 0 : inode.nlink - std::min<uint64_t>(1, inode.nlink);
   inode.ctime_ns = now;
-  return archive_.catalog().UpdateInode(inode);
+  CAIRN_RETURN_IF_ERROR(archive_.catalog().UpdateInode(inode));
+  // The name may have taken a lock or pin with it: the remaining names' policy may differ.
+  if (inode.nlink > 0 && inode.layout_id != 0) return archive_.catalog().QueuePolicyCheck(inode.ino);
+  return Status::OK();
 }
 
 Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
@@ -263,6 +266,8 @@ Result<InodeRecord> Filesystem::Link(uint64_t ino, uint64_t new_parent, const st
     inode.nlink++;
     inode.ctime_ns = now;
     CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(inode));
+    // Locks and pins above every name apply: the new name may change the policy.
+    if (inode.layout_id != 0) CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
     dir->mtime_ns = dir->ctime_ns = now;
     return catalog.UpdateInode(*dir);
   });
@@ -814,8 +819,9 @@ Result<std::string> Filesystem::CheckPolicyXattr(uint64_t ino, const std::string
     }
   }
   if (!trusted) {
-    std::string lock = LockCovering(catalog, ino, *key);
-    if (!lock.empty()) return refuse(EPERM, fmt::format("{} is locked by the admin at {}", name, lock));
+    auto lock = LockCovering(catalog, ino, *key);
+    if (!lock.ok()) return lock.status();
+    if (!lock->empty()) return refuse(EPERM, fmt::format("{} is locked by the admin at {}", name, *lock));
   }
   return canonical;
 }

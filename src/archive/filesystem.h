@@ -140,7 +140,8 @@ class Filesystem {
   // Removes every segment at index >= first, releasing extents nobody else uses.
   // REQUIRES: catalog mutex, open transaction.
   Status DropSegmentsFrom(uint64_t ino, uint64_t first);
-  // Unlinks one name of `ino` (already removed from its directory). REQUIRES: catalog mutex.
+  // Unlinks one name of `ino` (already removed from its directory); a persisted file that
+  // keeps other names is queued for a policy check. REQUIRES: catalog mutex, open transaction.
   Status DropLink(InodeRecord& inode, int64_t now);
   // Brings persisted segments [first, last] of `ino` back into the staging cache.
   // REQUIRES: data_lock(ino) held, catalog mutex NOT held.

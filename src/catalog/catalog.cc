@@ -437,6 +437,15 @@ Result<std::pair<uint64_t, std::string>> Catalog::NameOf(uint64_t ino) {
   return Status::NotFound(fmt::format("inode {} has no name", ino));
 }
 
+Result<std::vector<std::pair<uint64_t, std::string>>> Catalog::NamesOf(uint64_t ino) {
+  std::vector<std::pair<uint64_t, std::string>> names;
+  auto& s = Prepare("SELECT parent, name FROM dentries WHERE ino = ?");
+  s.Bind(ino);
+  while (s.Step()) names.emplace_back(s.UInt(0), s.Text(1));
+  if (!s.status().ok()) return s.status();
+  return names;
+}
+
 Result<std::vector<uint8_t>> Catalog::GetXattr(uint64_t ino, const std::string& name) {
   auto& s = Prepare("SELECT value FROM xattrs WHERE ino = ? AND name = ?");
   s.Bind(ino, name);

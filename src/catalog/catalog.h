@@ -136,6 +136,8 @@ class Catalog {
   Result<uint64_t> ParentOf(uint64_t ino);
   // One name of `ino`: (directory, name).
   Result<std::pair<uint64_t, std::string>> NameOf(uint64_t ino);
+  // Every name of `ino` (more than one for hard links): (directory, name).
+  Result<std::vector<std::pair<uint64_t, std::string>>> NamesOf(uint64_t ino);
 
   // --- extended attributes
   Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name);
