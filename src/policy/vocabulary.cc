@@ -193,7 +193,8 @@ Result<std::string> CanonicalLockValue(std::string_view value) {
     }
     auto key = ParsePolicyKey(word);
     if (!key.ok()) {
-      return Status::InvalidArgument(fmt::format("trusted.cairn.lock: '{}' is not a policy key ({})", Abbreviated(word), kAllowed));
+      return Status::InvalidArgument(
+          fmt::format("trusted.cairn.lock: '{}' is not a policy key ({})", Abbreviated(word), kAllowed));
     }
     keys.insert(*key);
   }
