@@ -617,7 +617,8 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
     segment_size = SegmentSizeOf(*inode);
     uint64_t needed = state_.dirty_bytes + src.size();
-    needed += (needed / segment_size + 2) * kBlockSize;  // an extent header block per segment
+    // Per segment, an extent header block and (format v3) a block for the member table.
+    needed += (needed / segment_size + 2) * 2 * kBlockSize;
     if (FreeDiskBytes() < needed) {
       return Status::Posix(ENOSPC, "the disks cannot hold more than what already waits to be persisted");
     }

@@ -1,6 +1,7 @@
 #include "policy/resolver.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -59,15 +60,21 @@ std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino, const std::optional<
 // One chain of levels per name of `ino`, sorted by the file's path (bytewise): the first
 // is the name whose directories and path count for user settings and rules; locks and
 // pins count on every chain (cairn-policy.7, "Hard links").
+// Names in one directory share everything above the file, so one chain per directory
+// (through its first name) is enough, which keeps a file with many links cheap.
 Result<std::vector<std::vector<Level>>> ChainsOf(Catalog& catalog, uint64_t ino) {
-  auto names = catalog.NamesOf(ino);
+  auto names = catalog.NamesOf(ino, std::numeric_limits<int64_t>::max());
   if (!names.ok()) return names.status();
   std::vector<std::vector<Level>> chains;
   if (names->size() <= 1) {
     chains.push_back(LevelsOf(catalog, ino, std::nullopt));
     return chains;
   }
-  for (const Name& name : *names) chains.push_back(LevelsOf(catalog, ino, name));
+  std::sort(names->begin(), names->end());
+  for (size_t i = 0; i < names->size(); i++) {
+    if (i > 0 && (*names)[i].first == (*names)[i - 1].first) continue;
+    chains.push_back(LevelsOf(catalog, ino, (*names)[i]));
+  }
   std::sort(chains.begin(), chains.end(), [](const auto& a, const auto& b) { return a[0].path < b[0].path; });
   return chains;
 }

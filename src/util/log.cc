@@ -38,7 +38,8 @@ void OpenLogFile() {
   g_file = nullptr;
   g_bytes = 0;
   if (g_path.empty()) return;
-  int fd = ::open(g_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  // Private (0600) whatever the umask: the log names files and users.
+  int fd = ::open(g_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
   g_file = fdopen(fd, "a");
   if (!g_file) {
