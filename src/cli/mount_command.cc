@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +113,24 @@ Status ParseOptions(const std::string& list, MountRequest& request) {
   return Status::OK();
 }
 
+// Lifts the daemon's soft limit on open files to the hard limit: the default 1024 is
+// too few for a daemon that serves every user's files, SQLite and the disks. Returns
+// what to log.
+std::string RaiseOpenFileLimit() {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return fmt::format("cannot read the limit on open files: {}", std::strerror(errno));
+  }
+  if (limit.rlim_cur >= limit.rlim_max) return fmt::format("open files: limit {} (the hard limit)", limit.rlim_cur);
+  rlim_t soft = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return fmt::format("open files: cannot raise the limit from {} to {}: {}", soft, limit.rlim_max,
+                       std::strerror(errno));
+  }
+  return fmt::format("open files: limit raised from {} to the hard limit {}", soft, limit.rlim_max);
+}
+
 // Where the daemon reports how startup went: the parent's pipe, or stderr in foreground.
 struct StartupChannel {
   int fd = -1;
@@ -132,6 +151,7 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
   // Large buffers (segments, 1 MiB FUSE replies) come and go on many threads; with an
   // arena per thread glibc would keep a copy of the peak in each, and RSS only grows.
   mallopt(M_ARENA_MAX, 2);
+  std::string open_file_limit = RaiseOpenFileLimit();
   Archive::OpenOptions open;
   open.overrides = request.overrides;
   open.degraded = request.degraded;
@@ -163,6 +183,7 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
         if (null > 2) ::close(null);
       }
     }
+    LogInfo("{}", open_file_limit);  // after stderr is gone: not worth a line on the terminal
     channel.Send("ok");
     return Status::OK();
   };
