@@ -360,7 +360,7 @@ void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 
 void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   Guarded(req, "listxattr", [&] {
-    auto r = Fs(req).ListXattrs(ino);
+    auto r = Fs(req).ListXattrs(ino, CallerOf(req));
     if (!r.ok()) return ReplyError(req, r.status(), "listxattr");
     std::string names;
     for (const auto& name : *r) names.append(name).push_back('\0');
