@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "archive/posix_acl.h"
+#include "catalog/record_checks.h"
 #include "policy/resolver.h"
 #include "policy/vocabulary.h"
 #include "util/clock.h"
@@ -77,6 +78,13 @@ Status Filesystem::Recover() {
         "COALESCE(NULLIF(segment_size, 0), {}) > (SELECT COUNT(*) FROM segments s WHERE s.ino = inodes.ino))",
         S_IFMT, S_IFREG, archive_.options().segment_size, archive_.options().segment_size);
     for (uint64_t ino : catalog.InodesWhere(incomplete.c_str())) {
+      auto inode = catalog.GetInode(ino);
+      Status valid = inode.ok() ? CheckSegmentMap(*inode, catalog.GetSegments(ino), false) : inode.status();
+      if (!valid.ok()) {  // persisting it would loop or allocate by damaged sizes, or write zeros over data
+        LogError("inode {} is left unpersisted, its catalog rows are damaged: {} (see cairn fsck)", ino,
+                 valid.message());
+        continue;
+      }
       state_.dirty[ino].all_cached = true;
       state_.persist_queue[ino] = 0;
     }
@@ -386,6 +394,9 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
 
 Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& request) {
   std::unique_lock<std::shared_mutex> data_lock;
+  if (request.size && *request.size > kMaxFileSize) {
+    return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
+  }
   if (request.size) data_lock = std::unique_lock(state_.data_lock(ino));
   if (request.size) {
     // Shrinking into a persisted segment that is not cached: bring it back first, so the
@@ -398,6 +409,7 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
       if (IsDir(*inode)) return Status::Posix(EISDIR, "cannot truncate a directory");
       if (!S_ISREG(inode->mode)) return Status::Posix(EINVAL, "cannot truncate a special file");
+      CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
       uint64_t segment_size = SegmentSizeOf(*inode);
       boundary = *request.size / segment_size;
       auto segment = archive_.catalog().GetSegment(ino, boundary);
@@ -504,6 +516,11 @@ Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags) {
     auto inode = archive_.catalog().GetInode(ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
     if (IsDir(*inode) && writable) return Status::Posix(EISDIR, "directory opened for writing");
+    if (S_ISREG(inode->mode) && inode->segment_size != 0) {
+      // A damaged segment map would read as zeros where data is (or loop by a damaged size).
+      bool clean = !inode->dirty && !state_.dirty.contains(ino);
+      CAIRN_RETURN_IF_ERROR(CheckSegmentMap(*inode, archive_.catalog().GetSegments(ino), clean));
+    }
     LiveInode& live = state_.live[ino];
     live.nopen++;
     if (writable) live.nwriters++;
@@ -544,6 +561,7 @@ Status Filesystem::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t 
       segment = archive_.catalog().GetSegment(ino, index);
       auto inode = archive_.catalog().GetInode(ino);
       if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+      if (segment) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segment, *inode));
       segment_size = SegmentSizeOf(*inode);
     }
     if (!segment || segment->cached) continue;
@@ -572,11 +590,13 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = archive_.catalog().GetInode(fh->ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
     if (offset >= inode->size || dst.empty()) return size_t{0};
     length = std::min<uint64_t>(dst.size(), inode->size - offset);
     segment_size = SegmentSizeOf(*inode);
     for (uint64_t i = offset / segment_size; i <= (offset + length - 1) / segment_size; i++) {
       segments.push_back(archive_.catalog().GetSegment(fh->ino, i));
+      if (segments.back()) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segments.back(), *inode));
     }
   }
   uint64_t done = 0;
@@ -586,7 +606,11 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
     uint64_t n = std::min(length - done, segment_size - in_segment);
     std::span<uint8_t> out = dst.subspan(done, n);
     if (segment && !segment->cached) {
-      CAIRN_RETURN_IF_ERROR(store_.Read(*segment, in_segment, out));
+      Status st = store_.Read(*segment, in_segment, out);
+      if (st.IsCorruption()) {  // the log line names the file
+        return Status::Corruption(fmt::format("inode {} segment {}: {}", fh->ino, segment->index, st.message()));
+      }
+      CAIRN_RETURN_IF_ERROR(st);
     } else {  // every handle has a cache fd; never-written bytes read as zeros
       CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fh->cache_fd, position, out));
     }
@@ -598,12 +622,16 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
 Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src) {
   if (!fh->writable || fh->cache_fd < 0) return Status::Posix(EBADF, "file not open for writing");
   if (src.empty()) return size_t{0};
+  if (offset > kMaxFileSize || src.size() > kMaxFileSize - offset) {
+    return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
+  }
   std::unique_lock data(state_.data_lock(fh->ino));
   uint64_t segment_size;
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = archive_.catalog().GetInode(fh->ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
     segment_size = SegmentSizeOf(*inode);
     uint64_t needed = state_.dirty_bytes + src.size();
     needed += (needed / segment_size + 2) * kBlockSize;  // an extent header block per segment

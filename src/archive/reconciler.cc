@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "catalog/record_checks.h"
 #include "policy/resolver.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -259,6 +260,13 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     queue(true);
     return false;
   }
+  job->old = catalog.GetSegments(ino);
+  Status valid = CheckSegmentMap(*record, job->old, S_ISREG(record->mode) && record->layout_id != 0);
+  if (!valid.ok()) {  // re-encoding would read and write by damaged sizes
+    LogError("reconciler: inode {} stays as it is: {}", ino, valid.message());
+    queue(false);
+    return false;
+  }
   ResolvedPolicy policy;
   auto in_policy = InPolicy(*record, &policy);
   if (!in_policy.ok()) {
@@ -270,7 +278,6 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     return false;
   }
   job->inode = *record;
-  job->old = catalog.GetSegments(ino);
   job->stamp = policy.Effective();
   job->segment_size = policy.segment_size();
   return true;

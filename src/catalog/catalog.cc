@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "catalog/record_checks.h"
 #include "util/coding.h"
 
 namespace cairn {
@@ -358,7 +359,11 @@ Result<uint64_t> Catalog::InternLayout(const std::string& stamp) {
 Result<std::string> Catalog::LayoutStamp(uint64_t id) {
   auto& s = Prepare("SELECT stamp FROM layouts WHERE id = ?");
   s.Bind(id);
-  if (s.Step()) return s.Text(0);
+  if (s.Step()) {
+    std::string stamp = s.Text(0);
+    CAIRN_RETURN_IF_ERROR(CheckLayoutStamp(id, stamp));
+    return stamp;
+  }
   CAIRN_RETURN_IF_ERROR(s.status());
   return Status::NotFound(fmt::format("catalog: no layout {}", id));
 }
@@ -516,7 +521,11 @@ Status Catalog::SetSegmentCached(uint64_t ino, uint64_t index, bool cached) {
 Result<ExtentRecord> Catalog::GetExtent(uint64_t id) {
   auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents WHERE id = ?");
   s.Bind(id);
-  if (s.Step()) return ReadExtentRow(s);
+  if (s.Step()) {
+    ExtentRecord record = ReadExtentRow(s);
+    CAIRN_RETURN_IF_ERROR(CheckExtentRecord(record));
+    return record;
+  }
   if (!s.status().ok()) return s.status();
   return Status::NotFound(fmt::format("extent {}", id));
 }

@@ -148,7 +148,7 @@ class Catalog {
 
   // --- policy stamps: the resolved policy each file's extents were written with
   Result<uint64_t> InternLayout(const std::string& stamp);  // id of an existing or new stamp
-  Result<std::string> LayoutStamp(uint64_t id);
+  Result<std::string> LayoutStamp(uint64_t id);  // Corruption when the row fails CheckLayoutStamp
 
   // --- inodes (files, or directories standing for their subtree) whose effective policy
   // may have changed since they were persisted: the reconciler's persistent to-do list
@@ -164,11 +164,13 @@ class Catalog {
   Status SetSegmentsCached(uint64_t ino, bool cached);
   Status SetSegmentCached(uint64_t ino, uint64_t index, bool cached);
 
+  // Corruption when the row fails CheckExtentRecord (catalog/record_checks.h).
   Result<ExtentRecord> GetExtent(uint64_t id);
   Status InsertExtent(const ExtentRecord& record);  // record.id chosen by the caller
   Status SetExtentRefs(uint64_t id, uint64_t refs);
   Status SetExtentChunk(uint64_t id, size_t index, const ChunkPlacement& chunk);  // after a repair
   Status DeleteExtent(uint64_t id);
+  // The scans return rows as stored: run CheckExtentRecord on each before using it.
   std::vector<ExtentRecord> AllExtents();
   // Up to `limit` extents with ids above `after`, by id: a scan in pages that lets others
   // use the catalog in between.
