@@ -1,0 +1,158 @@
+// Bounded fuzzer of the user.cairn.* vocabulary: mutated valid values and random bytes for
+// every key, and for trusted.cairn.lock. A value is refused with InvalidArgument or
+// NotSupported naming its key, or accepted with a canonical spelling that is itself
+// accepted unchanged, holds no space or control character (policy stamps are
+// space-separated key=value words) and means what the key's own parser expects.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/extent_format.h"
+#include "fuzz_seed.h"
+#include "policy/vocabulary.h"
+#include "redundancy/checksum.h"
+#include "redundancy/intra_disk.h"
+#include "redundancy/striping.h"
+
+using namespace cairn;
+
+namespace {
+
+constexpr int kInputs = 20000;
+
+const std::vector<std::string>& ValidValues(PolicyKey key) {
+  static const std::vector<std::vector<std::string>> values = {
+      {"none", "mirror-2", "mirror-8", "rs-4-2", "rs-128-32", "rs-1-1", "2d"},                // raid
+      {"none", "spc-16-1", "spc-16-1-s8", "spc-16-1-s64"},                                   // idr
+      {"off", "lz4", "zstd", "zstd-19", "auto"},                                             // compress
+      {"off", "aes-256-gcm"},                                                                // encrypt
+      {"mykey", "k.2_x-y"},                                                                  // key
+      {"crc32c", "xxh3", "sha256", "blake3"},                                                // checksum
+      {"group=a", "tier=fast,pack=t1", "group=x tier=y"},                                    // placement
+      {"4M", "64K", "1G", "65536", "1.5M", "256KiB"},                                        // segment_size
+      {"none", ""},                                                                          // plugins
+      {"cold", "a.b-c_d"},                                                                   // policy
+  };
+  return values[static_cast<size_t>(key)];
+}
+
+std::string Mutate(std::string value, std::mt19937_64& rng) {
+  static const std::string kAlphabet = "0123456789-_.,=+ sSkKmMgGtTiBabcdefghijklmnopqrstuvwxyz\t\n\x1b";
+  static const char* kNumbers[] = {"0", "1", "-1", "4095", "4096", "65536", "4294967297", "18446744073709551616",
+                                   "99999999999999999999999", "007", "1e9"};
+  for (int n = 1 + static_cast<int>(rng() % 4); n > 0; n--) {
+    size_t at = value.empty() ? 0 : rng() % (value.size() + 1);
+    switch (rng() % 6) {
+      case 0: value.insert(at, 1, kAlphabet[rng() % kAlphabet.size()]); break;
+      case 1: if (at < value.size()) value.erase(at, 1); break;
+      case 2: if (at < value.size()) value[at] = kAlphabet[rng() % kAlphabet.size()]; break;
+      case 3: {  // swap a run of digits for an awkward number
+        size_t digit = value.find_first_of("0123456789", at);
+        if (digit == std::string::npos) digit = at;
+        size_t end = std::min(value.find_first_not_of("0123456789", digit), value.size());
+        value.replace(digit, end - digit, kNumbers[rng() % std::size(kNumbers)]);
+        break;
+      }
+      case 4: value.insert(at, 1, static_cast<char>(rng())); break;  // any byte, NUL and 0xff too
+      default: value = value.substr(0, at); break;
+    }
+  }
+  return value;
+}
+
+std::string RandomBytes(std::mt19937_64& rng) {
+  std::string value(rng() % 40, '\0');
+  for (char& c : value) c = static_cast<char>(rng());
+  return value;
+}
+
+bool Printable(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
+// What the key's canonical value must mean to the code that uses it.
+void ExpectUsable(PolicyKey key, const std::string& canonical) {
+  INFO(fmt::format("{}={}", PolicyKeyName(key), canonical));
+  switch (key) {
+    case PolicyKey::kRaid: {
+      auto r = ParseRedundancy(canonical, "none");
+      REQUIRE(r.ok());
+      CHECK(CheckRedundancy(*r).ok());
+      break;
+    }
+    case PolicyKey::kIdr: {
+      auto idr = ParseIdr(canonical);
+      REQUIRE(idr.ok());
+      auto r = ParseRedundancy("none", canonical);
+      REQUIRE(r.ok());
+      CHECK(CheckRedundancy(*r).ok());
+      break;
+    }
+    case PolicyKey::kChecksum: CHECK(ParseChecksum(canonical).ok()); break;
+    case PolicyKey::kSegmentSize: {
+      uint64_t size = 0;
+      auto [ptr, ec] = std::from_chars(canonical.data(), canonical.data() + canonical.size(), size);
+      REQUIRE((ec == std::errc() && ptr == canonical.data() + canonical.size()));
+      CHECK(size >= 65536);
+      CHECK(size <= kMaxExtentPayload);
+      CHECK(size % 4096 == 0);
+      break;
+    }
+    default: break;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Fuzz: user.cairn.* values are refused naming the key or accepted canonically", "[fuzz]") {
+  std::mt19937_64 rng(test::FuzzSeed("xattr value fuzzer"));
+  int accepted = 0;
+  for (int i = 0; i < kInputs; i++) {
+    PolicyKey key = kAllPolicyKeys[rng() % std::size(kAllPolicyKeys)];
+    const auto& valid = ValidValues(key);
+    std::string value = rng() % 8 == 0 ? RandomBytes(rng) : Mutate(valid[rng() % valid.size()], rng);
+    auto canonical = CanonicalPolicyValue(key, value);
+    if (!canonical.ok()) {
+      const Status& st = canonical.status();
+      INFO(st.ToString());
+      CHECK((st.code() == Status::Code::kInvalidArgument || st.code() == Status::Code::kNotSupported));
+      CHECK(st.message().starts_with(fmt::format("user.cairn.{}", PolicyKeyName(key))));
+      continue;
+    }
+    accepted++;
+    INFO(fmt::format("{}={:?} -> {:?}", PolicyKeyName(key), value, *canonical));
+    if (key != PolicyKey::kPlugins) CHECK(Printable(*canonical));  // plugins: "" means none
+    auto again = CanonicalPolicyValue(key, *canonical);
+    REQUIRE(again.ok());
+    CHECK(*again == *canonical);
+    ExpectUsable(key, *canonical);
+  }
+  CHECK(accepted > kInputs / 50);
+}
+
+TEST_CASE("Fuzz: trusted.cairn.lock values are refused clearly or accepted canonically", "[fuzz]") {
+  std::mt19937_64 rng(test::FuzzSeed("lock value fuzzer"));
+  const std::vector<std::string> valid = {"all", "raid", "raid,policy", "segment_size, idr", "checksum,all"};
+  int accepted = 0;
+  for (int i = 0; i < kInputs / 4; i++) {
+    std::string value = rng() % 8 == 0 ? RandomBytes(rng) : Mutate(valid[rng() % valid.size()], rng);
+    auto canonical = CanonicalLockValue(value);
+    if (!canonical.ok()) {
+      INFO(canonical.status().ToString());
+      CHECK(canonical.status().code() == Status::Code::kInvalidArgument);
+      CHECK(canonical.status().message().starts_with("trusted.cairn.lock: "));
+      continue;
+    }
+    accepted++;
+    INFO(fmt::format("{:?} -> {:?}", value, *canonical));
+    CHECK(Printable(*canonical));
+    auto again = CanonicalLockValue(*canonical);
+    REQUIRE(again.ok());
+    CHECK(*again == *canonical);
+  }
+  CHECK(accepted > kInputs / 200);
+}
