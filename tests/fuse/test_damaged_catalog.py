@@ -1,9 +1,9 @@
 """A damaged catalog (rows edited with sqlite3 on an unmounted archive) and a damaged cairn.conf:
 fsck and scrub report the row instead of crashing, the daemon mounts and answers EIO for the
 damaged file only, and never reads zeros where data is or persists zeros over it."""
+import contextlib
 import errno
 import os
-import signal
 import sqlite3
 
 import pytest
@@ -179,10 +179,19 @@ def test_segment_pointing_at_a_missing_extent_is_eio_not_enoent(archive):
     assert f"segments row ({inodes['other']}, 0): extent" in log_text(archive)
 
 
-def set_conf_line(archive, line):
+@contextlib.contextmanager
+def conf_line_added(archive, line):
+    """cairn.conf with `line` appended, restored afterwards (also when the test fails)."""
     path = os.path.join(archive.arch, "cairn.conf")
-    with open(path, "a") as f:
-        f.write(line + "\n")
+    with open(path) as f:
+        good = f.read()
+    try:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+        yield good.count("\n") + 1
+    finally:
+        with open(path, "w") as f:
+            f.write(good)
 
 
 @pytest.mark.parametrize("line,message", [
@@ -193,31 +202,20 @@ def set_conf_line(archive, line):
 ])
 def test_cairn_conf_numbers_out_of_range_are_refused(archive, line, message):
     archive.umount()
-    conf = os.path.join(archive.arch, "cairn.conf")
-    with open(conf) as f:
-        good = f.read()
-    set_conf_line(archive, line)
-    n = good.count("\n") + 1
-    for args in (["mount", archive.arch, archive.mnt], ["fsck", archive.arch]):
-        r = cairn(*args, check=False, timeout=60)
-        assert r.returncode != 0 and f"cairn.conf:{n}: {message}" in r.stderr, r.stdout + r.stderr
-    assert not archive.is_mounted()
-    with open(conf, "w") as f:
-        f.write(good)
+    with conf_line_added(archive, line) as n:
+        for args in (["mount", archive.arch, archive.mnt], ["fsck", archive.arch]):
+            r = cairn(*args, check=False, timeout=60)
+            assert r.returncode != 0 and f"cairn.conf:{n}: {message}" in r.stderr, r.stdout + r.stderr
+        assert not archive.is_mounted()
 
 
 def test_garbage_in_cairn_conf_is_escaped_when_printed(archive):
     archive.umount()
-    conf = os.path.join(archive.arch, "cairn.conf")
-    with open(conf) as f:
-        good = f.read()
     # a terminal title change, a screen clear and a bell, on a line without '='
-    set_conf_line(archive, "\x1b]0;pwned\x07\x1b[2J garbage\x01")
-    for args in (["mount", archive.arch, archive.mnt], ["fsck", archive.arch], ["status", archive.arch]):
-        r = cairn(*args, check=False, timeout=60)
-        out = r.stdout + r.stderr
-        assert r.returncode != 0 and "expected 'key = value'" in out, out
-        assert "\x1b" not in out and "\x07" not in out and "\x01" not in out, repr(out)
-        assert r'\x1b]0;pwned\x07\x1b[2J garbage\x01' in out, repr(out)
-    with open(conf, "w") as f:
-        f.write(good)
+    with conf_line_added(archive, "\x1b]0;pwned\x07\x1b[2J garbage\x01") as n:
+        for args in (["mount", archive.arch, archive.mnt], ["fsck", archive.arch], ["status", archive.arch]):
+            r = cairn(*args, check=False, timeout=60)
+            out = r.stdout + r.stderr
+            assert r.returncode != 0 and f"cairn.conf:{n}: expected 'key = value'" in out, out
+            assert "\x1b" not in out and "\x07" not in out and "\x01" not in out, repr(out)
+            assert r'\x1b]0;pwned\x07\x1b[2J garbage\x01' in out, repr(out)
