@@ -90,6 +90,11 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
   std::memcpy(sb.archive_id.data(), &block[16], 16);
   sb.disk_size = GetFixed64(&block[32]);
   sb.data_start = GetFixed64(&block[40]);
+  if (sb.data_start < kBlockSize || sb.data_start % kBlockSize != 0 || sb.data_start > sb.disk_size) {
+    return Status::Corruption(fmt::format("{}: superblock data_start {} is not a block boundary within the disk "
+                                          "({} bytes)",
+                                          where, sb.data_start, sb.disk_size));
+  }
   return sb;
 }
 

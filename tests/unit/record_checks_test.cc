@@ -190,3 +190,18 @@ TEST_CASE("ExtentHeader: fields out of range are Corruption even with a good che
   bad.redundancy = Redundancy{Redundancy::Scheme::kMirror, 1, 9};
   CHECK(Mentions(decode(bad).status(), "parity_chunks 9 is out of range (1..7 for mirror)"));
 }
+
+TEST_CASE("Superblock: a data_start outside the disk or off a block boundary is Corruption") {
+  Superblock sb;
+  sb.disk_size = 1ull << 30;
+  for (uint64_t bad : {uint64_t{0}, uint64_t{100}, uint64_t{4097}, uint64_t{(1ull << 30) + 4096}, uint64_t{UINT64_MAX}}) {
+    sb.data_start = bad;
+    auto decoded = DecodeSuperblock(EncodeSuperblock(sb), "disk-001.img");
+    INFO(bad);
+    REQUIRE_FALSE(decoded.ok());
+    CHECK(decoded.status().IsCorruption());
+    CHECK(Mentions(decoded.status(), fmt::format("disk-001.img: superblock data_start {} is not a block", bad)));
+  }
+  sb.data_start = 8192;
+  CHECK(DecodeSuperblock(EncodeSuperblock(sb), "disk-001.img").ok());
+}
