@@ -6,11 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <array>
-#include <random>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "backend/extent_format.h"
-#include "fuzz_seed.h"
+#include "fuzz.h"
 #include "redundancy/striping.h"
 #include "util/coding.h"
 
@@ -69,17 +70,12 @@ void FixUp(std::vector<uint8_t>& bytes, bool fix_length) {
   PutFixed32(&bytes[end], MaskCrc(Crc32c({bytes.data(), end})));
 }
 
-void Mutate(std::vector<uint8_t>& bytes, std::mt19937_64& rng) {
-  // The fixed fields, the redundancy and length bytes most of all.
+// Overwrites a few of the fixed fields, the redundancy and length bytes most of all.
+void PokeFields(std::vector<uint8_t>& bytes, test::Fuzz& fuzz) {
   static constexpr size_t kHot[] = {8, 9, 10, 11, 12, 13, 14, 15, 56, 57, 58, 59, 60, 61, 62, 63, 68, 69, 70, 71};
-  for (int n = 1 + static_cast<int>(rng() % 6); n > 0; n--) {
-    size_t at = rng() % 3 == 0 ? rng() % 200 : kHot[rng() % std::size(kHot)];
-    switch (rng() % 4) {
-      case 0: bytes[at] ^= static_cast<uint8_t>(1u << (rng() % 8)); break;
-      case 1: bytes[at] = static_cast<uint8_t>(rng()); break;
-      case 2: bytes[at] = 0; break;
-      default: bytes[at] = 0xff; break;
-    }
+  for (uint64_t n = 1 + fuzz.Uniform(4); n > 0; n--) {
+    size_t at = kHot[fuzz.Uniform(std::size(kHot))];
+    if (at < bytes.size()) bytes[at] = static_cast<uint8_t>(fuzz.Uniform(3) == 0 ? fuzz.Uniform(256) : fuzz.Uniform(4));
   }
 }
 
@@ -101,21 +97,21 @@ void ExpectSameFields(const ExtentHeader& a, const ExtentHeader& b) {
 }  // namespace
 
 TEST_CASE("Fuzz: the extent header parser refuses clearly or accepts only fields in range", "[fuzz]") {
-  std::mt19937_64 rng(test::FuzzSeed("extent header fuzzer"));
+  test::Fuzz fuzz("extent header", kInputs);
   const auto valid = ValidHeaders();
-  int accepted = 0, past_checksum = 0;
-  for (int i = 0; i < kInputs; i++) {
+  uint64_t accepted = 0, past_checksum = 0;
+  while (fuzz.Next()) {
     std::vector<uint8_t> bytes;
-    if (rng() % 8 == 0) {  // random block, with the magic half of the time
+    if (fuzz.Uniform(8) == 0) {  // random block, with the magic half of the time
       bytes.resize(kExtentHeaderSize);
-      for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-      if (rng() % 2) std::copy(kExtentMagic, kExtentMagic + 8, bytes.begin());
+      for (auto& b : bytes) b = static_cast<uint8_t>(fuzz.Uniform(256));
+      if (fuzz.Uniform(2)) std::copy(kExtentMagic, kExtentMagic + 8, bytes.begin());
     } else {
-      bytes = valid[rng() % valid.size()];
-      Mutate(bytes, rng);
+      bytes = valid[fuzz.Uniform(valid.size())];
+      if (fuzz.Uniform(2)) PokeFields(bytes, fuzz);
+      else fuzz.Mutate(bytes);  // anywhere: shifts, splices and runs change the length too
     }
-    if (rng() % 4 != 0) FixUp(bytes, rng() % 2);
-    if (rng() % 64 == 0) bytes.resize(rng() % kExtentHeaderSize);
+    if (fuzz.Uniform(4) != 0) FixUp(bytes, fuzz.Uniform(2));
     auto header = DecodeExtentHeader(bytes, "fuzz-disk offset 4096");
     if (!header.ok()) {
       const Status& st = header.status();
@@ -127,8 +123,8 @@ TEST_CASE("Fuzz: the extent header parser refuses clearly or accepts only fields
     }
     accepted++;
     const Redundancy& r = header->redundancy;
-    INFO(fmt::format("input {}: scheme {} data {} parity {} idr {} checksum {} chunk {} payload {}", i,
-                     static_cast<int>(r.scheme), r.data_chunks, r.parity_chunks, r.idr_scramble,
+    INFO(fmt::format("input {}: scheme {} data {} parity {} idr {} checksum {} chunk {} payload {}",
+                     fuzz.iterations(), static_cast<int>(r.scheme), r.data_chunks, r.parity_chunks, r.idr_scramble,
                      static_cast<int>(r.checksum), header->chunk_index, header->payload_length));
     REQUIRE(CheckRedundancy(r).ok());
     REQUIRE(r.chunk_count() >= 1);
@@ -145,6 +141,6 @@ TEST_CASE("Fuzz: the extent header parser refuses clearly or accepts only fields
     ExpectSameFields(*header, *again);
   }
   // Enough inputs reach the field checks behind the header checksum, and some pass them.
-  CHECK(past_checksum > kInputs / 4);
-  CHECK(accepted > kInputs / 50);
+  CHECK(past_checksum > fuzz.iterations() / 4);
+  CHECK(accepted > fuzz.iterations() / 50);
 }

@@ -1,5 +1,5 @@
-// Bounded fuzzer of the user.cairn.* vocabulary: mutated valid values and random bytes for
-// every key, and for trusted.cairn.lock. A value is refused with InvalidArgument or
+// Bounded fuzzer of the user.cairn.* vocabulary: mutated valid values, random bytes and
+// values as long as setxattr allows (64 KiB) for every key, and for trusted.cairn.lock. A value is refused with InvalidArgument or
 // NotSupported naming its key, or accepted with a canonical spelling that is itself
 // accepted unchanged, holds no space or control character (policy stamps are
 // space-separated key=value words) and means what the key's own parser expects.
@@ -7,12 +7,13 @@
 
 #include <algorithm>
 #include <charconv>
-#include <random>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "backend/extent_format.h"
-#include "fuzz_seed.h"
+#include "fuzz.h"
 #include "policy/vocabulary.h"
 #include "redundancy/checksum.h"
 #include "redundancy/intra_disk.h"
@@ -40,33 +41,14 @@ const std::vector<std::string>& ValidValues(PolicyKey key) {
   return values[static_cast<size_t>(key)];
 }
 
-std::string Mutate(std::string value, std::mt19937_64& rng) {
-  static const std::string kAlphabet = "0123456789-_.,=+ sSkKmMgGtTiBabcdefghijklmnopqrstuvwxyz\t\n\x1b";
-  static const char* kNumbers[] = {"0", "1", "-1", "4095", "4096", "65536", "4294967297", "18446744073709551616",
-                                   "99999999999999999999999", "007", "1e9"};
-  for (int n = 1 + static_cast<int>(rng() % 4); n > 0; n--) {
-    size_t at = value.empty() ? 0 : rng() % (value.size() + 1);
-    switch (rng() % 6) {
-      case 0: value.insert(at, 1, kAlphabet[rng() % kAlphabet.size()]); break;
-      case 1: if (at < value.size()) value.erase(at, 1); break;
-      case 2: if (at < value.size()) value[at] = kAlphabet[rng() % kAlphabet.size()]; break;
-      case 3: {  // swap a run of digits for an awkward number
-        size_t digit = value.find_first_of("0123456789", at);
-        if (digit == std::string::npos) digit = at;
-        size_t end = std::min(value.find_first_not_of("0123456789", digit), value.size());
-        value.replace(digit, end - digit, kNumbers[rng() % std::size(kNumbers)]);
-        break;
-      }
-      case 4: value.insert(at, 1, static_cast<char>(rng())); break;  // any byte, NUL and 0xff too
-      default: value = value.substr(0, at); break;
-    }
-  }
-  return value;
-}
+// Words of the vocabulary's grammar and awkward numbers, for the mutator's dictionary.
+const std::vector<std::string> kWords = {"-", "=", ",", " ", "none", "mirror-", "rs-", "spc-16-1", "-s", "zstd-",
+                                         "group=", "tier=", "pack=", "K", "M", "G", "T", "KiB", ".5", "0", "1",
+                                         "4095", "4096", "65536", "4294967297", "18446744073709551616", "\x1b"};
 
-std::string RandomBytes(std::mt19937_64& rng) {
-  std::string value(rng() % 40, '\0');
-  for (char& c : value) c = static_cast<char>(rng());
+std::string RandomValue(test::Fuzz& fuzz) {
+  std::string value(fuzz.Uniform(40), '\0');
+  for (char& c : value) c = static_cast<char>(fuzz.Uniform(256));
   return value;
 }
 
@@ -109,12 +91,19 @@ void ExpectUsable(PolicyKey key, const std::string& canonical) {
 }  // namespace
 
 TEST_CASE("Fuzz: user.cairn.* values are refused naming the key or accepted canonically", "[fuzz]") {
-  std::mt19937_64 rng(test::FuzzSeed("xattr value fuzzer"));
-  int accepted = 0;
-  for (int i = 0; i < kInputs; i++) {
-    PolicyKey key = kAllPolicyKeys[rng() % std::size(kAllPolicyKeys)];
+  test::Fuzz fuzz("xattr value", kInputs);
+  uint64_t accepted = 0;
+  while (fuzz.Next()) {
+    PolicyKey key = kAllPolicyKeys[fuzz.Uniform(std::size(kAllPolicyKeys))];
     const auto& valid = ValidValues(key);
-    std::string value = rng() % 8 == 0 ? RandomBytes(rng) : Mutate(valid[rng() % valid.size()], rng);
+    std::string value = valid[fuzz.Uniform(valid.size())];
+    if (fuzz.Uniform(8) == 0) value = RandomValue(fuzz);
+    else fuzz.Mutate(value, kWords);
+    if (fuzz.Uniform(16) == 0) {  // as long as setxattr allows: a run of digits (or letters) inside a valid shape
+      size_t at = value.find_first_of("0123456789");
+      if (at == std::string::npos) at = value.find_first_of("abcdefghijklmnopqrstuvwxyz");
+      value.insert(at == std::string::npos ? value.size() : at, 60000, at < value.size() ? value[at] : '7');
+    }
     auto canonical = CanonicalPolicyValue(key, value);
     if (!canonical.ok()) {
       const Status& st = canonical.status();
@@ -131,15 +120,18 @@ TEST_CASE("Fuzz: user.cairn.* values are refused naming the key or accepted cano
     CHECK(*again == *canonical);
     ExpectUsable(key, *canonical);
   }
-  CHECK(accepted > kInputs / 50);
+  CHECK(accepted > fuzz.iterations() / 50);
 }
 
 TEST_CASE("Fuzz: trusted.cairn.lock values are refused clearly or accepted canonically", "[fuzz]") {
-  std::mt19937_64 rng(test::FuzzSeed("lock value fuzzer"));
+  test::Fuzz fuzz("lock value", kInputs / 4);
   const std::vector<std::string> valid = {"all", "raid", "raid,policy", "segment_size, idr", "checksum,all"};
-  int accepted = 0;
-  for (int i = 0; i < kInputs / 4; i++) {
-    std::string value = rng() % 8 == 0 ? RandomBytes(rng) : Mutate(valid[rng() % valid.size()], rng);
+  const std::vector<std::string> keys = {",", " ", "all", "raid", "idr", "policy", "segment_size", "effective"};
+  uint64_t accepted = 0;
+  while (fuzz.Next()) {
+    std::string value = valid[fuzz.Uniform(valid.size())];
+    if (fuzz.Uniform(8) == 0) value = RandomValue(fuzz);
+    else fuzz.Mutate(value, keys);
     auto canonical = CanonicalLockValue(value);
     if (!canonical.ok()) {
       INFO(canonical.status().ToString());
@@ -154,5 +146,5 @@ TEST_CASE("Fuzz: trusted.cairn.lock values are refused clearly or accepted canon
     REQUIRE(again.ok());
     CHECK(*again == *canonical);
   }
-  CHECK(accepted > kInputs / 200);
+  CHECK(accepted > fuzz.iterations() / 200);
 }
