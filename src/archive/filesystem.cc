@@ -79,7 +79,10 @@ Status Filesystem::Recover() {
         S_IFMT, S_IFREG, archive_.options().segment_size, archive_.options().segment_size);
     for (uint64_t ino : catalog.InodesWhere(incomplete.c_str())) {
       auto inode = catalog.GetInode(ino);
-      Status valid = inode.ok() ? CheckSegmentMap(*inode, catalog.GetSegments(ino), false) : inode.status();
+      auto segments = catalog.SummarizeSegments(ino);
+      Status valid = !inode.ok()      ? inode.status()
+                     : !segments.ok() ? segments.status()
+                                      : CheckSegmentSummary(*inode, *segments, false);
       if (!valid.ok()) {  // persisting it would loop or allocate by damaged sizes, or write zeros over data
         LogError("inode {} is left unpersisted, its catalog rows are damaged: {} (see cairn fsck)", ino,
                  valid.message());
@@ -519,7 +522,9 @@ Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags) {
     if (S_ISREG(inode->mode) && inode->segment_size != 0) {
       // A damaged segment map would read as zeros where data is (or loop by a damaged size).
       bool clean = !inode->dirty && !state_.dirty.contains(ino);
-      CAIRN_RETURN_IF_ERROR(CheckSegmentMap(*inode, archive_.catalog().GetSegments(ino), clean));
+      auto segments = archive_.catalog().SummarizeSegments(ino);
+      if (!segments.ok()) return segments.status();
+      CAIRN_RETURN_IF_ERROR(CheckSegmentSummary(*inode, *segments, clean));
     }
     LiveInode& live = state_.live[ino];
     live.nopen++;

@@ -260,8 +260,9 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     queue(true);
     return false;
   }
-  job->old = catalog.GetSegments(ino);
-  Status valid = CheckSegmentMap(*record, job->old, S_ISREG(record->mode) && record->layout_id != 0);
+  auto segments = catalog.SummarizeSegments(ino);
+  Status valid = segments.ok() ? CheckSegmentSummary(*record, *segments, S_ISREG(record->mode) && record->layout_id != 0)
+                               : segments.status();
   if (!valid.ok()) {  // re-encoding would read and write by damaged sizes
     LogError("reconciler: inode {} stays as it is: {}", ino, valid.message());
     queue(false);
@@ -278,6 +279,7 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     return false;
   }
   job->inode = *record;
+  job->old = catalog.GetSegments(ino);
   job->stamp = policy.Effective();
   job->segment_size = policy.segment_size();
   return true;

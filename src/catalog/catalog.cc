@@ -500,6 +500,19 @@ std::optional<SegmentRecord> Catalog::GetSegment(uint64_t ino, uint64_t index) {
   return std::nullopt;
 }
 
+Result<SegmentSummary> Catalog::SummarizeSegments(uint64_t ino) {
+  auto& s = Prepare(
+      "SELECT COUNT(*), COALESCE(SUM(idx < 0 OR length < 0 OR extent_offset < 0), 0), COALESCE(MAX(idx), 0), "
+      "COALESCE((SELECT length FROM segments WHERE ino = ?1 ORDER BY idx DESC LIMIT 1), 0), "
+      "COALESCE(MAX(length), 0), COALESCE(MAX(extent_offset), 0) FROM segments WHERE ino = ?1");
+  s.Bind(ino);
+  if (!s.Step()) {
+    CAIRN_RETURN_IF_ERROR(s.status());
+    return Status::IOError(fmt::format("catalog: no segment summary of inode {}", ino));
+  }
+  return SegmentSummary{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.UInt(5)};
+}
+
 Status Catalog::PutSegment(const SegmentRecord& r) {
   return Prepare("INSERT OR REPLACE INTO segments(" SEGMENT_COLUMNS ") VALUES(?,?,?,?,?,?)")
       .Bind(r.ino, r.index, r.extent_id, r.extent_offset, r.length, r.cached)

@@ -60,6 +60,17 @@ struct SegmentRecord {
   bool cached = false;
 };
 
+// What the segment rows of one file add up to: enough to check them against the inode
+// (CheckSegmentSummary) without loading them all.
+struct SegmentSummary {
+  uint64_t count = 0;
+  uint64_t negative = 0;          // rows with a negative idx, length or extent_offset
+  uint64_t last_index = 0;        // the highest idx, and that segment's length
+  uint64_t last_length = 0;
+  uint64_t max_length = 0;        // the longest segment
+  uint64_t max_extent_offset = 0;
+};
+
 // Where one chunk of an extent lives: its own on-disk extent (header + bytes).
 struct ChunkPlacement {
   uint32_t disk = 0;
@@ -159,6 +170,7 @@ class Catalog {
   // --- segments and extents
   std::vector<SegmentRecord> GetSegments(uint64_t ino);
   std::optional<SegmentRecord> GetSegment(uint64_t ino, uint64_t index);
+  Result<SegmentSummary> SummarizeSegments(uint64_t ino);
   Status PutSegment(const SegmentRecord& record);  // insert or replace
   Status DeleteSegment(uint64_t ino, uint64_t index);
   Status SetSegmentsCached(uint64_t ino, bool cached);

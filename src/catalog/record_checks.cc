@@ -51,15 +51,38 @@ Status CheckSegmentRecord(const SegmentRecord& s, const InodeRecord& inode) {
   return Status::OK();
 }
 
-Status CheckSegmentMap(const InodeRecord& inode, std::span<const SegmentRecord> segments, bool complete) {
+Status CheckSegmentSummary(const InodeRecord& inode, const SegmentSummary& segments, bool complete) {
   CAIRN_RETURN_IF_ERROR(CheckInodeRecord(inode));
-  for (const SegmentRecord& segment : segments) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(segment, inode));
-  if (!complete || inode.size == 0) return Status::OK();
+  if (segments.count == 0) return Status::OK();
   uint64_t segment_size = inode.segment_size;
-  uint64_t want = segment_size ? (inode.size + segment_size - 1) / segment_size : 1;
-  if (segments.size() != want) {
-    return Bad("inodes row {}: a clean file of {} bytes has {} of {} segments", inode.ino, inode.size,
-               segments.size(), want);
+  if (!S_ISREG(inode.mode) || segment_size == 0) {
+    return Bad("segments of inode {}: {} rows, but it is not a persisted regular file", inode.ino, segments.count);
+  }
+  if (segments.negative > 0) {
+    return Bad("segments of inode {}: {} rows with a negative idx, length or extent_offset", inode.ino,
+               segments.negative);
+  }
+  uint64_t want = inode.size / segment_size + (inode.size % segment_size != 0);
+  if (segments.last_index >= want) {
+    return Bad("segments row ({}, {}): inode {}: segment {} lies past the end of the file ({} bytes)", inode.ino,
+               segments.last_index, inode.ino, segments.last_index, inode.size);
+  }
+  if (segments.max_length > segment_size) {
+    return Bad("segments of inode {}: a segment of {} bytes is longer than segment_size {}", inode.ino,
+               segments.max_length, segment_size);
+  }
+  uint64_t room = std::min(segment_size, inode.size - segments.last_index * segment_size);
+  if (segments.last_length > room) {
+    return Bad("segments row ({}, {}): inode {}: segment {} is {} bytes, more than the file leaves for it ({})",
+               inode.ino, segments.last_index, inode.ino, segments.last_index, segments.last_length, room);
+  }
+  if (segments.max_extent_offset > kMaxExtentPayload) {
+    return Bad("segments of inode {}: extent_offset {} is beyond the largest extent payload ({} bytes)", inode.ino,
+               segments.max_extent_offset, kMaxExtentPayload);
+  }
+  if (complete && segments.count != want) {
+    return Bad("inodes row {}: a clean file of {} bytes has {} of {} segments", inode.ino, inode.size, segments.count,
+               want);
   }
   return Status::OK();
 }

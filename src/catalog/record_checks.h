@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 
 #include "catalog/catalog.h"
 
@@ -22,9 +21,11 @@ Status CheckInodeRecord(const InodeRecord& inode);
 // the file, holds at most what the file leaves for it, and its bytes lie within the largest
 // extent payload. The inode's own fields are CheckInodeRecord's business.
 Status CheckSegmentRecord(const SegmentRecord& segment, const InodeRecord& inode);
-// CheckInodeRecord and CheckSegmentRecord of each of `segments`; with `complete` (a clean,
-// persisted file) also that every segment the size calls for is there.
-Status CheckSegmentMap(const InodeRecord& inode, std::span<const SegmentRecord> segments, bool complete);
+// CheckInodeRecord, then the file's segment rows as a whole (Catalog::SummarizeSegments):
+// none past the end of the file, none longer than segment_size or than the file leaves for
+// the last one, and with `complete` (a clean, persisted file) every segment the size calls
+// for. One aggregate query, however many segments the file has.
+Status CheckSegmentSummary(const InodeRecord& inode, const SegmentSummary& segments, bool complete);
 // A known kind, a valid redundancy (CheckRedundancy), payload_length at most
 // kMaxExtentPayload, one chunk per chunk_count(), each block aligned and allocated as
 // ExtentAllocation() says.

@@ -107,14 +107,43 @@ TEST_CASE("RecordChecks: segment rows against their inode") {
   dir.mode = 040755;
   CHECK(Mentions(CheckSegmentRecord({9, 0, 3, 0, 10}, dir), "not a persisted regular file"));
 
-  std::vector<SegmentRecord> both = {{9, 0, 3, 0, 4 << 20}, {9, 1, 4, 0, 805696}};
-  CHECK(CheckSegmentMap(file, both, true).ok());
-  CHECK(Mentions(CheckSegmentMap(file, std::span(both).first(1), true), "has 1 of 2 segments"));
-  CHECK(CheckSegmentMap(file, std::span(both).first(1), false).ok());  // still being written
-  InodeRecord larger = file;
-  larger.segment_size = 1 << 30;  // raised: segment 1 lies past the end
-  CHECK(Mentions(CheckSegmentMap(larger, both, false), "segment 1 lies past the end"));
-  CHECK(Mentions(CheckSegmentMap(PersistedFile(INT64_MAX), both, false), "size 9223372036854775807"));
+}
+
+TEST_CASE("RecordChecks: a file's segment rows as a whole, from one summary query") {
+  test::TempDir dir;
+  auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+  auto summary = [&] { return *c->SummarizeSegments(9); };
+  InodeRecord file = PersistedFile(5000000);
+  CHECK(CheckSegmentSummary(file, summary(), true).ok());  // no rows: nothing persisted to check
+  REQUIRE(c->PutSegment({9, 0, 3, 0, 4 << 20}).ok());
+  REQUIRE(c->PutSegment({8, 5, 3, 0, 1}).ok());  // another file's rows do not count
+  CHECK(Mentions(CheckSegmentSummary(file, summary(), true), "inodes row 9: a clean file of 5000000 bytes has 1 of 2"));
+  CHECK(CheckSegmentSummary(file, summary(), false).ok());  // still being written
+  REQUIRE(c->PutSegment({9, 1, 4, 0, 805696}).ok());
+  SegmentSummary both = summary();
+  CHECK(both.count == 2);
+  CHECK(both.last_index == 1);
+  CHECK(both.last_length == 805696);
+  CHECK(both.max_length == 4u << 20);
+  CHECK(CheckSegmentSummary(file, both, true).ok());
+
+  InodeRecord changed = file;
+  changed.segment_size = 4096;  // lowered: segment 0 no longer fits, and most rows are missing
+  CHECK(Mentions(CheckSegmentSummary(changed, both, false), "a segment of 4194304 bytes is longer than segment_size 4096"));
+  changed.segment_size = 1 << 30;  // raised: segment 1 lies past the end
+  CHECK(Mentions(CheckSegmentSummary(changed, both, false), "segments row (9, 1): inode 9: segment 1 lies past the end"));
+  CHECK(Mentions(CheckSegmentSummary(PersistedFile(INT64_MAX), both, false), "size 9223372036854775807"));
+  CHECK(Mentions(CheckSegmentSummary(PersistedFile(4200000), both, false),
+                 "segment 1 is 805696 bytes, more than the file leaves for it (5696)"));
+  InodeRecord dir_inode = file;
+  dir_inode.mode = 040755;
+  CHECK(Mentions(CheckSegmentSummary(dir_inode, both, false), "not a persisted regular file"));
+
+  auto exec = [&](const char* sql) { REQUIRE(sqlite3_exec(c->handle(), sql, nullptr, nullptr, nullptr) == SQLITE_OK); };
+  exec("UPDATE segments SET extent_offset = 9223372036854775807 WHERE ino = 9 AND idx = 0");
+  CHECK(Mentions(CheckSegmentSummary(file, summary(), true), "extent_offset 9223372036854775807 is beyond"));
+  exec("UPDATE segments SET extent_offset = 0, length = -1 WHERE ino = 9 AND idx = 0");
+  CHECK(Mentions(CheckSegmentSummary(file, summary(), true), "1 rows with a negative idx, length or extent_offset"));
 }
 
 TEST_CASE("RecordChecks: extent rows") {
