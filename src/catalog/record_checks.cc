@@ -14,6 +14,14 @@ Status Bad(fmt::format_string<Args...> format, Args&&... args) {
   return Status::Corruption("catalog: " + fmt::format(format, std::forward<Args>(args)...));
 }
 
+// The bytes segment `index` may hold. A dirty file may still have the rows of its longer
+// old version (truncated, not yet persisted again): its segments are only bounded by
+// segment_size. REQUIRES: index lies within the file.
+uint64_t RoomFor(const InodeRecord& inode, uint64_t index) {
+  if (inode.dirty) return inode.segment_size;
+  return std::min(inode.segment_size, inode.size - index * inode.segment_size);
+}
+
 }  // namespace
 
 Status CheckInodeRecord(const InodeRecord& r) {
@@ -38,7 +46,7 @@ Status CheckSegmentRecord(const SegmentRecord& s, const InodeRecord& inode) {
     return Bad("segments row ({}, {}): inode {}: segment {} lies past the end of the file ({} bytes)", s.ino, s.index,
                s.ino, s.index, inode.size);
   }
-  uint64_t room = std::min(segment_size, inode.size - s.index * segment_size);
+  uint64_t room = RoomFor(inode, s.index);
   if (s.length > room) {
     return Bad("segments row ({}, {}): inode {}: segment {} is {} bytes, more than the file leaves for it ({} of "
                "segment_size {})",
@@ -71,7 +79,7 @@ Status CheckSegmentSummary(const InodeRecord& inode, const SegmentSummary& segme
     return Bad("segments of inode {}: a segment of {} bytes is longer than segment_size {}", inode.ino,
                segments.max_length, segment_size);
   }
-  uint64_t room = std::min(segment_size, inode.size - segments.last_index * segment_size);
+  uint64_t room = RoomFor(inode, segments.last_index);
   if (segments.last_length > room) {
     return Bad("segments row ({}, {}): inode {}: segment {} is {} bytes, more than the file leaves for it ({})",
                inode.ino, segments.last_index, inode.ino, segments.last_index, segments.last_length, room);

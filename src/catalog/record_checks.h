@@ -18,8 +18,9 @@ constexpr uint64_t kMinSegmentSize = 4096;
 // size at most kMaxFileSize; segment_size 0 (never persisted) or kMinSegmentSize..kMaxExtentPayload.
 Status CheckInodeRecord(const InodeRecord& inode);
 // A segment of `inode`: the file has a segment size, the segment starts before the end of
-// the file, holds at most what the file leaves for it, and its bytes lie within the largest
-// extent payload. The inode's own fields are CheckInodeRecord's business.
+// the file, holds at most what the file leaves for it (a dirty file: at most segment_size),
+// and its bytes lie within the largest extent payload. The inode's own fields are
+// CheckInodeRecord's business.
 Status CheckSegmentRecord(const SegmentRecord& segment, const InodeRecord& inode);
 // CheckInodeRecord, then the file's segment rows as a whole (Catalog::SummarizeSegments):
 // none past the end of the file, none longer than segment_size or than the file leaves for

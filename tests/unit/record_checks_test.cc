@@ -96,6 +96,10 @@ TEST_CASE("RecordChecks: segment rows against their inode") {
   CHECK(Mentions(CheckSegmentRecord({9, 2, 4, 0, 1}, file), "segments row (9, 2): inode 9: segment 2 lies past"));
   CHECK(Mentions(CheckSegmentRecord({9, UINT64_MAX, 4, 0, 1}, file), "lies past the end of the file"));
   CHECK(Mentions(CheckSegmentRecord({9, 1, 4, 0, 805697}, file), "is 805697 bytes, more than the file leaves"));
+  InodeRecord truncated = file;  // truncated into segment 1 and not persisted since: its old row stays
+  truncated.dirty = true;
+  CHECK(CheckSegmentRecord({9, 1, 4, 0, 4 << 20}, truncated).ok());
+  CHECK(Mentions(CheckSegmentRecord({9, 1, 4, 0, (4 << 20) + 1}, truncated), "more than the file leaves"));
   CHECK(Mentions(CheckSegmentRecord({9, 0, 4, UINT64_MAX - 10, 100}, file), "extent_offset"));
 
   // segment_size changed to 4096 in the catalog: segment 0 no longer fits
@@ -135,6 +139,9 @@ TEST_CASE("RecordChecks: a file's segment rows as a whole, from one summary quer
   CHECK(Mentions(CheckSegmentSummary(PersistedFile(INT64_MAX), both, false), "size 9223372036854775807"));
   CHECK(Mentions(CheckSegmentSummary(PersistedFile(4200000), both, false),
                  "segment 1 is 805696 bytes, more than the file leaves for it (5696)"));
+  InodeRecord truncated = PersistedFile(4200000);
+  truncated.dirty = true;  // until persisted again, segment 1 keeps its old length
+  CHECK(CheckSegmentSummary(truncated, both, false).ok());
   InodeRecord dir_inode = file;
   dir_inode.mode = 040755;
   CHECK(Mentions(CheckSegmentSummary(dir_inode, both, false), "not a persisted regular file"));
