@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "archive/config.h"
+#include "archive/private_files.h"
 #include "archive/rules_fit.h"
 #include "backend/extent_io.h"
 #include "redundancy/striping.h"
@@ -42,13 +43,18 @@ Status MakeDir(const std::string& path) {
   return Status::OK();
 }
 
-Status WriteFileDurably(const std::string& path, const std::string& text) {
+// Replaces dir/name with `text`, a private file of the archive in `dir`.
+Status WriteFileDurably(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Status::FromErrno(fmt::format("cannot create {}", tmp), errno);
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  Status owned = GiveToArchiveOwner(dir, fd, tmp);
+  bool ok = owned.ok() && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
   int err = errno;
   ::close(fd);
+  if (!owned.ok()) return owned;
   if (!ok) return Status::FromErrno(fmt::format("cannot write {}", tmp), err);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(fmt::format("cannot rename {}", tmp), errno);
   return Status::OK();
@@ -86,7 +92,8 @@ Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
   }
   auto catalog = Catalog::Create(dir + "/catalog.db", ::getuid(), ::getgid(), NowNs());
   if (!catalog.ok()) return catalog.status();
-  return SaveConfig(dir, options);
+  CAIRN_RETURN_IF_ERROR(SaveConfig(dir, options));
+  return MakeArchivePrivate(dir);
 }
 
 Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, uint64_t size) {
@@ -101,7 +108,7 @@ Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, 
 }
 
 Status SaveConfig(const std::string& dir, const ArchiveOptions& options) {
-  return WriteFileDurably(dir + "/cairn.conf", FormatConfig(options));
+  return WriteFileDurably(dir, "cairn.conf", FormatConfig(options));
 }
 
 namespace {
@@ -171,6 +178,7 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   archive->dir_ = real;
   free(real);
   const std::string& root = archive->dir_;
+  CAIRN_RETURN_IF_ERROR(CheckArchiveAccess(root));
 
   auto options = LoadConfig(root + "/cairn.conf");
   if (!options.ok()) return options.status();
@@ -186,7 +194,7 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
 
   if (open.lock) {
     std::string lock_path = root + "/lock";
-    archive->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    archive->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
     if (archive->lock_fd_ < 0) return Status::FromErrno(fmt::format("cannot open {}", lock_path), errno);
     if (::flock(archive->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
       ::close(archive->lock_fd_);  // not ours: the destructor must not touch the holder's pid
@@ -198,6 +206,8 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
     if (::ftruncate(archive->lock_fd_, 0) != 0 || ::pwrite(archive->lock_fd_, pid.data(), pid.size(), 0) < 0) {
       return Status::FromErrno(fmt::format("cannot write {}", lock_path), errno);
     }
+    // Before the catalog is opened: SQLite gives its WAL the catalog's mode and owner.
+    CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(root));
   }
 
   std::string catalog_path = root + "/catalog.db";
@@ -376,7 +386,7 @@ Status Archive::RebuildAllocators() {
 
 Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                                 std::span<const uint8_t> payload, const std::string& policy_stamp,
-                                                const Redundancy& redundancy) {
+                                                const Redundancy& redundancy, uint32_t members_length) {
   ExtentRecord record;
   record.id = NewExtentId();
   record.kind = static_cast<int>(kind);
@@ -424,6 +434,9 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     header.chunk_index = static_cast<uint8_t>(i);
     header.redundancy = redundancy;
     header.policy_stamp = policy_stamp;
+    header.extent_payload_length = record.payload_length;
+    header.extent_payload_crc = record.payload_crc;
+    header.members_length = members_length;
     Status st = WriteExtent(*disks_[record.chunks[i].disk], record.chunks[i].offset, header, chunks[i]);
     if (!st.ok()) {
       std::lock_guard lock(catalog_mutex_);

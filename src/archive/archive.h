@@ -81,15 +81,21 @@ class Archive {
 
   // A fresh extent id (never reused within this archive's catalog). Thread-safe.
   uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
+  // Makes NewExtentId() return more than `max_id` (cairn recover: ids found on the disks).
+  void ReserveExtentIds(uint64_t max_id) {
+    for (uint64_t next = next_extent_id_; next <= max_id && !next_extent_id_.compare_exchange_weak(next, max_id + 1);) {
+    }
+  }
 
   // Cuts `payload` into the chunks `redundancy` asks for, reserves room for each on its own
   // disk (most free space first, skipping missing disks) and writes them there, stamped
-  // with `policy_stamp`, without syncing. On success the caller owns
+  // with `policy_stamp`, without syncing. The payload ends with a member table of
+  // `members_length` bytes (backend/member_table.h). On success the caller owns
   // the reservation: commit the returned record to the catalog, or hand it back with
   // ReleaseSpace. Thread-safe.
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                          std::span<const uint8_t> payload, const std::string& policy_stamp,
-                                         const Redundancy& redundancy);
+                                         const Redundancy& redundancy, uint32_t members_length = 0);
   // Returns the space of an extent that was never committed. REQUIRES: catalog_mutex held.
   void ReleaseUncommitted(const ExtentRecord& extent);
   // Queues the space of an extent whose deletion is in the current transaction; it is

@@ -61,7 +61,7 @@ Status SetSize(uint64_t& field, const std::string& key, const std::string& value
 }  // namespace
 
 Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string& value) {
-  if (key == "segment_size") return SetSize(o.segment_size, key, value, kMinSegmentSize, kMaxExtentPayload);
+  if (key == "segment_size") return SetSize(o.segment_size, key, value, kMinSegmentSize, kMaxSegmentSize);
   if (key == "pack_threshold") return SetSize(o.pack_threshold, key, value, 0);
   if (key == "cache_size") return SetSize(o.cache_size, key, value, 1 << 20);
   if (key == "persist_idle") return SetCount(o.persist_idle_seconds, key, value);

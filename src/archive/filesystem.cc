@@ -419,11 +419,9 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       need_fetch = *request.size < inode->size && *request.size % segment_size != 0 && segment && !segment->cached;
     }
     if (need_fetch) {
-      auto fd = archive_.cache().Open(ino);
-      if (!fd.ok()) return fd.status();
-      Status st = FetchSegments(ino, *fd, boundary, boundary);
-      ::close(*fd);
-      if (!st.ok()) return st;
+      auto file = archive_.cache().Open(ino);
+      if (!file.ok()) return file.status();
+      CAIRN_RETURN_IF_ERROR(FetchSegments(ino, (*file)->fd(), boundary, boundary));
     }
   }
   std::lock_guard lock(archive_.catalog_mutex());
@@ -534,14 +532,15 @@ Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags) {
   auto handle = std::make_unique<FileHandle>();
   handle->ino = ino;
   handle->writable = writable;
-  // Read-only handles too: another handle may bring segments into the cache later.
-  auto fd = archive_.cache().Open(ino);
-  if (!fd.ok()) {
+  // Read-only handles too: another handle may bring segments into the cache later. The
+  // handle keeps no descriptor (reads and writes take the shared one), but a cache file
+  // that cannot be opened fails the open, not a later read.
+  auto file = archive_.cache().Open(ino);
+  if (!file.ok()) {
     data.unlock();
     Release(handle.release());
-    return fd.status();
+    return file.status();
   }
-  handle->cache_fd = *fd;
   return handle.release();
 }
 
@@ -605,6 +604,7 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
     }
   }
   uint64_t done = 0;
+  SharedFile file;
   for (const auto& segment : segments) {
     uint64_t position = offset + done;
     uint64_t in_segment = position % segment_size;
@@ -616,8 +616,13 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
         return Status::Corruption(fmt::format("inode {} segment {}: {}", fh->ino, segment->index, st.message()));
       }
       CAIRN_RETURN_IF_ERROR(st);
-    } else {  // every handle has a cache fd; never-written bytes read as zeros
-      CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fh->cache_fd, position, out));
+    } else {  // never-written bytes read as zeros
+      if (!file) {
+        auto opened = archive_.cache().Open(fh->ino);
+        if (!opened.ok()) return opened.status();
+        file = std::move(*opened);
+      }
+      CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(file->fd(), position, out));
     }
     done += n;
   }
@@ -625,7 +630,7 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
 }
 
 Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src) {
-  if (!fh->writable || fh->cache_fd < 0) return Status::Posix(EBADF, "file not open for writing");
+  if (!fh->writable) return Status::Posix(EBADF, "file not open for writing");
   if (src.empty()) return size_t{0};
   if (offset > kMaxFileSize || src.size() > kMaxFileSize - offset) {
     return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
@@ -639,14 +644,17 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
     CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
     segment_size = SegmentSizeOf(*inode);
     uint64_t needed = state_.dirty_bytes + src.size();
-    needed += (needed / segment_size + 2) * kBlockSize;  // an extent header block per segment
+    // Per segment, an extent header block and (format v3) a block for the member table.
+    needed += (needed / segment_size + 2) * 2 * kBlockSize;
     if (FreeDiskBytes() < needed) {
       return Status::Posix(ENOSPC, "the disks cannot hold more than what already waits to be persisted");
     }
   }
   uint64_t first = offset / segment_size;
   uint64_t last = (offset + src.size() - 1) / segment_size;
-  CAIRN_RETURN_IF_ERROR(FetchSegments(fh->ino, fh->cache_fd, first, last));
+  auto file = archive_.cache().Open(fh->ino);
+  if (!file.ok()) return file.status();
+  CAIRN_RETURN_IF_ERROR(FetchSegments(fh->ino, (*file)->fd(), first, last));
   int64_t now = NowNs();
   {
     std::lock_guard lock(archive_.catalog_mutex());
@@ -675,7 +683,7 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
       CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(false));
     }
   }
-  CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt(fh->cache_fd, offset, src));
+  CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt((*file)->fd(), offset, src));
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
@@ -690,7 +698,10 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
 }
 
 Status Filesystem::Fsync(FileHandle* fh) {
-  if (::fdatasync(fh->cache_fd) != 0) {
+  // Any descriptor of the cache file will do: fdatasync writes back the file, not the descriptor.
+  auto file = archive_.cache().Open(fh->ino);
+  if (!file.ok()) return file.status();
+  if (::fdatasync((*file)->fd()) != 0) {
     return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
   }
   std::lock_guard lock(archive_.catalog_mutex());
@@ -708,7 +719,6 @@ Status Filesystem::SyncMetadata() {
 
 void Filesystem::Release(FileHandle* fh) {
   std::unique_ptr<FileHandle> handle(fh);
-  if (handle->cache_fd >= 0) ::close(handle->cache_fd);
   std::lock_guard lock(archive_.catalog_mutex());
   auto it = state_.live.find(handle->ino);
   if (it == state_.live.end()) return;

@@ -41,8 +41,7 @@ struct SetAttrRequest {
 // One open file. Owned by the Filesystem between Open/Create and Release.
 struct FileHandle {
   uint64_t ino = 0;
-  int cache_fd = -1;  // the inode's staging cache file, open for every handle
-  bool writable = false;
+  bool writable = false;  // the cache file itself is taken from the staging cache's FdCache per call
 };
 
 struct DirEntry {

@@ -1,7 +1,5 @@
 #include "archive/persister.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <chrono>
@@ -26,7 +24,14 @@ constexpr auto kPollInterval = std::chrono::milliseconds(250);
 constexpr int64_t kQuietNs = 500'000'000;
 constexpr size_t kPiecesPerCommit = 512;  // bounds how long one commit holds the catalog
 constexpr int64_t kRetryDelayNs = 5'000'000'000;
-constexpr uint64_t kSegmentsPerCommit = 16;  // bounds memory: 16 segments in flight
+// A file's slice per round: this many segments read (bounds memory and how long other
+// files wait), or kPiecesPerCommit segments that are holes.
+constexpr uint64_t kSegmentsPerCommit = 16;
+// What an owner's files may take per round: kSegmentsPerCommit segments' worth of bytes
+// read, each segment (a hole too) counting 1/kPieceCostDivisor of a segment more: about
+// one slice, so many files of one user do not hold up another's, while a round still
+// packs a thousand small files.
+constexpr uint64_t kPieceCostDivisor = 64;
 
 }  // namespace
 
@@ -50,29 +55,43 @@ Status Persister::Stop() {
 }
 
 void Persister::Run() {
+  bool more = false;  // files left unfinished by the last round go on without a pause
   for (;;) {
     {
       std::unique_lock lock(wake_mutex_);
       // Polling (rather than a wakeup per close) keeps tar's per-file cost down and
       // gathers files closed together into shared packs.
-      wake_.wait_for(lock, kPollInterval, [this] { return stopping_; });
+      if (!more) wake_.wait_for(lock, kPollInterval, [this] { return stopping_; });
       if (stopping_) return;
     }
+    more = false;
     std::vector<uint64_t> due;
     {
       std::lock_guard lock(archive_.catalog_mutex());
       due = DueFiles(NowNs());
     }
     if (!due.empty()) {
-      Status st = PersistFiles(due);
-      if (!st.ok()) {
-        LogError("persisting {} file(s) failed, will retry: {}", due.size(), st.message());
-        std::lock_guard lock(archive_.catalog_mutex());
+      auto unfinished = PersistRound(due);
+      std::lock_guard lock(archive_.catalog_mutex());
+      if (!unfinished.ok()) {
+        LogError("persisting {} file(s) failed, will retry: {}", due.size(), unfinished.status().message());
         for (uint64_t ino : due) {  // DueFiles took them off the queue; put back what is left
           if (state_.dirty.contains(ino) && !state_.persist_queue.contains(ino)) {
             state_.persist_queue[ino] = NowNs() + kRetryDelayNs;
           }
         }
+      } else {
+        // Back in the queue, due at once: the next round serves them again, together with
+        // the files that became due meanwhile. Open files are not: DueFiles picks them
+        // again while they qualify.
+        for (uint64_t ino : *unfinished) {
+          auto live = state_.live.find(ino);
+          bool writing = live != state_.live.end() && live->second.nwriters > 0;
+          if (state_.dirty.contains(ino) && !writing && !state_.persist_queue.contains(ino)) {
+            state_.persist_queue[ino] = 0;
+          }
+        }
+        more = !unfinished->empty();
       }
     }
     if (after_batch_) after_batch_();  // also when idle: a file closed since may be evictable now
@@ -124,9 +143,12 @@ Status Persister::PersistAll() {
       state_.persist_queue.clear();
     }
     if (inos.empty()) break;
-    Status st = PersistFiles(inos);
-    if (after_batch_) after_batch_();
-    if (!st.ok()) return st;
+    while (!inos.empty()) {
+      auto unfinished = PersistRound(inos);
+      if (after_batch_) after_batch_();
+      if (!unfinished.ok()) return unfinished.status();
+      inos = std::move(*unfinished);
+    }
   }
   std::lock_guard lock(archive_.catalog_mutex());
   if (!state_.dirty.empty()) {
@@ -135,9 +157,24 @@ Status Persister::PersistAll() {
   return archive_.FlushCatalog(true);  // "persisted" must survive a power loss too
 }
 
-Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
+std::vector<uint32_t> Persister::OwnersOf(const std::vector<uint64_t>& inos) {
+  std::vector<uint32_t> owners;
+  std::lock_guard lock(archive_.catalog_mutex());
+  for (uint64_t ino : inos) {
+    auto inode = archive_.catalog().GetInode(ino);
+    owners.push_back(inode.ok() ? inode->uid : 0);  // a deleted file: Snapshot drops it
+  }
+  return owners;
+}
+
+Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t>& inos) {
   std::lock_guard run(run_mutex_);
+  std::vector<uint32_t> owners = OwnersOf(inos);
+  std::map<uint32_t, uint64_t> spent;  // by owner, this round
+  const uint64_t owner_budget = kSegmentsPerCommit * archive_.options().segment_size;
+  const uint64_t piece_cost = archive_.options().segment_size / kPieceCostDivisor;
   std::vector<SegmentPiece> pieces;
+  std::vector<uint64_t> unfinished;
   uint64_t pending_bytes = 0;
   auto flush = [&]() {
     Status st = WriteAndCommit(pieces);
@@ -145,40 +182,45 @@ Status Persister::PersistFiles(const std::vector<uint64_t>& inos) {
     pending_bytes = 0;
     return st;
   };
-  for (uint64_t ino : inos) {
-    for (;;) {
-      size_t before = pieces.size();
-      Status st = Snapshot(ino, pieces);
-      if (!st.ok()) {
-        LogError("inode {}: cannot read dirty data from the staging cache: {}", ino, st.message());
-        flush();
-        return st;
-      }
-      for (size_t i = before; i < pieces.size(); i++) pending_bytes += pieces[i].data.size();
-      bool more = pieces.size() - before == kSegmentsPerCommit;
-      if (pending_bytes >= kSegmentsPerCommit * archive_.options().segment_size || more ||
-          pieces.size() >= kPiecesPerCommit) {
-        // A failed batch goes back to the queue; retrying it here would spin.
-        CAIRN_RETURN_IF_ERROR(flush());
-      }
-      if (!more) break;
+  for (size_t f = 0; f < inos.size(); f++) {
+    uint64_t ino = inos[f];
+    if (spent[owners[f]] >= owner_budget) {
+      unfinished.push_back(ino);  // its owner had its share of this round
+      continue;
+    }
+    size_t before = pieces.size();
+    auto more = Snapshot(ino, pieces);
+    if (!more.ok()) {
+      LogError("inode {}: cannot read dirty data from the staging cache: {}", ino, more.status().message());
+      if (Status flushed = flush(); !flushed.ok()) LogError("persisting the rest of the round failed: {}", flushed.message());
+      return more.status();
+    }
+    if (*more) unfinished.push_back(ino);
+    for (size_t i = before; i < pieces.size(); i++) {
+      pending_bytes += pieces[i].data.size();
+      spent[owners[f]] += pieces[i].data.size() + piece_cost;
+    }
+    if (pending_bytes >= kSegmentsPerCommit * archive_.options().segment_size || pieces.size() >= kPiecesPerCommit) {
+      // A failed batch goes back to the queue; retrying it here would spin.
+      CAIRN_RETURN_IF_ERROR(flush());
     }
   }
-  return flush();
+  CAIRN_RETURN_IF_ERROR(flush());
+  return unfinished;
 }
 
-Status Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces) {
+Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces) {
   std::unique_lock data(state_.data_lock(ino));
   InodeRecord inode;
   std::string stamp;
-  std::vector<uint64_t> indexes;
+  std::vector<uint64_t> candidates;
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto record = archive_.catalog().GetInode(ino);
     auto dirty_it = state_.dirty.find(ino);
     if (!record.ok() || dirty_it == state_.dirty.end()) {
       state_.EraseDirty(ino);
-      return Status::OK();
+      return false;
     }
     inode = *record;
     DirtyFile& dirty = dirty_it->second;
@@ -213,13 +255,18 @@ Status Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces) {
                   dirty.last_write_ns + static_cast<int64_t>(archive_.options().persist_idle_seconds) * 1'000'000'000 >
                       NowNs();
     uint64_t skip = active && !dirty.segments.empty() ? *dirty.segments.rbegin() : UINT64_MAX;
-    for (auto it = dirty.segments.begin(); it != dirty.segments.end() && indexes.size() < kSegmentsPerCommit;) {
+    // Candidates keep their dirty marks until read: the data lock keeps writers out meanwhile.
+    for (auto it = dirty.segments.begin(); it != dirty.segments.end() && candidates.size() < kPiecesPerCommit;) {
       if (*it == skip) break;
-      if (*it < count) indexes.push_back(*it);
-      it = dirty.segments.erase(it);
+      if (*it >= count) {
+        it = dirty.segments.erase(it);  // truncated away
+        continue;
+      }
+      candidates.push_back(*it);
+      ++it;
     }
     inode.segment_size = segment_size;
-    if (indexes.empty()) {
+    if (candidates.empty()) {
       // Nothing left to write (empty file, or truncated away): the file is clean now.
       SegmentPiece marker;
       marker.ino = ino;
@@ -227,30 +274,39 @@ Status Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces) {
       marker.stamp = stamp;
       marker.index = kMarker;
       pieces.push_back(std::move(marker));
+      return false;
     }
   }
-  if (indexes.empty()) return Status::OK();
-  auto fd = archive_.cache().Open(ino);
-  if (!fd.ok()) return fd.status();
-  Status st;
-  for (uint64_t index : indexes) {
+  auto file = archive_.cache().Open(ino);
+  if (!file.ok()) return file.status();
+  size_t taken = 0;
+  uint64_t segments_read = 0;
+  for (; taken < candidates.size(); taken++) {
     SegmentPiece piece;
     piece.ino = ino;
-    piece.index = index;
+    piece.index = candidates[taken];
     piece.segment_size = inode.segment_size;
     piece.stamp = stamp;
-    uint64_t start = index * inode.segment_size;
-    piece.data.resize(std::min(inode.segment_size, inode.size - start));
-    st = StagingCache::ReadAt(*fd, start, piece.data);
-    if (!st.ok()) break;
+    uint64_t start = piece.index * inode.segment_size;
+    uint64_t length = std::min(inode.segment_size, inode.size - start);
+    auto has_data = StagingCache::HasData((*file)->fd(), start, length);
+    if (!has_data.ok()) return has_data.status();
+    if (*has_data) {
+      if (segments_read == kSegmentsPerCommit) break;
+      piece.data.resize(length);
+      CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt((*file)->fd(), start, piece.data));
+      segments_read++;
+    } else {
+      piece.hole_length = length;  // all zeros, as a read would have shown
+    }
     pieces.push_back(std::move(piece));
   }
-  ::close(*fd);
-  if (!st.ok()) {
-    std::lock_guard lock(archive_.catalog_mutex());
-    state_.dirty[ino].segments.insert(indexes.begin(), indexes.end());
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto dirty_it = state_.dirty.find(ino);
+  if (dirty_it != state_.dirty.end()) {
+    for (size_t i = 0; i < taken; i++) dirty_it->second.segments.erase(candidates[i]);
   }
-  return st;
+  return taken < candidates.size() || candidates.size() == kPiecesPerCommit;
 }
 
 Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
@@ -287,7 +343,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     }
     bool hole = p.extent == WrittenSegments::kHole;
     st = catalog.PutSegment({piece.ino, piece.index, hole ? kHoleExtent : extents[p.extent].id, p.offset,
-                             piece.data.size(), true});
+                             piece.length(), true});
     if (!hole) refs[p.extent]++;
   }
   for (size_t i = 0; i < extents.size() && st.ok(); i++) {

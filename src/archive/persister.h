@@ -1,6 +1,8 @@
 // Persister turns dirty files in the staging cache into extents on the disks: one
 // extent per large segment, small segments packed together. It runs on a background
-// thread (closed files at once, open ones after persist_idle seconds) and on demand.
+// thread (closed files at once, open ones after persist_idle seconds) and on demand,
+// in rounds that take a bounded slice of every due file and about one slice's worth per
+// owner, so neither one huge file nor one user's many files hold up the others.
 // New extents are synced before the catalog commit that points at them; replaced
 // extents are freed only after that commit is durable.
 #pragma once
@@ -38,10 +40,15 @@ class Persister {
 
  private:
   void Run();
-  // Persists the given files. Serialized by run_mutex_.
-  Status PersistFiles(const std::vector<uint64_t>& inos);
-  // Reads the dirty segments of `ino` out of the staging cache (clearing their dirty marks).
-  Status Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);
+  // Persists one slice of each of the given files, as long as their owner has not had
+  // about one slice's worth this round; returns those with more to persist. Serialized
+  // by run_mutex_.
+  Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos);
+  // The owner (uid) of each file, 0 for a file that is gone.
+  std::vector<uint32_t> OwnersOf(const std::vector<uint64_t>& inos);
+  // Reads a slice of the dirty segments of `ino` out of the staging cache (clearing their
+  // dirty marks); holes are found without reading them. Returns whether more are left.
+  Result<bool> Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);
   // Writes pieces as extents, syncs the disks, commits the catalog.
   Status WriteAndCommit(std::vector<SegmentPiece>& pieces);
   // Selects queued files that are due. REQUIRES: catalog mutex.

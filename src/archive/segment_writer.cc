@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "archive/member_metadata.h"
 #include "policy/resolver.h"
 #include "util/coding.h"
 
@@ -15,9 +16,28 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   std::set<uint32_t> disks_written;
   Status failure;
 
+  // Every extent ends with the member table of the files it holds (a catalog can be rebuilt
+  // from the disks): their metadata as the catalog has it now.
+  DescribedInodes described;
+  {
+    std::set<uint64_t> inos;
+    for (const SegmentPiece& piece : pieces) {
+      if (!(skip && skip(piece))) inos.insert(piece.ino);
+    }
+    std::lock_guard lock(archive.catalog_mutex());
+    auto result = DescribeInodes(archive.catalog(), inos);
+    if (!result.ok()) return result.status();
+    described = std::move(*result);
+  }
+  for (const SegmentPiece& piece : pieces) {  // fixed by this batch's commit at first persist
+    auto node = described.nodes.find(piece.ino);
+    if (node != described.nodes.end()) node->second.segment_size = piece.segment_size;
+  }
+
+  std::set<uint64_t> listed;  // directories whose entries without data a table of this batch holds
   std::map<std::string, Redundancy> redundancy_of;  // by stamp
-  auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> payload,
-                          const std::string& stamp) {
+  auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> data,
+                          const std::vector<std::pair<uint64_t, MemberSegment>>& members, const std::string& stamp) {
     if (!redundancy_of.contains(stamp)) {
       auto redundancy = RedundancyOfStamp(stamp);
       if (!redundancy.ok()) {
@@ -26,7 +46,13 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
       }
       redundancy_of[stamp] = *redundancy;
     }
-    auto record = archive.WriteExtentToDisk(kind, ino, file_offset, payload, stamp, redundancy_of[stamp]);
+    std::vector<uint8_t> table = EncodeMemberTable(MemberTableOf(described, members, listed));
+    std::vector<uint8_t> payload;
+    payload.reserve(data.size() + table.size());
+    payload.insert(payload.end(), data.begin(), data.end());
+    payload.insert(payload.end(), table.begin(), table.end());
+    auto record = archive.WriteExtentToDisk(kind, ino, file_offset, payload, stamp, redundancy_of[stamp],
+                                            static_cast<uint32_t>(table.size()));
     if (!record.ok()) {
       if (failure.ok()) failure = record.status();
       return false;
@@ -43,7 +69,14 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   std::map<std::string, Pack> packs;  // by stamp
   auto flush_pack = [&](const std::string& stamp, Pack& pack) {
     if (pack.members.empty()) return;
-    if (write_extent(ExtentKind::kPack, 0, 0, pack.bytes, stamp)) {
+    std::vector<std::pair<uint64_t, MemberSegment>> members;
+    uint64_t at = 0;
+    for (size_t member : pack.members) {
+      const SegmentPiece& piece = pieces[member];
+      members.push_back({piece.ino, {piece.index, at, piece.data.size()}});
+      at += piece.data.size();
+    }
+    if (write_extent(ExtentKind::kPack, 0, 0, pack.bytes, members, stamp)) {
       uint64_t offset = 0;
       for (size_t member : pack.members) {
         out.placements.push_back({member, out.extents.size() - 1, offset});
@@ -63,7 +96,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     }
     if (piece.data.size() > options.pack_threshold) {
       if (write_extent(ExtentKind::kFileSegment, piece.ino, piece.index * piece.segment_size, piece.data,
-                       piece.stamp)) {
+                       {{piece.ino, {piece.index, 0, piece.data.size()}}}, piece.stamp)) {
         out.placements.push_back({i, out.extents.size() - 1, 0});
       }
       continue;

@@ -19,6 +19,11 @@ struct SegmentPiece {
   uint64_t segment_size = 0;
   std::string stamp;
   std::vector<uint8_t> data;
+  // A segment known to be all zeros without reading it (a hole in the staging cache)
+  // leaves `data` empty and gives its length here; it is written as a hole.
+  uint64_t hole_length = 0;
+
+  uint64_t length() const { return data.empty() ? hole_length : data.size(); }
 };
 
 struct WrittenSegments {

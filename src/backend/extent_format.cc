@@ -81,10 +81,10 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
   }
   Superblock sb;
   sb.version = GetFixed32(&block[8]);
-  if (sb.version != kFormatVersion) {
+  if (!IsReadableFormat(sb.version)) {
     return Status::NotSupported(
-        fmt::format("{}: disk format version {} is not supported (this cairn reads version {})", where, sb.version,
-                    kFormatVersion));
+        fmt::format("{}: disk format version {} is not supported (this cairn reads versions {} to {})", where,
+                    sb.version, kOldestFormatVersion, kFormatVersion));
   }
   sb.disk_index = GetFixed32(&block[12]);
   std::memcpy(sb.archive_id.data(), &block[16], 16);
@@ -99,21 +99,24 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
 }
 
 // Extent header layout (little-endian), one 4096-byte block:
-//   0 magic[8] | 8 u16 version | 10 u16 header_len (76 + stamp_len + digest_len)
+//   0 magic[8] | 8 u16 version | 10 u16 header_len (fixed + stamp_len + digest_len; fixed is
+//   76 in v2, 92 in v3)
 //   12 u8 kind (bits 0-3) and checksum type (bits 4-7)
 //   13 u8 chunk_index | 14 u8 scheme | 15 u8 data_chunks
 //   16 archive_id[16] | 32 u64 extent_id | 40 u64 inode | 48 u64 file_offset
 //   56 u64 payload_length | 64 u32 masked crc32c(payload) | 68 u16 stamp_len
 //   70 u8 parity_chunks | 71 u8 idr_scramble
 //   72 policy stamp[stamp_len] | digest[digest_len] (0, 8 or 32 bytes by checksum type)
+//   v3 only: u64 extent_payload_length | u32 masked extent_payload_crc | u32 members_length
 //   then u32 masked crc32c of every byte before it | zeros
 std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h) {
   std::array<uint8_t, kExtentHeaderSize> out{};
-  size_t stamp_len = std::min(h.policy_stamp.size(), kMaxPolicyStamp);
+  size_t fixed = ExtentHeaderFixedBytes(h.version);
   size_t digest_len = DigestSize(h.redundancy.checksum);
+  size_t stamp_len = std::min(h.policy_stamp.size(), kExtentHeaderSize - fixed - digest_len);
   std::memcpy(out.data(), kExtentMagic, 8);
   PutFixed16(&out[8], h.version);
-  PutFixed16(&out[10], static_cast<uint16_t>(76 + stamp_len + digest_len));
+  PutFixed16(&out[10], static_cast<uint16_t>(fixed + stamp_len + digest_len));
   out[12] = static_cast<uint8_t>(static_cast<uint8_t>(h.kind) | static_cast<uint8_t>(h.redundancy.checksum) << 4);
   out[13] = h.chunk_index;
   out[14] = static_cast<uint8_t>(h.redundancy.scheme);
@@ -128,8 +131,15 @@ std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h)
   PutFixed32(&out[64], MaskCrc(h.payload_crc));
   PutFixed16(&out[68], static_cast<uint16_t>(stamp_len));
   std::memcpy(&out[72], h.policy_stamp.data(), stamp_len);
-  std::memcpy(&out[72 + stamp_len], h.digest.data(), digest_len);
-  size_t end = 72 + stamp_len + digest_len;
+  size_t end = 72 + stamp_len;
+  std::memcpy(&out[end], h.digest.data(), digest_len);
+  end += digest_len;
+  if (h.version >= 3) {
+    PutFixed64(&out[end], h.extent_payload_length);
+    PutFixed32(&out[end + 8], MaskCrc(h.extent_payload_crc));
+    PutFixed32(&out[end + 12], h.members_length);
+    end += 16;
+  }
   PutFixed32(&out[end], MaskCrc(Crc32c({out.data(), end})));
   return out;
 }
@@ -145,17 +155,23 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
   if (std::memcmp(bytes.data(), kExtentMagic, 8) != 0) {
     return Status::Corruption(fmt::format("{}: bad extent magic (want CAIRNEXT)", where));
   }
+  uint16_t version = GetFixed16(&bytes[8]);
+  if (!IsReadableFormat(version)) {
+    return Status::NotSupported(fmt::format("{}: extent format version {} is not supported (this cairn reads {} to {})",
+                                            where, version, kOldestFormatVersion, kFormatVersion));
+  }
+  size_t fixed = ExtentHeaderFixedBytes(version);
   uint16_t header_len = GetFixed16(&bytes[10]);
   uint16_t stamp_len = GetFixed16(&bytes[68]);
   uint8_t checksum = bytes[12] >> 4;
   size_t digest_len = checksum <= static_cast<uint8_t>(kLastChecksumType)
                           ? DigestSize(static_cast<ChecksumType>(checksum)) : 0;
-  if (stamp_len > kMaxPolicyStamp || header_len != 76 + stamp_len + digest_len) {
+  if (fixed + stamp_len + digest_len > kExtentHeaderSize || header_len != fixed + stamp_len + digest_len) {
     return Status::Corruption(
         fmt::format("{}: extent header length {} does not fit its policy stamp of {} bytes", where, header_len,
                     stamp_len));
   }
-  size_t end = 72 + stamp_len + digest_len;
+  size_t end = header_len - 4;
   uint32_t stored = UnmaskCrc(GetFixed32(&bytes[end]));
   uint32_t actual = Crc32c(bytes.first(end));
   if (stored != actual) {
@@ -163,11 +179,7 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
         fmt::format("{}: extent header checksum mismatch (want={:08x} have={:08x})", where, stored, actual));
   }
   ExtentHeader h;
-  h.version = GetFixed16(&bytes[8]);
-  if (h.version != kFormatVersion) {
-    return Status::NotSupported(fmt::format("{}: extent format version {} is not supported (this cairn reads {})",
-                                            where, h.version, kFormatVersion));
-  }
+  h.version = version;
   uint8_t kind = bytes[12] & 0x0f;
   if (checksum > static_cast<uint8_t>(kLastChecksumType)) {
     return Status::Corruption(fmt::format("{}: unknown checksum type {}", where, checksum));
@@ -193,6 +205,25 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
   h.policy_stamp.assign(reinterpret_cast<const char*>(&bytes[72]), stamp_len);
   h.redundancy.checksum = static_cast<ChecksumType>(checksum);
   std::memcpy(h.digest.data(), &bytes[72 + stamp_len], digest_len);
+  switch (version) {
+    case 2:
+      if (h.redundancy.scheme != Redundancy::Scheme::kReedSolomon) {
+        h.extent_payload_length = h.payload_length;
+        h.extent_payload_crc = h.payload_crc;
+      }
+      break;
+    default: {  // 3
+      size_t at = 72 + stamp_len + digest_len;
+      h.extent_payload_length = GetFixed64(&bytes[at]);
+      h.extent_payload_crc = UnmaskCrc(GetFixed32(&bytes[at + 8]));
+      h.members_length = GetFixed32(&bytes[at + 12]);
+      if (h.members_length > h.extent_payload_length) {
+        return Status::Corruption(fmt::format("{}: member table of {} bytes is longer than the {}-byte payload", where,
+                                              h.members_length, h.extent_payload_length));
+      }
+      break;
+    }
+  }
   CAIRN_RETURN_IF_ERROR(CheckExtentHeader(h, where));
   return h;
 }
@@ -204,9 +235,12 @@ Status CheckExtentHeader(const ExtentHeader& h, const std::string& where) {
     return Status::Corruption(fmt::format("{}: extent header: chunk_index {} but the redundancy has {} chunks", where,
                                           h.chunk_index, h.redundancy.chunk_count()));
   }
-  if (h.payload_length > kMaxExtentPayload) {
-    return Status::Corruption(fmt::format("{}: extent header: payload_length {} is above the maximum of {}", where,
-                                          h.payload_length, kMaxExtentPayload));
+  for (auto [field, length] : {std::pair{"payload_length", h.payload_length},
+                                std::pair{"extent_payload_length", h.extent_payload_length}}) {
+    if (length > kMaxExtentPayload) {
+      return Status::Corruption(fmt::format("{}: extent header: {} {} is above the maximum of {}", where, field,
+                                            length, kMaxExtentPayload));
+    }
   }
   return Status::OK();
 }

@@ -1,4 +1,4 @@
-// On-disk format v2: the disk superblock and the self-describing extent header.
+// On-disk format v3 (reads v2 too): the disk superblock and the self-describing extent header.
 // Layouts, field widths and reader rules are documented in man/cairn-format.5.
 #pragma once
 
@@ -17,7 +17,11 @@ std::string ArchiveIdToString(const ArchiveId& id);
 Result<ArchiveId> ArchiveIdFromString(std::string_view text);
 ArchiveId NewArchiveId();
 
-constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kFormatVersion = 3;        // written by this cairn
+constexpr uint32_t kOldestFormatVersion = 2;  // the oldest it reads
+// v3 adds to the extent header the whole extent's payload length and CRC and the length of
+// the member table (backend/member_table.h) that ends the payload.
+inline bool IsReadableFormat(uint32_t version) { return version >= kOldestFormatVersion && version <= kFormatVersion; }
 constexpr uint64_t kBlockSize = 4096;  // allocation unit and superblock size
 inline uint64_t RoundUpToBlock(uint64_t n) { return (n + kBlockSize - 1) / kBlockSize * kBlockSize; }
 
@@ -40,14 +44,17 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
 // --- Extent header: precedes every extent's payload. --------------------------------
 constexpr char kExtentMagic[8] = {'C', 'A', 'I', 'R', 'N', 'E', 'X', 'T'};
 // The header fills one block, so payloads start block aligned; it holds 76 fixed bytes
-// and the policy stamp.
+// (92 from v3 on) and the policy stamp.
 constexpr uint16_t kExtentHeaderSize = 4096;
-constexpr size_t kMaxPolicyStamp = kExtentHeaderSize - 76 - sizeof(Digest);
+// Fixed bytes of an extent header of format `version` (IsReadableFormat).
+constexpr size_t ExtentHeaderFixedBytes(uint32_t version) { return version >= 3 ? 92 : 76; }
+constexpr size_t kMaxPolicyStamp = kExtentHeaderSize - ExtentHeaderFixedBytes(kFormatVersion) - sizeof(Digest);
 
 // Persisted values: never renumber.
 enum class ExtentKind : uint8_t {
   kFileSegment = 1,  // one segment of one file: inode + file offset say which
   kPack = 2,         // several small files back to back; members are listed in the catalog
+                     // (and, from v3 on, in the member table)
 };
 
 // How an extent's payload is spread over chunks, each stored as its own on-disk extent on
@@ -75,9 +82,11 @@ constexpr uint8_t kMaxMirrorCopies = 8;  // mirror-2 .. mirror-8
 // 0..64, a known checksum. Then chunk_count() >= 1 and ChunkLength() cannot divide by zero.
 Status CheckRedundancy(const Redundancy& r);
 
-// The largest payload an extent holds: one segment or one pack, each at most the largest
-// segment_size (1 GiB).
-constexpr uint64_t kMaxExtentPayload = 1ull << 30;
+// The largest segment_size: a segment or a pack holds at most that much file data.
+constexpr uint64_t kMaxSegmentSize = 1ull << 30;
+// The largest payload an extent holds: that much data and, from v3 on, its member table
+// (whose length is a u32).
+constexpr uint64_t kMaxExtentPayload = kMaxSegmentSize + UINT32_MAX;
 
 struct ExtentHeader {
   uint16_t version = kFormatVersion;
@@ -94,17 +103,25 @@ struct ExtentHeader {
   // The fully resolved policy the payload was written with ("raid=none ... plugins=none
   // policy=cold"), so the extent decodes after the policy definitions change.
   std::string policy_stamp;
+  // v3: the whole extent's payload (all chunks joined) and its unmasked CRC32C, so a catalog
+  // can be rebuilt from the chunks alone; and the length of the member table at the end of
+  // that payload (0: none). v2 headers decode with the chunk's own length and CRC when the
+  // chunk is the payload (no RS), else 0, and no member table.
+  uint64_t extent_payload_length = 0;
+  uint32_t extent_payload_crc = 0;
+  uint32_t members_length = 0;
 };
 
 // REQUIRES: header.policy_stamp.size() <= kMaxPolicyStamp.
 std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& header);
+// Encodes format h.version (v2 when a v2 extent's chunk is rewritten, else v3).
 // Checks magic, version, header checksum and that every field is in range (CheckExtentHeader).
 // `where` names disk and offset in messages.
 Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const std::string& where);
 
 // Corruption naming `where` and the field unless the decoded fields are in range: the
-// redundancy (CheckRedundancy), chunk_index below its chunk_count(), payload_length at most
-// kMaxExtentPayload.
+// redundancy (CheckRedundancy), chunk_index below its chunk_count(), payload_length and
+// extent_payload_length at most kMaxExtentPayload.
 Status CheckExtentHeader(const ExtentHeader& header, const std::string& where);
 
 // Bytes a chunk occupies on its disk: header + payload (with its intra-disk parity when

@@ -16,10 +16,12 @@ namespace cairn {
 
 std::string StagingCache::PathOf(uint64_t ino) const { return fmt::format("{}/{}", dir_, ino); }
 
-Result<int> StagingCache::Open(uint64_t ino) const {
-  int fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::FromErrno(fmt::format("staging cache: cannot open {}", PathOf(ino)), errno);
-  return fd;
+Result<SharedFile> StagingCache::Open(uint64_t ino) const {
+  return open_files_->Get(ino, [&]() -> Result<int> {
+    int fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::FromErrno(fmt::format("staging cache: cannot open {}", PathOf(ino)), errno);
+    return fd;
+  });
 }
 
 uint64_t StagingCache::Usage(uint64_t ino) const {
@@ -32,6 +34,7 @@ Status StagingCache::Remove(uint64_t ino) const {
   if (::unlink(PathOf(ino).c_str()) != 0 && errno != ENOENT) {
     return Status::FromErrno(fmt::format("staging cache: cannot remove {}", PathOf(ino)), errno);
   }
+  open_files_->Forget(ino);  // after the unlink: a later Open creates the file anew
   return Status::OK();
 }
 
@@ -96,6 +99,16 @@ Status StagingCache::WriteAt(int fd, uint64_t offset, std::span<const uint8_t> s
     done += static_cast<size_t>(n);
   }
   return Status::OK();
+}
+
+Result<bool> StagingCache::HasData(int fd, uint64_t offset, uint64_t length) {
+  off_t data = ::lseek(fd, static_cast<off_t>(offset), SEEK_DATA);
+  if (data < 0) {
+    if (errno == ENXIO) return false;  // no data at or after offset
+    if (errno == EINVAL) return true;  // the filesystem cannot tell: read it
+    return Status::FromErrno("staging cache: lseek(SEEK_DATA)", errno);
+  }
+  return static_cast<uint64_t>(data) < offset + length;
 }
 
 }  // namespace cairn

@@ -1,23 +1,29 @@
 // StagingCache is the directory on fast storage where file data lands before it is
-// persisted: one sparse file per inode, named by inode number. Thread-safe (it holds
-// no state besides the directory).
+// persisted: one sparse file per inode, named by inode number. Thread-safe; open
+// descriptors are shared and bounded by an FdCache.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
+#include "cache/fd_cache.h"
 #include "cairn/status.h"
 
 namespace cairn {
 
 class StagingCache {
  public:
-  explicit StagingCache(std::string dir) : dir_(std::move(dir)) {}
+  // At most this many cache files are kept open, whatever users hold open through the mount.
+  static constexpr size_t kMaxOpenFiles = 512;
 
-  // Opens (creating if needed) the cache file of `ino` for reading and writing.
-  Result<int> Open(uint64_t ino) const;
+  explicit StagingCache(std::string dir) : dir_(std::move(dir)), open_files_(std::make_unique<FdCache>(kMaxOpenFiles)) {}
+
+  // The cache file of `ino` (created if needed), open for reading and writing; shared, so
+  // callers use it with positioned I/O only.
+  Result<SharedFile> Open(uint64_t ino) const;
   // Bytes the cache file of `ino` occupies (allocated blocks), 0 if absent.
   uint64_t Usage(uint64_t ino) const;
   Status Remove(uint64_t ino) const;
@@ -31,12 +37,16 @@ class StagingCache {
   // file fills the rest of `dst` with zeros (cache files are sparse).
   static Status ReadAt(int fd, uint64_t offset, std::span<uint8_t> dst);
   static Status WriteAt(int fd, uint64_t offset, std::span<const uint8_t> src);
+  // Whether [offset, offset + length) of a cache file holds data, found without reading:
+  // false when it lies entirely in a hole or past the end (it reads as zeros).
+  static Result<bool> HasData(int fd, uint64_t offset, uint64_t length);
 
   const std::string& dir() const { return dir_; }
 
  private:
   std::string PathOf(uint64_t ino) const;
   std::string dir_;
+  std::unique_ptr<FdCache> open_files_;
 };
 
 }  // namespace cairn

@@ -298,6 +298,27 @@ Result<uint64_t> Catalog::InsertInode(const InodeRecord& r) {
   return ino;
 }
 
+Status Catalog::RestoreInode(const InodeRecord& r) {
+  inode_cache_.erase(r.ino);
+  return Prepare(
+             "INSERT OR REPLACE INTO inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, "
+             "segment_size, dirty, symlink, layout) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+      .Bind(r.ino, r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns, r.segment_size,
+            r.dirty, r.symlink, r.layout_id)
+      .Run();
+}
+
+Status Catalog::RaiseIdFloors(uint64_t max_ino, uint64_t max_extent_id) {
+  // Names are bound as SQL text (Statement binds strings as blobs, which never equal text).
+  CAIRN_RETURN_IF_ERROR(Exec("INSERT INTO sqlite_sequence(name, seq) SELECT 'inodes', 0 WHERE NOT EXISTS "
+                             "(SELECT 1 FROM sqlite_sequence WHERE name = 'inodes')"));
+  CAIRN_RETURN_IF_ERROR(Exec("INSERT INTO sqlite_sequence(name, seq) SELECT 'extents', 0 WHERE NOT EXISTS "
+                             "(SELECT 1 FROM sqlite_sequence WHERE name = 'extents')"));
+  CAIRN_RETURN_IF_ERROR(
+      Prepare("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'inodes'").Bind(max_ino).Run());
+  return Prepare("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'extents'").Bind(max_extent_id).Run();
+}
+
 Status Catalog::UpdateInode(const InodeRecord& r) {
   inode_cache_.erase(r.ino);  // re-read (and re-cached) after the update succeeds
   Status st = Prepare(
@@ -440,6 +461,26 @@ Result<std::pair<uint64_t, std::string>> Catalog::NameOf(uint64_t ino) {
   if (s.Step()) return std::make_pair(s.UInt(0), s.Text(1));
   if (!s.status().ok()) return s.status();
   return Status::NotFound(fmt::format("inode {} has no name", ino));
+}
+
+Result<std::vector<std::pair<std::string, InodeRecord>>> Catalog::EntriesWithoutData(uint64_t dir, size_t limit) {
+  std::vector<std::pair<std::string, InodeRecord>> out;
+  auto& s = Prepare("SELECT i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns, "
+                    "i.segment_size, i.dirty, i.symlink, i.layout, d.name FROM dentries d JOIN inodes i ON i.ino = d.ino "
+                    "WHERE d.parent = ? AND ((i.mode & 61440) != 32768 OR i.size = 0) LIMIT ?");  // S_IFMT, S_IFREG
+  s.Bind(dir, static_cast<uint64_t>(limit));
+  while (s.Step()) out.emplace_back(s.Text(14), ReadInode(s));
+  if (!s.status().ok()) return s.status();
+  return out;
+}
+
+Result<std::vector<std::pair<uint64_t, std::string>>> Catalog::NamesOf(uint64_t ino, size_t limit) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  auto& s = Prepare("SELECT parent, name FROM dentries WHERE ino = ? ORDER BY cookie LIMIT ?");
+  s.Bind(ino, static_cast<uint64_t>(limit));
+  while (s.Step()) out.emplace_back(s.UInt(0), s.Text(1));
+  if (!s.status().ok()) return s.status();
+  return out;
 }
 
 Result<std::vector<uint8_t>> Catalog::GetXattr(uint64_t ino, const std::string& name) {

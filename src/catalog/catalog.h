@@ -127,6 +127,10 @@ class Catalog {
   // --- inodes
   Result<InodeRecord> GetInode(uint64_t ino);
   Result<uint64_t> InsertInode(const InodeRecord& record);  // assigns ino
+  Status RestoreInode(const InodeRecord& record);           // keeps record.ino (cairn recover)
+  // Makes later InsertInode / extent ids start above these (cairn recover: ids seen on the
+  // disks are never handed out again, even those of extents it did not keep).
+  Status RaiseIdFloors(uint64_t max_ino, uint64_t max_extent_id);
   Status UpdateInode(const InodeRecord& record);
   Status DeleteInode(uint64_t ino);  // with its xattrs
   std::vector<uint64_t> InodesWhere(const char* condition);  // e.g. "dirty = 1"
@@ -147,6 +151,11 @@ class Catalog {
   Result<uint64_t> ParentOf(uint64_t ino);
   // One name of `ino`: (directory, name).
   Result<std::pair<uint64_t, std::string>> NameOf(uint64_t ino);
+  // Up to `limit` entries of `dir` whose inodes have no data of their own (directories,
+  // symlinks, special files, empty regular files), with those inodes.
+  Result<std::vector<std::pair<std::string, InodeRecord>>> EntriesWithoutData(uint64_t dir, size_t limit);
+  // Up to `limit` names of `ino` (hard links), in the order they were made.
+  Result<std::vector<std::pair<uint64_t, std::string>>> NamesOf(uint64_t ino, size_t limit);
 
   // --- extended attributes
   Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name);

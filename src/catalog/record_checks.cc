@@ -29,9 +29,9 @@ Status CheckInodeRecord(const InodeRecord& r) {
     return Bad("inodes row {}: size {} is above the largest file cairn stores ({} bytes)", r.ino, r.size,
                kMaxFileSize);
   }
-  if (r.segment_size != 0 && (r.segment_size < kMinSegmentSize || r.segment_size > kMaxExtentPayload)) {
+  if (r.segment_size != 0 && (r.segment_size < kMinSegmentSize || r.segment_size > kMaxSegmentSize)) {
     return Bad("inodes row {}: segment_size {} is out of range (0, or {}..{})", r.ino, r.segment_size,
-               kMinSegmentSize, kMaxExtentPayload);
+               kMinSegmentSize, kMaxSegmentSize);
   }
   return Status::OK();
 }

@@ -15,7 +15,7 @@ constexpr uint64_t kMaxFileSize = 1ull << 44;
 // The smallest segment_size cairn.conf accepts.
 constexpr uint64_t kMinSegmentSize = 4096;
 
-// size at most kMaxFileSize; segment_size 0 (never persisted) or kMinSegmentSize..kMaxExtentPayload.
+// size at most kMaxFileSize; segment_size 0 (never persisted) or kMinSegmentSize..kMaxSegmentSize.
 Status CheckInodeRecord(const InodeRecord& inode);
 // A segment of `inode`: the file has a segment size, the segment starts before the end of
 // the file, holds at most what the file leaves for it (a dirty file: at most segment_size),

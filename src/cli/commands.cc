@@ -273,6 +273,10 @@ int CmdInspect(const Args& args) {
                                                                                       header->redundancy.parity_chunks),
              header->redundancy.idr_scramble ? fmt::format(", idr spc-16-1-s{}", header->redundancy.idr_scramble) : "",
              header->policy_stamp);
+  if (header->version >= 3) {
+    fmt::print("  extent payload {} bytes, crc32c {:08x}, of which member table {} bytes\n",
+               header->extent_payload_length, header->extent_payload_crc, header->members_length);
+  }
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cairn/status.h"
+#include "util/control_request.h"
 
 namespace cairn {
 
@@ -25,11 +26,12 @@ int CmdRules(const Args& args);
 int CmdDisk(const Args& args);
 int CmdRebuild(const Args& args);
 int CmdScrub(const Args& args);
+int CmdRecover(const Args& args);
 
-// Sends one control command (fields separated by tabs) to the daemon serving
-// `archive_dir`. Reply lines before the final "ok" go to `on_line` and into *reply; an
-// "error: ..." reply is printed. Returns the exit code.
-int SendControl(const std::string& archive_dir, const std::string& command, std::string* reply = nullptr,
+// Sends one control request to the daemon serving `archive_dir`. Reply lines before the
+// final "ok" go to `on_line` and into *reply; an "error: ..." reply is printed. Returns the
+// exit code.
+int SendControl(const std::string& archive_dir, const ControlRequest& request, std::string* reply = nullptr,
                 const std::function<void(const std::string&)>& on_line = {});
 
 // Where a path on a mounted archive is: the archive directory (the mount's source), the
@@ -40,6 +42,8 @@ struct MountedPath {
   std::string inside;
 };
 Result<MountedPath> LocateInMount(const std::string& path);
+// The cairn mounts of this system: (archive directory, mountpoint).
+std::vector<std::pair<std::string, std::string>> CairnMounts();
 
 // Prints "cairn: <message>" to stderr and returns `code`.
 int Fail(int code, const std::string& message);

@@ -9,17 +9,19 @@
 #include <fmt/format.h>
 
 #include "archive/archive.h"
+#include "archive/private_files.h"
 #include "cli/commands.h"
 #include "fuse/control_server.h"
 
 namespace cairn {
 
-int SendControl(const std::string& archive_dir, const std::string& command, std::string* reply_out,
+int SendControl(const std::string& archive_dir, const ControlRequest& request, std::string* reply_out,
                 const std::function<void(const std::string&)>& on_line) {
   char* real = ::realpath(archive_dir.c_str(), nullptr);
   if (!real) return Fail(1, fmt::format("{}: {}", archive_dir, std::strerror(errno)));
   std::string dir = real;
   free(real);
+  if (Status st = CheckArchiveAccess(dir); !st.ok()) return Fail(1, st.message());
   if (Archive::LockHolder(dir) == 0) return Fail(1, fmt::format("{} is not mounted", dir));
   std::string path = ControlServer::SocketPath(dir);
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -29,12 +31,19 @@ int SendControl(const std::string& archive_dir, const std::string& command, std:
   if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int err = errno;
     if (fd >= 0) ::close(fd);
+    if (err == EACCES) {
+      return Fail(1, fmt::format("permission denied: the daemon of {} takes requests only from root and the "
+                                 "archive's owner",
+                                 dir));
+    }
     return Fail(1, fmt::format("cannot reach the daemon at {}: {}", path, std::strerror(err)));
   }
-  std::string line = command + "\n";
-  if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    ::close(fd);
-    return Fail(1, "cannot send to the daemon");
+  std::string message = SerializeControlRequest(request);
+  for (size_t done = 0; done < message.size();) {
+    ssize_t n = ::send(fd, message.data() + done, message.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the daemon refused early: its reply says why
+    done += static_cast<size_t>(n);
   }
   std::string pending;
   std::string last;
@@ -55,17 +64,25 @@ int SendControl(const std::string& archive_dir, const std::string& command, std:
   return Fail(1, "the daemon closed the connection without answering");
 }
 
+std::vector<std::pair<std::string, std::string>> CairnMounts() {
+  // The mount's source (fsname) is the archive directory.
+  std::ifstream mounts("/proc/mounts");
+  std::string source, target, type, rest;
+  std::vector<std::pair<std::string, std::string>> found;
+  while (mounts >> source >> target >> type && std::getline(mounts, rest)) {
+    if (type == "fuse.cairn") found.emplace_back(source, target);
+  }
+  return found;
+}
+
 Result<MountedPath> LocateInMount(const std::string& path) {
   char* real = ::realpath(path.c_str(), nullptr);
   if (!real) return Status::FromErrno(path, errno);
   std::string full = real;
   free(real);
-  // The mount's source (fsname) is the archive directory.
-  std::ifstream mounts("/proc/mounts");
-  std::string source, target, type, rest;
   MountedPath found;
-  while (mounts >> source >> target >> type && std::getline(mounts, rest)) {
-    if (type != "fuse.cairn" || target.size() < found.mountpoint.size()) continue;
+  for (const auto& [source, target] : CairnMounts()) {
+    if (target.size() < found.mountpoint.size()) continue;
     bool inside = full == target || (full.starts_with(target) && (target == "/" || full[target.size()] == '/'));
     if (!inside) continue;
     found.archive = source;
@@ -78,12 +95,12 @@ Result<MountedPath> LocateInMount(const std::string& path) {
 
 int CmdPersist(const Args& args) {
   if (args.size() != 1) return Fail(2, "usage: cairn persist ARCHIVE");
-  return SendControl(args[0], "persist");
+  return SendControl(args[0], ControlRequest{.verb = ControlVerb::kPersist});
 }
 
 int CmdEvict(const Args& args) {
   if (args.size() != 1) return Fail(2, "usage: cairn evict ARCHIVE");
-  return SendControl(args[0], "evict");
+  return SendControl(args[0], ControlRequest{.verb = ControlVerb::kEvict});
 }
 
 }  // namespace cairn

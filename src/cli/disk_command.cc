@@ -80,7 +80,7 @@ int FailDisk(const std::string& dir, const std::string& which) {
   auto index = DiskIndex(*options, which);
   if (!index.ok()) return Fail(2, index.status().message());
   if (Archive::LockHolder(dir) != 0) {  // mounted: the daemon stops using it at once
-    int rc = SendControl(dir, fmt::format("disk-fail\t{}", *index));
+    int rc = SendControl(dir, ControlRequest{.verb = ControlVerb::kDiskFail, .disk = *index});
     if (rc == 0) fmt::print("disk {} taken out of service; reads rebuild its chunks from the others\n", *index);
     return rc;
   }
@@ -150,14 +150,14 @@ int Repair(const std::string& target, bool rebuild, bool progress, int64_t budge
   if (Archive::LockHolder(dir) != 0) {  // mounted: the daemon does it beside its other work
     RepairReport report;
     bool reported = false;
-    int rc = SendControl(dir, fmt::format("repair\t{}\t{}\t{}", rebuild ? "rebuild" : "scrub", budget_ns, rate),
-                         nullptr, [&](const std::string& line) {
-                           if (line.starts_with("problem ")) report.problems.push_back(line.substr(8));
-                           if (ParseRepairReportLine(line, &report)) {  // after every batch, and at the end
-                             show(report);
-                             reported = true;
-                           }
-                         });
+    ControlRequest request{.verb = ControlVerb::kRepair, .rebuild = rebuild, .budget_ns = budget_ns, .rate = rate};
+    int rc = SendControl(dir, request, nullptr, [&](const std::string& line) {
+      if (line.starts_with("problem ")) report.problems.push_back(line.substr(8));
+      if (ParseRepairReportLine(line, &report)) {  // after every batch, and at the end
+        show(report);
+        reported = true;
+      }
+    });
     if (progress && tty) fmt::print(stderr, "\n");
     if (rc != 0) return rc;
     return reported ? FinishRepair(rebuild, report) : Fail(1, "the daemon sent no report");

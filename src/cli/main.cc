@@ -15,7 +15,7 @@ const char* kUsage = R"(usage: cairn COMMAND [ARGS]
 
 commands:
   mkfs ARCHIVE --disks N --disk-size SIZE [--segment-size SIZE] [--cache-size SIZE] [--pack-threshold SIZE]
-  mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]
+  mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [--wait SECONDS] [-o OPTIONS]
   umount MOUNTPOINT
   status ARCHIVE [--json]
   persist ARCHIVE            persist every dirty file now (mounted archive)
@@ -33,6 +33,7 @@ commands:
   rebuild ARCHIVE|MOUNTPOINT [--progress] [--rate SIZE]   recreate the chunks of replaced and missing disks
   scrub ARCHIVE|MOUNTPOINT [--progress] [--budget DURATION] [--rate SIZE]   verify every chunk, rewrite bad ones
   inspect ARCHIVE --disk N --offset BYTES
+  recover ARCHIVE [--force] [--progress] [--report FILE]   rebuild a lost catalog from the disks
 
 See cairn(8).
 )";
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
       {"mkfs", CmdMkfs},       {"mount", CmdMount},     {"umount", CmdUmount}, {"status", CmdStatus},
       {"persist", CmdPersist}, {"evict", CmdEvict},     {"fsck", CmdFsck},     {"inspect", CmdInspect},
       {"policy", CmdPolicy},   {"rules", CmdRules},     {"disk", CmdDisk},     {"rebuild", CmdRebuild},
-      {"scrub", CmdScrub},
+      {"scrub", CmdScrub},     {"recover", CmdRecover},
   };
   auto command = kCommands.find(args[0]);
   if (command != kCommands.end()) return command->second(Args(args.begin() + 1, args.end()));

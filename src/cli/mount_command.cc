@@ -1,8 +1,10 @@
-// cairn mount: validates everything in the foreground, then serves the mount from a
-// daemon child. The parent exits 0 only once the mount is live; otherwise it prints the
-// child's reason and exits 1.
+// cairn mount: validates everything in the foreground, waits for a daemon still persisting
+// after its unmount, then serves the mount from a daemon child. The parent exits 0 only
+// once the mount is live; otherwise it prints the child's reason and exits 1.
 #include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +12,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <charconv>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -36,7 +41,53 @@ struct MountRequest {
   bool foreground = false;
   bool degraded = false;  // -o degraded: mount even with disks missing
   std::vector<std::pair<std::string, std::string>> overrides;
+  int wait_seconds = 300;  // --wait: for a daemon still persisting after its unmount
 };
+
+constexpr const char* kUsage =
+    "usage: cairn mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [--wait SECONDS] [-o OPTIONS]";
+
+volatile sig_atomic_t g_interrupted = 0;
+
+// While another cairn process holds the archive but does not serve a mount of it (a daemon
+// persisting what is left after fusermount3 -u, or fsck), waits up to `seconds` for it to
+// let go, saying so once. Ctrl-C stops the wait: Busy "interrupted".
+Status WaitForArchive(const std::string& archive, int seconds) {
+  int holder = Archive::LockHolder(archive);
+  if (holder == 0) return Status::OK();
+  std::string who = holder > 0 ? fmt::format("pid {}", holder) : "another cairn process";
+  for (const auto& [source, target] : CairnMounts()) {
+    if (source == archive) {
+      return Status::Busy(fmt::format("archive {} is mounted at {} ({}); unmount it first", archive, target, who));
+    }
+  }
+  if (seconds == 0) {
+    return Status::Busy(fmt::format("archive {} is in use by another cairn process ({}); --wait SECONDS waits for "
+                                    "it",
+                                    archive, who));
+  }
+  struct sigaction interrupt {}, previous {};
+  interrupt.sa_handler = [](int) { g_interrupted = 1; };
+  ::sigaction(SIGINT, &interrupt, &previous);  // no SA_RESTART: the sleep below ends early
+  fmt::print(stderr, "cairn: waiting up to {} s for {} to finish persisting and release {} (Ctrl-C to give up)\n",
+             seconds, who, archive);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  Status result;
+  while ((holder = Archive::LockHolder(archive)) != 0) {
+    if (g_interrupted) {
+      result = Status::Busy(fmt::format("interrupted while waiting for {}; {} is not mounted", who, archive));
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      result = Status::Busy(fmt::format("{} still holds {} after {} s; not mounted (--wait SECONDS waits longer)",
+                                        who, archive, seconds));
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::sigaction(SIGINT, &previous, nullptr);
+  return result;
+}
 
 Status ParseOptions(const std::string& list, MountRequest& request) {
   size_t start = 0;
@@ -62,6 +113,24 @@ Status ParseOptions(const std::string& list, MountRequest& request) {
   return Status::OK();
 }
 
+// Lifts the daemon's soft limit on open files to the hard limit: the default 1024 is
+// too few for a daemon that serves every user's files, SQLite and the disks. Returns
+// what to log.
+std::string RaiseOpenFileLimit() {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return fmt::format("cannot read the limit on open files: {}", std::strerror(errno));
+  }
+  if (limit.rlim_cur >= limit.rlim_max) return fmt::format("open files: limit {} (the hard limit)", limit.rlim_cur);
+  rlim_t soft = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return fmt::format("open files: cannot raise the limit from {} to {}: {}", soft, limit.rlim_max,
+                       std::strerror(errno));
+  }
+  return fmt::format("open files: limit raised from {} to the hard limit {}", soft, limit.rlim_max);
+}
+
 // Where the daemon reports how startup went: the parent's pipe, or stderr in foreground.
 struct StartupChannel {
   int fd = -1;
@@ -82,6 +151,7 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
   // Large buffers (segments, 1 MiB FUSE replies) come and go on many threads; with an
   // arena per thread glibc would keep a copy of the peak in each, and RSS only grows.
   mallopt(M_ARENA_MAX, 2);
+  std::string open_file_limit = RaiseOpenFileLimit();
   Archive::OpenOptions open;
   open.overrides = request.overrides;
   open.degraded = request.degraded;
@@ -113,6 +183,7 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
         if (null > 2) ::close(null);
       }
     }
+    LogInfo("{}", open_file_limit);  // after stderr is gone: not worth a line on the terminal
     channel.Send("ok");
     return Status::OK();
   };
@@ -150,13 +221,20 @@ int CmdMount(const Args& args) {
       if (Status st = ParseOptions(args[++i], request); !st.ok()) return Fail(2, st.message());
     } else if (a.starts_with("-o") && a.size() > 2) {
       if (Status st = ParseOptions(a.substr(2), request); !st.ok()) return Fail(2, st.message());
+    } else if (a == "--wait" && i + 1 < args.size()) {
+      const std::string& text = args[++i];
+      auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), request.wait_seconds);
+      if (text.empty() || error != std::errc() || end != text.data() + text.size() || request.wait_seconds < 0 ||
+          request.wait_seconds > 86400) {
+        return Fail(2, fmt::format("--wait {:?}: expected whole seconds from 0 to 86400", text));
+      }
     } else if (a.starts_with("-")) {
-      return Fail(2, fmt::format("unknown flag '{}'\nusage: cairn mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]", a));
+      return Fail(2, fmt::format("unknown flag '{}'\n{}", a, kUsage));
     } else {
       positional.push_back(a);
     }
   }
-  if (positional.size() != 2) return Fail(2, "usage: cairn mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [-o OPTIONS]");
+  if (positional.size() != 2) return Fail(2, kUsage);
   struct stat st;
   if (::stat(positional[1].c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Fail(1, fmt::format("mount point {} is not a directory", positional[1]));
@@ -173,6 +251,9 @@ int CmdMount(const Args& args) {
   if (::getuid() == 0 && std::find(request.settings.fuse_options.begin(), request.settings.fuse_options.end(),
                                    "allow_other") == request.settings.fuse_options.end()) {
     request.settings.fuse_options.push_back("allow_other");  // an archive is shared by its users
+  }
+  if (Status st = WaitForArchive(request.archive, request.wait_seconds); !st.ok()) {
+    return Fail(g_interrupted ? 130 : 1, st.message());
   }
   StartupChannel channel;
   if (request.foreground) return RunDaemon(request, channel);

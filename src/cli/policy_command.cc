@@ -83,7 +83,8 @@ int Apply(const std::string& path, bool progress) {
   uint64_t files_done = 0, files_total = 0, busy = 0, failed = 0;
   int64_t start = NowNs();
   int64_t last_print = 0;
-  int rc = SendControl(where->archive, fmt::format("apply\t{}", where->inside), nullptr, [&](const std::string& line) {
+  ControlRequest request{.verb = ControlVerb::kApply, .path = where->inside};
+  int rc = SendControl(where->archive, request, nullptr, [&](const std::string& line) {
     uint64_t bytes_done = 0, bytes_total = 0;
     if (std::sscanf(line.c_str(), "progress %lu %lu %lu %lu %lu %lu", &files_done, &files_total, &bytes_done,
                     &bytes_total, &busy, &failed) != 6 ||

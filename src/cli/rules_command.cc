@@ -4,7 +4,6 @@
 // (like SIGHUP). See cairn.rules(5).
 #include <unistd.h>
 
-#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -51,15 +50,17 @@ int Check(const std::string& file, const std::string& archive) {
 }
 
 int DryRun(const std::string& file, const std::string& dir) {
-  auto rules = RuleSet::Load(file);  // errors here, with file:line:column, before asking the daemon
+  // Read here, with the caller's rights, and checked (errors as file:line:column) before the
+  // daemon gets the text.
+  auto text = RuleSet::ReadText(file);
+  if (!text.ok()) return Fail(1, text.status().message());
+  auto rules = RuleSet::Parse(*text, file);
   if (!rules.ok()) return Fail(1, rules.status().message());
   auto where = LocateInMount(dir);
   if (!where.ok()) return Fail(1, where.status().message());
-  char* real = ::realpath(file.c_str(), nullptr);
-  std::string rules_path = real ? real : file;
-  free(real);
   size_t changes = 0;
-  int rc = SendControl(where->archive, fmt::format("dry-run\t{}\t{}", rules_path, where->inside), nullptr,
+  ControlRequest request{.verb = ControlVerb::kDryRun, .path = where->inside, .rules_name = file, .rules_text = *text};
+  int rc = SendControl(where->archive, request, nullptr,
                        [&](const std::string& line) {
                          if (!line.starts_with("change ")) return;
                          changes++;
@@ -74,7 +75,7 @@ int DryRun(const std::string& file, const std::string& dir) {
 int Reload(const std::string& target) {
   auto archive = ArchiveDir(target);
   if (!archive.ok()) return Fail(1, archive.status().message());
-  int rc = SendControl(*archive, "rules-reload");
+  int rc = SendControl(*archive, ControlRequest{.verb = ControlVerb::kRulesReload});
   if (rc == 0) fmt::print("rules reloaded from {}/rules\n", *archive);
   return rc;
 }

@@ -1,11 +1,13 @@
 #include "fuse/control_server.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -16,29 +18,69 @@
 #include "util/log.h"
 
 namespace cairn {
+namespace {
+
+// A listening socket at `path`, mode 0600 and owned by uid:gid before it is reachable:
+// bound in a fresh 0700 directory next to `path`, set up there, then renamed into place,
+// so neither the umask nor a connect racing the setup can get at it.
+Result<int> ListenPrivately(const std::string& path, uid_t uid, gid_t gid) {
+  std::string dir_template = path.substr(0, path.rfind('/')) + "/.ctl.XXXXXX";
+  std::string private_path = dir_template + "/s";
+  sockaddr_un addr{};
+  if (private_path.size() >= sizeof addr.sun_path) {
+    return Status::InvalidArgument(fmt::format("control socket path {} is too long (at most {} bytes)", path,
+                                               sizeof addr.sun_path - 1 - (private_path.size() - path.size())));
+  }
+  if (!::mkdtemp(dir_template.data())) return Status::FromErrno(fmt::format("cannot create {}", dir_template), errno);
+  std::string dir = dir_template;
+  private_path = dir + "/s";
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, private_path.c_str(), sizeof addr.sun_path - 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  Status st = fd < 0 ? Status::FromErrno("control socket", errno) : Status::OK();
+  auto step = [&](bool ok, std::string_view what) {
+    if (st.ok() && !ok) st = Status::FromErrno(fmt::format("control socket {}: {}", path, what), errno);
+  };
+  if (st.ok()) step(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0, "bind");
+  if (st.ok()) step(::chmod(private_path.c_str(), 0600) == 0, "chmod");
+  if (st.ok() && ::geteuid() == 0) step(::chown(private_path.c_str(), uid, gid) == 0, "chown");
+  if (st.ok()) step(::listen(fd, 16) == 0, "listen");
+  if (st.ok()) step(::rename(private_path.c_str(), path.c_str()) == 0, "rename into place");
+  if (!st.ok()) ::unlink(private_path.c_str());
+  if (::rmdir(dir.c_str()) != 0 && st.ok()) step(false, fmt::format("remove {}", dir));
+  if (!st.ok()) {
+    if (fd >= 0) ::close(fd);
+    return st;
+  }
+  return fd;
+}
+
+}  // namespace
 
 Status ControlServer::Start() {
-  std::string path = SocketPath(fs_.archive().dir());
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) {
-    return Status::InvalidArgument(fmt::format("control socket path {} is too long", path));
-  }
-  ::unlink(path.c_str());
-  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) return Status::FromErrno("control socket", errno);
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd_, 8) != 0) {
-    return Status::FromErrno(fmt::format("control socket {}", path), errno);
-  }
-  ::chmod(path.c_str(), 0600);
+  const std::string& dir = fs_.archive().dir();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno(fmt::format("archive {}", dir), errno);
+  owner_uid_ = st.st_uid;
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0) return Status::FromErrno("control socket: eventfd", errno);
+  auto fd = ListenPrivately(SocketPath(dir), st.st_uid, st.st_gid);
+  if (!fd.ok()) return fd.status();
+  listen_fd_ = *fd;
   thread_ = std::thread([this] { Serve(); });
   return Status::OK();
 }
 
 void ControlServer::Stop() {
   stopping_ = true;
+  if (stop_fd_ >= 0) {
+    uint64_t one = 1;
+    if (::write(stop_fd_, &one, sizeof one) != sizeof one) {
+      // Only an overflowing counter fails, and then the eventfd is readable already.
+    }
+  }
   if (thread_.joinable()) thread_.join();
+  // Each client thread wakes from its poll now; what it runs checks stopping_ or is bounded.
   for (auto& connection : connections_) connection.thread.join();
   connections_.clear();
   if (listen_fd_ >= 0) {
@@ -46,114 +88,176 @@ void ControlServer::Stop() {
     ::unlink(SocketPath(fs_.archive().dir()).c_str());
     listen_fd_ = -1;
   }
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+  stop_fd_ = -1;
 }
 
 void ControlServer::Serve() {
   while (!stopping_) {
-    pollfd pfd{listen_fd_, POLLIN, 0};
-    if (::poll(&pfd, 1, 200) <= 0) continue;
+    if (!Wait(listen_fd_, POLLIN, Clock::time_point::max()).ok()) continue;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
+    size_t busy = 0;
     for (auto it = connections_.begin(); it != connections_.end();) {
       if (!it->done) {
         ++it;
+        busy++;
         continue;
       }
       it->thread.join();
       it = connections_.erase(it);
     }
+    ucred peer{};
+    socklen_t length = sizeof peer;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) {
+      LogError("control socket: cannot tell who connected: {}", std::strerror(errno));
+      ::close(fd);
+      continue;
+    }
+    if (busy >= kMaxClients) {
+      SendLine(fd, fmt::format("error: the daemon is answering {} control requests already; try again", busy));
+      Close(fd, Clock::now());
+      continue;
+    }
     Connection& connection = connections_.emplace_back();
-    connection.thread = std::thread([this, fd, &connection] {
-      Answer(fd);
+    connection.thread = std::thread([this, fd, uid = peer.uid, &connection] {
+      Answer(fd, uid);
       connection.done = true;
     });
   }
 }
 
-void ControlServer::Answer(int fd) {
-  std::string line;
-  char c;
-  while (line.size() < 16384 && ::read(fd, &c, 1) == 1 && c != '\n') line += c;
-  std::vector<std::string> command;
-  for (size_t start = 0;;) {
-    size_t tab = line.find('\t', start);
-    command.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
-    if (tab == std::string::npos) break;
-    start = tab + 1;
-  }
-  auto send = [fd](const std::string& text) {
-    std::string out = text + "\n";
-    size_t done = 0;
-    while (done < out.size()) {
-      ssize_t n = ::send(fd, out.data() + done, out.size() - done, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
+bool ControlServer::Allowed(uid_t uid) const { return uid == 0 || uid == owner_uid_ || uid == ::geteuid(); }
+
+Status ControlServer::Wait(int fd, short events, Clock::time_point deadline) const {
+  for (;;) {
+    int timeout_ms = -1;
+    if (deadline != Clock::time_point::max()) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 60000));
     }
-    return true;
-  };
-  Status st;
-  try {
-    st = Handle(command, send, fd);
-  } catch (const std::exception& e) {
-    st = Status::IOError(e.what());
+    pollfd fds[2] = {{fd, events, 0}, {stop_fd_, POLLIN, 0}};
+    int n = ::poll(fds, 2, timeout_ms);
+    if (n < 0 && errno != EINTR) return Status::FromErrno("control socket: poll", errno);
+    if (stopping_ || (n > 0 && fds[1].revents)) return Status::Busy("the daemon is shutting down");
+    if (n > 0 && fds[0].revents) return Status::OK();
+    if (timeout_ms == 0) return Status::IOError("timed out");
   }
-  send(st.ok() ? "ok" : fmt::format("error: {}", st.message()));
+}
+
+Result<std::string> ControlServer::ReadRequest(int fd) const {
+  Clock::time_point deadline = Clock::now() + kRequestTimeout;
+  std::string message;
+  char buffer[65536];
+  while (message.find('\n') == std::string::npos) {
+    if (message.size() > kMaxControlRequestBytes) {
+      return Status::InvalidArgument(fmt::format("request longer than {} bytes", kMaxControlRequestBytes));
+    }
+    Status st = Wait(fd, POLLIN, deadline);
+    if (!st.ok()) {
+      return st.code() == Status::Code::kBusy
+                 ? st
+                 : Status::InvalidArgument(fmt::format("no complete request within {} s", kRequestTimeout.count()));
+    }
+    ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) return Status::FromErrno("control socket: recv", errno);
+    if (n == 0) return Status::InvalidArgument("the client closed the connection before its request was complete");
+    message.append(buffer, static_cast<size_t>(n));
+  }
+  return message;
+}
+
+bool ControlServer::SendLine(int fd, const std::string& text) const {
+  std::string out = text + "\n";
+  Clock::time_point deadline = Clock::now() + kReplyTimeout;
+  for (size_t done = 0; done < out.size();) {
+    ssize_t n = ::send(fd, out.data() + done, out.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR && errno != EAGAIN) {
+      return false;  // the client is gone
+    } else if (n < 0 && errno == EAGAIN && !Wait(fd, POLLOUT, deadline).ok()) {
+      return false;  // it stopped reading, or the daemon stops
+    }
+  }
+  return true;
+}
+
+void ControlServer::Answer(int fd, uid_t peer_uid) {
+  Status st;
+  if (!Allowed(peer_uid)) {
+    st = Status::Permission(fmt::format("permission denied: the daemon of {} takes requests only from root and the "
+                                        "archive's owner (uid {}), not from uid {}",
+                                        fs_.archive().dir(), owner_uid_, peer_uid));
+    LogWarning("control socket: refused a connection from uid {}", peer_uid);
+  }
+  auto message = st.ok() ? ReadRequest(fd) : Result<std::string>(st);
+  auto request = message.ok() ? ParseControlRequest(*message) : Result<ControlRequest>(message.status());
+  st = request.status();
+  if (st.ok()) {
+    try {
+      st = Handle(*request, [this, fd](const std::string& line) { return !stopping_ && SendLine(fd, line); }, fd);
+    } catch (const std::exception& e) {
+      st = Status::IOError(e.what());
+    }
+  }
+  SendLine(fd, st.ok() ? "ok" : fmt::format("error: {}", st.message()));
+  Close(fd, Clock::now() + std::chrono::seconds(1));
+}
+
+void ControlServer::Close(int fd, Clock::time_point deadline) const {
+  ::shutdown(fd, SHUT_WR);
+  char buffer[4096];
+  while (Wait(fd, POLLIN, deadline).ok() && ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT) > 0) {
+  }
   ::close(fd);
 }
 
-Status ControlServer::Handle(const std::vector<std::string>& command,
-                             const std::function<bool(const std::string&)>& send, int fd) {
-  const std::string& verb = command[0];
-  if (verb == "persist") return fs_.PersistAll();
-  if (verb == "evict") return fs_.EvictAll();
-  if (verb == "status") {
-    send(fmt::format("pid {}", ::getpid()));
-    return Status::OK();
-  }
-  if (verb == "disk-fail" && command.size() == 2) {
-    char* end = nullptr;
-    unsigned long disk = std::strtoul(command[1].c_str(), &end, 10);
-    if (command[1].empty() || *end != '\0' || disk >= fs_.archive().disk_count()) {
-      return Status::InvalidArgument(fmt::format("'{}' is not a disk of this archive", command[1]));
+Status ControlServer::Handle(const ControlRequest& request, const SendFn& send, int fd) {
+  switch (request.verb) {
+    case ControlVerb::kPersist: return fs_.PersistAll();
+    case ControlVerb::kEvict: return fs_.EvictAll();
+    case ControlVerb::kStatus:
+      send(fmt::format("pid {}", ::getpid()));
+      return Status::OK();
+    case ControlVerb::kDiskFail: {
+      if (request.disk >= fs_.archive().disk_count()) {
+        return Status::InvalidArgument(fmt::format("'{}' is not a disk of this archive (0..{})", request.disk,
+                                                   fs_.archive().disk_count() - 1));
+      }
+      Status st = fs_.archive().FailDisk(request.disk);
+      if (st.ok()) LogWarning("disk {} taken out of service (cairn disk fail); running degraded", request.disk);
+      return st;
     }
-    Status st = fs_.archive().FailDisk(disk);
-    if (st.ok()) LogWarning("disk {} taken out of service (cairn disk fail); running degraded", disk);
-    return st;
+    case ControlVerb::kRulesReload: {
+      Status st = fs_.ReloadRules();
+      if (!st.ok()) LogError("rules reload refused, the old rules stay in force: {}", st.message());
+      return st;
+    }
+    case ControlVerb::kApply:
+      return fs_.ApplyPolicy(request.path, [&](const Reconciler::Progress& p) {
+        return send(fmt::format("progress {} {} {} {} {} {}", p.files_done, p.files_total, p.bytes_done, p.bytes_total,
+                                p.files_busy, p.files_failed));
+      });
+    case ControlVerb::kDryRun: {
+      // The client read the rules file with its own rights; the daemon opens no path it names.
+      auto rules = RuleSet::Parse(request.rules_text, request.rules_name);
+      if (!rules.ok()) return rules.status();
+      return fs_.DryRunRules(std::make_shared<const RuleSet>(std::move(*rules)), request.path,
+                             [&](const std::string& line) { return send("change " + line); });
+    }
+    case ControlVerb::kRepair: return Repair(request, send, fd);
   }
-  if (verb == "rules-reload") {
-    Status st = fs_.ReloadRules();
-    if (!st.ok()) LogError("rules reload refused, the old rules stay in force: {}", st.message());
-    return st;
-  }
-  if (verb == "apply" && command.size() == 2) {
-    return fs_.ApplyPolicy(command[1], [&](const Reconciler::Progress& p) {
-      return !stopping_ && send(fmt::format("progress {} {} {} {} {} {}", p.files_done, p.files_total, p.bytes_done,
-                                            p.bytes_total, p.files_busy, p.files_failed));
-    });
-  }
-  if (verb == "repair" && command.size() == 4) return Repair(command, send, fd);
-  if (verb == "dry-run" && command.size() == 3) {
-    auto rules = RuleSet::Load(command[1]);
-    if (!rules.ok()) return rules.status();
-    return fs_.DryRunRules(std::make_shared<const RuleSet>(std::move(*rules)), command[2],
-                           [&](const std::string& line) { return send("change " + line); });
-  }
-  return Status::InvalidArgument(fmt::format("unknown control command '{}'", verb));
+  return Status::InvalidArgument("unknown control request");
 }
 
-Status ControlServer::Repair(const std::vector<std::string>& command,
-                             const std::function<bool(const std::string&)>& send, int fd) {
-  const std::string& what = command[1];
+Status ControlServer::Repair(const ControlRequest& request, const SendFn& send, int fd) {
+  const char* what = request.rebuild ? "rebuild" : "scrub";
   RepairOptions options;
-  options.rebuild = what == "rebuild";
-  char* end_budget = nullptr;
-  char* end_rate = nullptr;
-  options.budget_ns = std::strtoll(command[2].c_str(), &end_budget, 10);
-  options.rate = std::strtoull(command[3].c_str(), &end_rate, 10);
-  if ((!options.rebuild && what != "scrub") || command[2].empty() || *end_budget || options.budget_ns < 0 ||
-      command[3].empty() || *end_rate) {
-    return Status::InvalidArgument(fmt::format("repair: bad arguments '{}' '{}' '{}'", what, command[2], command[3]));
-  }
+  options.rebuild = request.rebuild;
+  options.budget_ns = request.budget_ns;
+  options.rate = request.rate;
   std::unique_lock lock(repair_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return Status::Busy("a rebuild or scrub is already running on this archive");
   options.progress = [&](const RepairReport& r) { return send(RepairReportLine(r)); };

@@ -79,6 +79,12 @@ bool Rule::Matches(const FileFacts& facts, int64_t now_ns) const {
 }
 
 Result<RuleSet> RuleSet::Load(const std::string& path) {
+  auto text = ReadText(path);
+  if (!text.ok()) return text.status();
+  return Parse(*text, path);
+}
+
+Result<std::string> RuleSet::ReadText(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
@@ -106,7 +112,7 @@ Result<RuleSet> RuleSet::Load(const std::string& path) {
                                                "(4 MiB)",
                                                path, st.st_size, kMaxFileBytes));
   }
-  return Parse(text, path);
+  return text;
 }
 
 RuleSet RuleSet::BuiltIn() {

@@ -98,6 +98,8 @@ class RuleSet {
   static Result<RuleSet> Parse(std::string_view text, std::string_view file_name);
   // Reads and parses the file at `path`; errors name `path`. A missing file is NotFound.
   static Result<RuleSet> Load(const std::string& path);
+  // The text of the rules file at `path` (Load's reading half), refused when too long.
+  static Result<std::string> ReadText(const std::string& path);
   // What an archive without a rules file uses: no policies, no rules, a default that sets nothing.
   static RuleSet BuiltIn();
 

@@ -4,7 +4,9 @@
 #include <ctime>
 #include <mutex>
 
+#include <fcntl.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 namespace cairn {
 namespace {
@@ -29,7 +31,11 @@ const char* LevelName(LogLevel level) {
 void SetLogFile(const std::string& path) {
   std::lock_guard lock(g_mutex);
   if (g_file) fclose(g_file);
-  g_file = path.empty() ? nullptr : fopen(path.c_str(), "ae");
+  g_file = nullptr;
+  if (path.empty()) return;
+  // Private (0600) whatever the umask: the log names files and users.
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0 && !(g_file = fdopen(fd, "a"))) ::close(fd);
 }
 
 void SetLogToStderr(bool enabled) {

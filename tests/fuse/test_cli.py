@@ -1,6 +1,7 @@
 """The fstab mount forms, status, inspect, and a bad config key."""
 import json
 import os
+import re
 
 from conftest import CAIRN, is_mounted, read_file, run, write_file
 
@@ -69,7 +70,11 @@ def test_inspect_dumps_an_extent_header(archive):
         else:
             assert "all-zero" in r.stderr or "magic" in r.stderr, r.stderr
     assert found, "no extent at offset 4096 on any disk"
-    assert any("file segment" in out and "payload 4194304 bytes" in out for out in found), found
+    # format v3: the payload is the 4 MiB segment followed by the member table
+    def segment_bytes(out):
+        m = re.search(r"payload (\d+) bytes.*of which member table (\d+) bytes", out, re.S)
+        return m and int(m.group(1)) - int(m.group(2))
+    assert any("file segment" in out and segment_bytes(out) == 4194304 for out in found), found
     archive.mount()
 
 

@@ -35,7 +35,8 @@ TEST_CASE("ExtentHeader: encode/decode round trip") {
   ExtentHeader h = SampleHeader();
   auto bytes = EncodeExtentHeader(h);
   CHECK(std::memcmp(bytes.data(), "CAIRNEXT", 8) == 0);
-  CHECK(GetFixed16(&bytes[10]) == 76 + h.policy_stamp.size());
+  CHECK(GetFixed16(&bytes[8]) == 3);
+  CHECK(GetFixed16(&bytes[10]) == 92 + h.policy_stamp.size());
   CHECK(std::memcmp(&bytes[72], h.policy_stamp.data(), h.policy_stamp.size()) == 0);
   auto decoded = DecodeExtentHeader(bytes, "test");
   REQUIRE(decoded.ok());
@@ -94,9 +95,51 @@ TEST_CASE("ExtentHeader: every anomaly is a clear error") {
   }
   SECTION("unknown kind (with a valid checksum)") {
     good[12] = 7;
-    size_t crc_at = 72 + SampleHeader().policy_stamp.size();
+    size_t crc_at = 72 + SampleHeader().policy_stamp.size() + 16;
     PutFixed32(&good[crc_at], MaskCrc(Crc32c(std::span<const uint8_t>(good).first(crc_at))));
     CHECK(Mentions(DecodeExtentHeader(good, "x").status(), "unknown extent kind 7"));
+  }
+}
+
+TEST_CASE("ExtentHeader: v3 fields after the digest, v2 headers still decode") {
+  ExtentHeader h = SampleHeader();
+  h.redundancy = Redundancy{Redundancy::Scheme::kReedSolomon, 4, 2, 0, ChecksumType::kXxh3};
+  h.extent_payload_length = 0x0000000102030405ull;  // 5 bytes used, within kMaxExtentPayload
+  h.extent_payload_crc = 0xcafef00d;
+  h.members_length = 300;
+  auto bytes = EncodeExtentHeader(h);
+  size_t at = 72 + h.policy_stamp.size() + 8;  // after the 8-byte xxh3 digest
+  CHECK(GetFixed64(&bytes[at]) == 0x0000000102030405ull);
+  CHECK(UnmaskCrc(GetFixed32(&bytes[at + 8])) == 0xcafef00du);
+  CHECK(GetFixed32(&bytes[at + 12]) == 300);
+  CHECK(UnmaskCrc(GetFixed32(&bytes[at + 16])) == Crc32c(std::span<const uint8_t>(bytes).first(at + 16)));
+  auto back = DecodeExtentHeader(bytes, "x");
+  REQUIRE(back.ok());
+  CHECK(back->version == 3);
+  CHECK(back->extent_payload_length == h.extent_payload_length);
+  CHECK(back->extent_payload_crc == h.extent_payload_crc);
+  CHECK(back->members_length == 300);
+
+  SECTION("a member table longer than the payload") {
+    h.members_length = 1u << 31;
+    h.extent_payload_length = 100;
+    CHECK(Mentions(DecodeExtentHeader(EncodeExtentHeader(h), "x").status(), "longer than the 100-byte payload"));
+  }
+  SECTION("v2: 76 fixed bytes, the chunk is the payload unless RS, no member table") {
+    ExtentHeader v2 = SampleHeader();
+    v2.version = 2;
+    auto old = EncodeExtentHeader(v2);
+    CHECK(GetFixed16(&old[10]) == 76 + v2.policy_stamp.size());
+    auto decoded = DecodeExtentHeader(old, "x");
+    REQUIRE(decoded.ok());
+    CHECK(decoded->version == 2);
+    CHECK(decoded->extent_payload_length == v2.payload_length);
+    CHECK(decoded->extent_payload_crc == v2.payload_crc);
+    CHECK(decoded->members_length == 0);
+    v2.redundancy = h.redundancy;
+    decoded = DecodeExtentHeader(EncodeExtentHeader(v2), "x");
+    REQUIRE(decoded.ok());
+    CHECK(decoded->extent_payload_length == 0);
   }
 }
 
@@ -167,7 +210,7 @@ TEST_CASE("ExtentHeader: chunk fields and a strong digest round trip") {
   std::vector<uint8_t> data = {'a', 'b', 'c'};
   h.digest = ComputeDigest(ChecksumType::kSha256, data);
   auto bytes = EncodeExtentHeader(h);
-  CHECK(GetFixed16(&bytes[10]) == 76 + h.policy_stamp.size() + 32);
+  CHECK(GetFixed16(&bytes[10]) == 92 + h.policy_stamp.size() + 32);
   CHECK(bytes[12] == (1 | 2 << 4));
   auto back = DecodeExtentHeader(bytes, "x");
   REQUIRE(back.ok());

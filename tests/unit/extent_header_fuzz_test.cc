@@ -92,6 +92,9 @@ void ExpectSameFields(const ExtentHeader& a, const ExtentHeader& b) {
   CHECK(a.redundancy == b.redundancy);
   CHECK(std::equal(a.digest.begin(), a.digest.begin() + DigestSize(a.redundancy.checksum), b.digest.begin()));
   CHECK(a.policy_stamp == b.policy_stamp);
+  CHECK(a.extent_payload_length == b.extent_payload_length);
+  CHECK(a.extent_payload_crc == b.extent_payload_crc);
+  CHECK(a.members_length == b.members_length);
 }
 
 }  // namespace
@@ -132,6 +135,8 @@ TEST_CASE("Fuzz: the extent header parser refuses clearly or accepts only fields
     REQUIRE(ChunksNeeded(r) <= r.chunk_count());
     REQUIRE(header->chunk_index < r.chunk_count());
     REQUIRE(header->payload_length <= kMaxExtentPayload);
+    REQUIRE(header->extent_payload_length <= kMaxExtentPayload);
+    REQUIRE(header->members_length <= header->extent_payload_length);
     REQUIRE(header->policy_stamp.size() <= kMaxPolicyStamp);
     uint64_t chunk = r.ChunkLength(header->payload_length);  // divides by data_chunks for rs
     CHECK(chunk <= header->payload_length + 63);

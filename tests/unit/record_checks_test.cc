@@ -218,7 +218,10 @@ TEST_CASE("ExtentHeader: fields out of range are Corruption even with a good che
   CHECK(Mentions(decode(bad).status(), "chunk_index 3 but the redundancy has 3 chunks"));
   bad = h;
   bad.payload_length = kMaxExtentPayload + 1;
-  CHECK(Mentions(decode(bad).status(), "payload_length 1073741825 is above the maximum"));
+  CHECK(Mentions(decode(bad).status(), fmt::format("payload_length {} is above the maximum", kMaxExtentPayload + 1)));
+  bad = h;
+  bad.extent_payload_length = UINT64_MAX;  // v3: what cairn recover would size the whole payload by
+  CHECK(Mentions(decode(bad).status(), "extent_payload_length 18446744073709551615 is above the maximum"));
   bad = h;
   bad.redundancy.idr_scramble = 200;
   CHECK(Mentions(decode(bad).status(), "idr_scramble 200"));

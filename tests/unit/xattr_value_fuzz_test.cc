@@ -80,7 +80,7 @@ void ExpectUsable(PolicyKey key, const std::string& canonical) {
       auto [ptr, ec] = std::from_chars(canonical.data(), canonical.data() + canonical.size(), size);
       REQUIRE((ec == std::errc() && ptr == canonical.data() + canonical.size()));
       CHECK(size >= 65536);
-      CHECK(size <= kMaxExtentPayload);
+      CHECK(size <= kMaxSegmentSize);
       CHECK(size % 4096 == 0);
       break;
     }

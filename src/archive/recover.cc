@@ -1,0 +1,408 @@
+#include "archive/recover.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "archive/archive.h"
+#include "archive/extent_scan.h"
+#include "backend/member_table.h"
+#include "util/clock.h"
+
+namespace cairn {
+namespace {
+
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+std::string TimeSuffix() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y%m%dT%H%M%SZ", &utc);
+  return text;
+}
+
+Status Rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) return Status::FromErrno(fmt::format("rename {} to {}", from, to), errno);
+  return Status::OK();
+}
+
+bool HasFiles(const std::string& dir) {
+  bool any = false;
+  StagingCache(dir).ForEach([&](uint64_t, uint64_t, int64_t) { any = true; });
+  return any;
+}
+
+// Step 1: keeps the old catalog and cache aside and makes a new, empty catalog, holding the
+// archive lock so no daemon is using them meanwhile.
+Status SetAside(const std::string& dir, bool force, RecoverReport& report) {
+  std::string lock_path = dir + "/lock";
+  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) return Status::FromErrno(fmt::format("cannot open {}", lock_path), errno);
+  Status st;
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    st = Status::Busy(fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first", dir,
+                                  Archive::LockHolder(dir)));
+  }
+  std::string catalog = dir + "/catalog.db";
+  if (st.ok() && Exists(catalog) && !force) {
+    st = Status::Exists(fmt::format("{} exists: recover would replace it; pass --force to keep it aside as "
+                                    "catalog.db.bak-TIME and rebuild it from the disks",
+                                    catalog));
+  }
+  std::string suffix = TimeSuffix();
+  // A -wal or -shm left without its database would be taken for the new one's.
+  for (const char* part : {"", "-wal", "-shm"}) {
+    if (st.ok() && Exists(catalog + part)) {
+      report.catalog_backup = catalog + ".bak-" + suffix;
+      st = Rename(catalog + part, report.catalog_backup + part);
+    }
+  }
+  std::string cache = dir + "/cache";
+  if (st.ok() && HasFiles(cache)) {
+    report.cache_backup = cache + ".bak-" + suffix;
+    st = Rename(cache, report.cache_backup);
+    if (st.ok() && ::mkdir(cache.c_str(), 0700) != 0) st = Status::FromErrno(fmt::format("mkdir {}", cache), errno);
+  }
+  if (st.ok()) st = Catalog::Create(catalog, 0, 0, NowNs()).status();
+  ::close(lock);
+  return st;
+}
+
+struct Newest {
+  uint64_t extent = 0;
+  MemberNode node;
+};
+
+struct Placed {
+  uint64_t extent = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+// What the member tables say, newest version of everything.
+struct Versions {
+  std::map<uint64_t, Newest> files;                          // by inode
+  std::map<std::string, Newest> directories;                 // by path
+  std::map<std::pair<uint64_t, uint64_t>, Placed> segments;  // by (inode, index)
+  std::map<uint64_t, ExtentRecord> records;  // by the id found: what the catalog gets (rewritten ones differ)
+  uint64_t max_ino = kRootInode;
+  bool damage = false;  // some extent could not be read: a segment not found may be lost, not a hole
+};
+
+template <typename Key>
+void KeepNewest(std::map<Key, Newest>& map, const Key& key, uint64_t extent, const MemberNode& node) {
+  Newest& slot = map[key];
+  if (extent > slot.extent) slot = {extent, node};
+}
+
+// Makes the space of every chunk found used, so rewriting an extent cannot overwrite one.
+// REQUIRES: catalog mutex held.
+void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport& report) {
+  for (const auto& [id, found] : scan.extents) {
+    for (const ChunkPlacement& chunk : found.record.chunks) {
+      if (chunk.disk == kNoDisk) continue;
+      Status st = archive.allocator(chunk.disk).MarkUsed(chunk.offset, chunk.alloc_length);
+      if (!st.ok()) report.lost.push_back(fmt::format("extent {} on disk {}: {}", id, chunk.disk, st.message()));
+    }
+  }
+  archive.ReserveExtentIds(scan.max_extent_id);
+}
+
+// An extent with chunks not found, read from the others, written again whole (new chunks,
+// new id, same payload and member table) and synced.
+Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::span<const uint8_t> payload) {
+  const ExtentHeader& h = found.header;
+  auto record = archive.WriteExtentToDisk(h.kind, h.inode, h.file_offset, payload, h.policy_stamp, h.redundancy,
+                                          h.members_length);
+  if (!record.ok()) return record.status();
+  for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.disk(chunk.disk).Sync());
+  return record;
+}
+
+// Step 2: reads the member table of every extent found.
+Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverReport& report,
+                          const RecoverOptions& options) {
+  Versions v;
+  v.damage = !scan.problems.empty();
+  uint64_t done = 0;
+  for (const auto& [id, found] : scan.extents) {
+    if (options.progress && ++done % 256 == 0) {
+      options.progress(fmt::format("read {} of {} extents", done, scan.extents.size()));
+    }
+    std::string where = fmt::format("extent {} ({})", id, found.where);
+    if (found.header.members_length == 0) {
+      report.lost.push_back(fmt::format("{}: format v{} has no member table; its data cannot be placed", where,
+                                        found.header.version));
+      continue;
+    }
+    auto payload = archive.ReadExtentPayload(found.record);
+    v.records[id] = found.record;
+    if (payload.ok() && !found.missing.empty()) {  // readable from the other chunks
+      auto rewritten = Rewrite(archive, found, *payload);
+      if (rewritten.ok()) {
+        report.notes.push_back(fmt::format("{}: chunk(s) {} not found; rewritten from the others as extent {}", where,
+                                           found.missing, rewritten->id));
+        v.records[id] = *rewritten;
+      } else {
+        payload = rewritten.status();
+      }
+    }
+    if (!payload.ok() && !found.missing.empty()) {
+      payload = Status::NotFound(fmt::format("chunk(s) {} of {} not found on any disk, and the others do not "
+                                             "suffice: {}", found.missing, found.record.chunks.size(),
+                                             payload.status().message()));
+    }
+    auto table = payload.ok() ? DecodeMemberTable(std::span(*payload).last(found.header.members_length), where)
+                              : Result<MemberTable>(payload.status());
+    if (!table.ok()) {
+      report.lost.push_back(fmt::format("{}: unreadable, skipped: {}", where, table.status().message()));
+      v.damage = true;
+      continue;
+    }
+    uint64_t data_length = found.record.payload_length - found.header.members_length;
+    for (const MemberNode& node : table->nodes) {
+      v.max_ino = std::max(v.max_ino, node.ino);
+      if (S_ISDIR(node.mode)) {
+        for (const std::string& path : node.paths) KeepNewest(v.directories, path, id, node);
+        continue;
+      }
+      KeepNewest(v.files, node.ino, id, node);
+      for (const MemberSegment& s : node.segments) {
+        if (s.offset + s.length > data_length || s.offset + s.length < s.offset) {
+          report.lost.push_back(fmt::format("{}: segment {} of inode {} passes the end of the data", where, s.index,
+                                            node.ino));
+          continue;
+        }
+        Placed& slot = v.segments[{node.ino, s.index}];
+        if (id > slot.extent) slot = {id, s.offset, s.length};
+      }
+    }
+  }
+  return v;
+}
+
+std::string Parent(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+std::string Base(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+Status RestoreXattrs(Catalog& catalog, uint64_t ino, const MemberNode& node) {
+  for (const auto& [name, value] : node.xattrs) {
+    CAIRN_RETURN_IF_ERROR(catalog.SetXattr(
+        ino, name, std::span(reinterpret_cast<const uint8_t*>(value.data()), value.size())));
+  }
+  return Status::OK();
+}
+
+void CopyAttributes(const MemberNode& node, InodeRecord& r) {
+  r.mode = node.mode;
+  r.uid = node.uid;
+  r.gid = node.gid;
+  r.atime_ns = node.atime_ns;
+  r.mtime_ns = node.mtime_ns;
+  r.ctime_ns = node.ctime_ns;
+}
+
+// Step 3 and 4: the catalog, from the newest versions. REQUIRES: catalog mutex held.
+class CatalogWriter {
+ public:
+  CatalogWriter(Catalog& catalog, const ExtentScan& scan, const Versions& v, RecoverReport& report)
+      : catalog_(catalog), scan_(scan), v_(v), report_(report) {}
+
+  Status Run() {
+    ChooseNames();
+    CAIRN_RETURN_IF_ERROR(WriteDirectories());
+    for (const auto& [ino, names] : names_) CAIRN_RETURN_IF_ERROR(WriteFile(ino, names));
+    for (auto& [id, refs] : refs_) {
+      ExtentRecord record = v_.records.at(id);
+      record.refs = refs;
+      CAIRN_RETURN_IF_ERROR(catalog_.InsertExtent(record));
+    }
+    report_.extents_used = refs_.size();
+    return catalog_.RaiseIdFloors(std::max(v_.max_ino, next_ino_ - 1), scan_.max_extent_id);
+  }
+
+ private:
+  // Newest file first: an older file's name that a newer one holds is lost.
+  void ChooseNames() {
+    std::vector<std::pair<uint64_t, uint64_t>> order;  // (extent, ino)
+    for (const auto& [ino, newest] : v_.files) order.emplace_back(newest.extent, ino);
+    std::sort(order.rbegin(), order.rend());
+    std::map<std::string, uint64_t> holder;
+    for (const auto& [extent, ino] : order) {
+      for (const std::string& path : v_.files.at(ino).node.paths) {
+        auto [it, fresh] = holder.try_emplace(path, ino);
+        if (!fresh) {
+          report_.lost.push_back(fmt::format("'{}': inode {} (extent {}) is older than inode {} there; not recovered",
+                                             path, ino, extent, it->second));
+        }
+      }
+    }
+    for (const auto& [path, ino] : holder) {
+      for (std::string dir = Parent(path); !dir.empty(); dir = Parent(dir)) directories_.insert(dir);
+    }
+    for (const auto& [path, newest] : v_.directories) {
+      if (newest.node.entries_truncated) {
+        report_.lost.push_back(fmt::format("'{}/': had more entries without data (symlinks, empty files, "
+                                           "subdirectories, ...) than were recorded; some may be missing", path));
+      }
+    }
+    for (const auto& [path, newest] : v_.directories) {  // empty ones too, unless a newer file is there
+      auto file = holder.find(path);
+      if (path.empty() || (file != holder.end() && v_.files.at(file->second).extent > newest.extent)) continue;
+      for (std::string dir = path; !dir.empty(); dir = Parent(dir)) directories_.insert(dir);
+    }
+    for (const auto& [path, ino] : holder) {
+      if (directories_.contains(path)) {
+        report_.lost.push_back(fmt::format("'{}': inode {} is a file where newer files need a directory; "
+                                           "not recovered", path, ino));
+      } else {
+        names_[ino].push_back(path);
+      }
+    }
+    for (const auto& [ino, newest] : v_.files) {
+      if (newest.node.paths.empty()) {
+        report_.lost.push_back(fmt::format("inode {} (extent {}): had no name when written (deleted, still open)",
+                                           ino, newest.extent));
+      }
+    }
+    for (const auto& [ino, names] : names_) used_inos_.insert(ino);
+    next_ino_ = v_.max_ino + 1;
+  }
+
+  Status WriteDirectories() {
+    std::map<std::string, uint64_t> subdirs;
+    for (const std::string& dir : directories_) subdirs[Parent(dir)]++;
+    auto root = catalog_.GetInode(kRootInode);
+    if (!root.ok()) return root.status();
+    if (auto it = v_.directories.find(""); it != v_.directories.end()) {
+      CopyAttributes(it->second.node, *root);
+      CAIRN_RETURN_IF_ERROR(RestoreXattrs(catalog_, kRootInode, it->second.node));
+    }
+    root->nlink = 2 + subdirs[""];
+    CAIRN_RETURN_IF_ERROR(catalog_.UpdateInode(*root));
+    dir_ino_[""] = kRootInode;
+    int64_t now = NowNs();
+    for (const std::string& dir : directories_) {  // parents sort before their children
+      InodeRecord r;
+      auto recorded = v_.directories.find(dir);
+      bool known = recorded != v_.directories.end();
+      r.ino = known && !used_inos_.contains(recorded->second.node.ino) ? recorded->second.node.ino : next_ino_++;
+      used_inos_.insert(r.ino);
+      if (known) {
+        CopyAttributes(recorded->second.node, r);
+      } else {
+        r.mode = S_IFDIR | 0755;
+        r.atime_ns = r.mtime_ns = r.ctime_ns = now;
+        report_.directories_guessed++;
+      }
+      r.nlink = 2 + subdirs[dir];
+      CAIRN_RETURN_IF_ERROR(catalog_.RestoreInode(r));
+      CAIRN_RETURN_IF_ERROR(catalog_.InsertEntry(dir_ino_.at(Parent(dir)), Base(dir), r.ino));
+      if (known) CAIRN_RETURN_IF_ERROR(RestoreXattrs(catalog_, r.ino, recorded->second.node));
+      dir_ino_[dir] = r.ino;
+      report_.directories++;
+    }
+    return Status::OK();
+  }
+
+  Status WriteFile(uint64_t ino, const std::vector<std::string>& names) {
+    const Newest& newest = v_.files.at(ino);
+    const MemberNode& node = newest.node;
+    InodeRecord r;
+    r.ino = ino;
+    CopyAttributes(node, r);
+    r.nlink = names.size();
+    r.size = node.size;
+    r.rdev = node.rdev;
+    r.symlink = node.symlink;
+    r.segment_size = node.segment_size;
+    if (!node.segments.empty()) {  // else it was recorded as an entry of a directory: no policy of its own
+      auto layout = catalog_.InternLayout(scan_.extents.at(newest.extent).header.policy_stamp);
+      if (!layout.ok()) return layout.status();
+      r.layout_id = *layout;
+    }
+    CAIRN_RETURN_IF_ERROR(catalog_.RestoreInode(r));
+    for (const std::string& path : names) {
+      CAIRN_RETURN_IF_ERROR(catalog_.InsertEntry(dir_ino_.at(Parent(path)), Base(path), ino));
+    }
+    CAIRN_RETURN_IF_ERROR(RestoreXattrs(catalog_, ino, node));
+    bool has_data = S_ISREG(node.mode) && node.segment_size > 0;
+    uint64_t count = has_data ? (node.size + node.segment_size - 1) / node.segment_size : 0;
+    std::string missing;
+    for (uint64_t index = 0; index < count; index++) {
+      auto placed = v_.segments.find({ino, index});
+      if (placed == v_.segments.end()) {  // all zeros when written (a hole), or in an extent that was lost
+        if (v_.damage) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", index);
+        CAIRN_RETURN_IF_ERROR(catalog_.PutSegment({ino, index, kHoleExtent, 0, 0, false}));
+        continue;
+      }
+      uint64_t length = std::min(placed->second.length, node.size - index * node.segment_size);
+      CAIRN_RETURN_IF_ERROR(catalog_.PutSegment(
+          {ino, index, v_.records.at(placed->second.extent).id, placed->second.offset, length, false}));
+      refs_[placed->second.extent]++;
+      report_.bytes += length;
+    }
+    if (!missing.empty()) {
+      report_.lost.push_back(fmt::format("'{}': segment(s) {} not found (holes, or data in a damaged extent); "
+                                         "they read as zeros", names.front(), missing));
+    }
+    report_.files++;
+    return Status::OK();
+  }
+
+  Catalog& catalog_;
+  const ExtentScan& scan_;
+  const Versions& v_;
+  RecoverReport& report_;
+  std::map<uint64_t, std::vector<std::string>> names_;  // file -> names it gets
+  std::set<std::string> directories_;                    // paths, without the root
+  std::map<std::string, uint64_t> dir_ino_;
+  std::set<uint64_t> used_inos_;
+  uint64_t next_ino_ = kRootInode + 1;
+  std::map<uint64_t, uint64_t> refs_;  // extent -> segments in it
+};
+
+}  // namespace
+
+Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOptions& options) {
+  RecoverReport report;
+  CAIRN_RETURN_IF_ERROR(SetAside(dir, options.force, report));
+  Archive::OpenOptions open;
+  open.degraded = true;         // recover what the disks that are there hold
+  open.repair_on_read = false;  // read only; cairn scrub repairs afterwards
+  auto archive = Archive::Open(dir, open);
+  if (!archive.ok()) return archive.status();
+  ExtentScan scan = ScanDisks(**archive, [&](size_t disk, uint64_t at) {
+    if (options.progress && at % (256ull << 20) < (1 << 20)) {
+      options.progress(fmt::format("disk {}: scanned {} MiB", disk, at >> 20));
+    }
+  });
+  report.chunks_found = scan.chunks;
+  report.extents_found = scan.extents.size();
+  report.lost = scan.problems;
+  {
+    std::lock_guard lock((*archive)->catalog_mutex());
+    ReserveFoundChunks(**archive, scan, report);
+  }
+  Versions versions = ReadMemberTables(**archive, scan, report, options);
+  std::lock_guard lock((*archive)->catalog_mutex());
+  Catalog& catalog = (*archive)->catalog();
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] { return CatalogWriter(catalog, scan, versions, report).Run(); }));
+  CAIRN_RETURN_IF_ERROR(catalog.Flush(true));
+  return report;
+}
+
+}  // namespace cairn

@@ -1,0 +1,56 @@
+// cairn recover: rebuilds a lost catalog from the disks (archive/recover.h). See cairn(8).
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "archive/recover.h"
+#include "cli/commands.h"
+#include "util/size.h"
+
+namespace cairn {
+
+int CmdRecover(const Args& args) {
+  const char* usage = "usage: cairn recover ARCHIVE [--force] [--progress] [--report FILE]";
+  RecoverOptions options;
+  std::string dir, report_path;
+  for (size_t i = 0; i < args.size(); i++) {
+    if (args[i] == "--force") {
+      options.force = true;
+    } else if (args[i] == "--progress") {
+      options.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+    } else if (args[i] == "--report" && i + 1 < args.size()) {
+      report_path = args[++i];
+    } else if (dir.empty() && !args[i].starts_with("-")) {
+      dir = args[i];
+    } else {
+      return Fail(2, usage);
+    }
+  }
+  if (dir.empty()) return Fail(2, usage);
+  auto report = RecoverCatalog(dir, options);
+  if (!report.ok()) return Fail(1, report.status().message());
+  if (!report->catalog_backup.empty()) fmt::print("old catalog kept as {}\n", report->catalog_backup);
+  if (!report->cache_backup.empty()) {
+    fmt::print("old staging cache kept as {} (files not yet persisted are there, named by inode)\n",
+               report->cache_backup);
+  }
+  fmt::print("found {} chunks of {} complete extents; {} hold the newest data\n", report->chunks_found,
+             report->extents_found, report->extents_used);
+  fmt::print("recovered {} files ({}) and {} directories ({} without recorded metadata: mode 0755, owner 0:0)\n",
+             report->files, FormatSize(report->bytes), report->directories, report->directories_guessed);
+  for (const std::string& note : report->notes) fmt::print("note: {}\n", note);
+  std::string lost;
+  for (const std::string& line : report->lost) lost += "  " + line + "\n";
+  fmt::print("not recovered: {}\n{}", report->lost.size(), lost);
+  if (!report_path.empty()) {
+    std::FILE* out = std::fopen(report_path.c_str(), "w");
+    bool written = out && std::fputs(lost.c_str(), out) >= 0;
+    if (out && std::fclose(out) != 0) written = false;
+    if (!written) return Fail(1, fmt::format("cannot write {}", report_path));
+  }
+  return report->lost.empty() ? 0 : 3;
+}
+
+}  // namespace cairn

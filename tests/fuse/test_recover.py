@@ -1,0 +1,227 @@
+"""cairn recover: a catalog rebuilt from the disks alone (format v3 member tables), and
+archives of format v2 still readable."""
+import glob
+import hashlib
+import os
+import re
+import shutil
+import struct
+import time
+
+from conftest import KiB, MiB, assert_file_equals, cairn, make_rich_tree, random_bytes, run, sh, write_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOLDEN_V2 = os.path.join(HERE, "..", "data", "format-v2", "archive.tar.gz")
+RSYNC = ["rsync", "-aHAX", "--numeric-ids"]
+
+
+def itemize(src, dst):
+    return run(RSYNC + ["-n", "--itemize-changes", f"{src}/", f"{dst}/"]).stdout.strip()
+
+
+def lose_catalog(archive):
+    """Unmounts and deletes catalog.db and its -wal/-shm."""
+    if archive.is_mounted():
+        archive.umount()
+    doomed = glob.glob(os.path.join(archive.arch, "catalog.db*"))
+    assert doomed, "no catalog to lose"
+    for path in doomed:
+        os.remove(path)
+
+
+def recover(archive, *extra, expect=0):
+    r = cairn("recover", archive.arch, *extra, check=False, timeout=300)
+    assert r.returncode == expect, f"cairn recover exit {r.returncode} (want {expect}):\n{r.stdout}{r.stderr}"
+    return r
+
+
+def settle(archive, command="persist"):
+    """cairn persist/evict once the kernel has released the files just written: FUSE sends
+    RELEASE after close() returns, and until then the daemon counts the file as being written
+    (Busy). Bounded: 20 s."""
+    deadline = time.monotonic() + 20
+    while True:
+        r = cairn(command, archive.arch, check=False)
+        if r.returncode == 0:
+            return r
+        assert "still being written" in r.stderr and time.monotonic() < deadline, r.stdout + r.stderr
+        time.sleep(0.05)
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def extent_headers(archive):
+    """(disk image, offset, inode, payload length) of every extent chunk header on the disks."""
+    found = []
+    for image in sorted(glob.glob(os.path.join(archive.arch, "disks", "*.img"))):
+        with open(image, "rb") as f:
+            data = f.read()
+        for m in re.finditer(b"CAIRNEXT", data):
+            if m.start() % 4096 == 0 and m.start() > 0:
+                inode, _, length = struct.unpack_from("<QQQ", data, m.start() + 40)
+                found.append((image, m.start(), inode, length))
+    return found
+
+
+def flip_byte(image, offset):
+    with open(image, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_recover_after_tar_and_rsync_matches_source(archive):
+    """The issue's scenario: tar and rsync a real tree in, lose the catalog, recover; rsync
+    -aHAX finds nothing to do (hard links come back as hard links), fsck is clean, and data
+    striped rs-2-1 is joined from its chunks."""
+    src = make_rich_tree(archive.s("src"), devices=True)
+    write_file(os.path.join(src, "sub", "twelve_mib"), random_bytes(12 * MiB + 5, 11))  # three segments
+    for i in range(40):  # packed together
+        write_file(os.path.join(src, "many", f"f{i:02}"), random_bytes(i * 97 + 1, 100 + i))
+    docs = "/usr/share/doc/rsync"
+    os.mkdir(archive.m("tar"))
+    opts = "--format=posix --xattrs --xattrs-include='*' --acls"
+    sh(f'tar -C "{src}" {opts} -cf - . | tar -C "{archive.m("tar")}" {opts} -xpf -')
+    run(RSYNC + [f"{src}/", archive.m("rsync") + "/"])
+    run(RSYNC + [f"{docs}/", archive.m("doc") + "/"])
+    os.mkdir(archive.m("rs"))
+    os.setxattr(archive.m("rs"), "user.cairn.raid", b"rs-2-1")
+    striped = random_bytes(6 * MiB + 3, 12)
+    write_file(archive.m("rs", "striped"), striped)
+    settle(archive)
+    for dst in ("tar", "rsync"):
+        assert itemize(src, archive.m(dst)) == "", f"{dst}: the copy differs before the catalog is lost"
+    lose_catalog(archive)
+
+    r = recover(archive, "--progress")
+    assert "not recovered: 0" in r.stdout, r.stdout
+    assert re.search(r"recovered \d+ files", r.stdout), r.stdout
+    archive.fsck()
+    archive.mount()
+    for dst in ("tar", "rsync"):
+        assert itemize(src, archive.m(dst)) == "", f"{dst}: rsync still finds differences after recover"
+        assert itemize(archive.m(dst), src) == "", f"{dst}: reverse rsync finds differences after recover"
+    assert itemize(docs, archive.m("doc")) == ""
+    assert_file_equals(archive.m("rs", "striped"), striped)
+    assert os.stat(archive.m("rsync", "hl", "a")).st_ino == os.stat(archive.m("rsync", "sub", "hl_c")).st_ino
+    # the recovered archive takes new files (inode and extent ids above the recovered ones)
+    write_file(archive.m("new"), b"after recovery\n")
+    archive.remount()
+    assert_file_equals(archive.m("new"), b"after recovery\n")
+    assert itemize(src, archive.m("tar")) == ""
+
+
+def test_recover_refuses_an_existing_catalog_without_force(archive):
+    write_file(archive.m("kept"), random_bytes(300 * KiB, 3))
+    settle(archive)
+    r = cairn("recover", archive.arch, "--force", check=False)
+    assert r.returncode == 1 and "in use" in r.stderr, f"recover on a mounted archive: {r.stdout}{r.stderr}"
+    archive.umount()
+    catalog = os.path.join(archive.arch, "catalog.db")
+    before = sha(catalog)
+
+    r = cairn("recover", archive.arch, check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "catalog.db exists" in r.stderr and "--force" in r.stderr, r.stderr
+    assert sha(catalog) == before, "a refused recover touched the catalog"
+    assert not glob.glob(catalog + ".bak-*")
+
+    r = recover(archive, "--force")
+    backups = glob.glob(catalog + ".bak-*")
+    backups = [b for b in backups if not b.endswith(("-wal", "-shm"))]
+    assert len(backups) == 1 and backups[0] in r.stdout, r.stdout
+    assert sha(backups[0]) == before, "the old catalog was not kept as it was"
+    archive.mount()
+    assert_file_equals(archive.m("kept"), random_bytes(300 * KiB, 3))
+
+
+def test_recover_reports_damaged_extents(archive):
+    """A damaged header and a damaged payload are reported (disk, offset, extent) and skipped;
+    the rest comes back, and fsck is clean."""
+    for name, seed in (("good", 1), ("bad_header", 2), ("bad_payload", 3)):
+        write_file(archive.m(name), random_bytes(400 * KiB, seed))
+    inos = {name: os.stat(archive.m(name)).st_ino for name in ("good", "bad_header", "bad_payload")}
+    settle(archive)
+    archive.umount()
+    by_inode = {inode: (image, offset) for image, offset, inode, _ in extent_headers(archive)}
+    image, offset = by_inode[inos["bad_header"]]
+    flip_byte(image, offset + 80)  # inside the policy stamp: the header CRC fails
+    image, offset = by_inode[inos["bad_payload"]]
+    flip_byte(image, offset + 4096 + 1000)  # inside the data: the payload CRC fails
+    lose_catalog(archive)
+
+    r = recover(archive, expect=3)
+    disk = int(re.search(r"disk-(\d+)", by_inode[inos["bad_header"]][0]).group(1))
+    assert f"disk {disk} offset {by_inode[inos['bad_header']][1]}: damaged extent header" in r.stdout, r.stdout
+    assert re.search(r"extent \d+ \(disk \d+ offset \d+\): unreadable, skipped: .*checksum", r.stdout), r.stdout
+    assert "not recovered: 2" in r.stdout, r.stdout
+    report = os.path.join(archive.scratch, "report")
+    recover(archive, "--force", "--report", report, expect=3)
+    with open(report) as f:
+        assert "damaged extent header" in f.read()
+    archive.fsck()
+    archive.mount()
+    assert_file_equals(archive.m("good"), random_bytes(400 * KiB, 1))
+    assert sorted(os.listdir(archive.mnt)) == ["good"]
+
+
+def test_v2_archive_still_reads(archive):
+    """An archive written by format v2 (tests/data/format-v2) mounts and reads; new files
+    in it are v3; recover brings those back and names the v2 extents it cannot place."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    os.mkdir(archive.arch)
+    run(["tar", "-C", archive.arch, "-xzf", GOLDEN_V2])
+    archive.fsck()
+    archive.mount()
+    want = {
+        "docs/small.txt": "6a13a3f389e37acd64ad9e591cbc5032247178ee12ad05bcf329ab51bc78f3cc",
+        "docs/sub/big.bin": "8ea169052436b0372b17b38104ca98e816c117cdf97041fd73a00c0bc52f1b13",
+        "docs/sub/multi.bin": "df0ad29102b5bf129fe319987e891a4b309bb64f1ed2713edc9d2da5297bb473",
+    }
+    for path, digest in want.items():
+        assert sha(archive.m(path)) == digest, path
+    assert os.getxattr(archive.m("docs/small.txt"), "user.golden") == b"yes"
+    write_file(archive.m("docs", "new_v3"), random_bytes(100 * KiB, 7))
+    settle(archive, "evict")
+    for path, digest in want.items():
+        assert sha(archive.m(path)) == digest, path
+    archive.umount()
+    archive.fsck()
+
+    r = recover(archive, "--force", expect=3)
+    assert len(re.findall(r"format v2 has no member table", r.stdout)) == 5, r.stdout  # every golden extent
+    archive.fsck()
+    archive.mount()
+    assert_file_equals(archive.m("docs", "new_v3"), random_bytes(100 * KiB, 7))
+
+
+def test_recover_with_a_disk_missing_rebuilds_from_the_other_chunks(archive):
+    """Mirror copies and Reed-Solomon slices on the disks that are left are joined as a read
+    does; those extents are written again whole (the catalog cannot point at a chunk on a
+    disk that is gone); after replacing the disk, rebuild and fsck are clean."""
+    for name, raid in (("mirrored", b"mirror-2"), ("striped", b"rs-2-1")):
+        os.mkdir(archive.m(name))
+        os.setxattr(archive.m(name), "user.cairn.raid", raid)
+        write_file(archive.m(name, "big"), random_bytes(5 * MiB + 1, len(name)))
+        write_file(archive.m(name, "small"), random_bytes(1000, len(name) + 1))
+    settle(archive)
+    lose_catalog(archive)
+    os.remove(os.path.join(archive.arch, "disks", "disk-001.img"))
+
+    r = recover(archive, expect=3)
+    assert "disk 1: not scanned" in r.stdout, r.stdout
+    assert "rewritten from the others as extent" in r.stdout, r.stdout
+    assert "unreadable" not in r.stdout and "not found on any disk" not in r.stdout, r.stdout
+    cairn("disk", "replace", archive.arch, "1", os.path.join(archive.arch, "disks", "disk-001.new"))
+    cairn("rebuild", archive.arch)
+    archive.fsck()
+    archive.mount()
+    for name in ("mirrored", "striped"):
+        assert_file_equals(archive.m(name, "big"), random_bytes(5 * MiB + 1, len(name)))
+        assert_file_equals(archive.m(name, "small"), random_bytes(1000, len(name) + 1))
+        assert os.getxattr(archive.m(name), "user.cairn.raid") == (b"mirror-2" if name == "mirrored" else b"rs-2-1")
