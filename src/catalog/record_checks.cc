@@ -22,6 +22,11 @@ uint64_t RoomFor(const InodeRecord& inode, uint64_t index) {
   return std::min(inode.segment_size, inode.size - index * inode.segment_size);
 }
 
+// The segments a file of inode.size bytes has. REQUIRES: inode.segment_size != 0.
+uint64_t SegmentCount(const InodeRecord& inode) {
+  return inode.size / inode.segment_size + (inode.size % inode.segment_size != 0);
+}
+
 }  // namespace
 
 Status CheckInodeRecord(const InodeRecord& r) {
@@ -42,7 +47,7 @@ Status CheckSegmentRecord(const SegmentRecord& s, const InodeRecord& inode) {
     return Bad("segments row ({}, {}): inode {} has segments but is not a persisted regular file", s.ino, s.index,
                s.ino);
   }
-  if (s.index >= inode.size / segment_size + (inode.size % segment_size != 0)) {
+  if (s.index >= SegmentCount(inode)) {
     return Bad("segments row ({}, {}): inode {}: segment {} lies past the end of the file ({} bytes)", s.ino, s.index,
                s.ino, s.index, inode.size);
   }
@@ -52,7 +57,7 @@ Status CheckSegmentRecord(const SegmentRecord& s, const InodeRecord& inode) {
                "segment_size {})",
                s.ino, s.index, s.ino, s.index, s.length, room, segment_size);
   }
-  if (s.extent_offset > kMaxExtentPayload - s.length) {
+  if (s.length > kMaxExtentPayload || s.extent_offset > kMaxExtentPayload - s.length) {
     return Bad("segments row ({}, {}): extent_offset {} is beyond the largest extent payload ({} bytes)", s.ino,
                s.index, s.extent_offset, kMaxExtentPayload);
   }
@@ -70,7 +75,7 @@ Status CheckSegmentSummary(const InodeRecord& inode, const SegmentSummary& segme
     return Bad("segments of inode {}: {} rows with a negative idx, length or extent_offset", inode.ino,
                segments.negative);
   }
-  uint64_t want = inode.size / segment_size + (inode.size % segment_size != 0);
+  uint64_t want = SegmentCount(inode);
   if (segments.last_index >= want) {
     return Bad("segments row ({}, {}): inode {}: segment {} lies past the end of the file ({} bytes)", inode.ino,
                segments.last_index, inode.ino, segments.last_index, inode.size);
