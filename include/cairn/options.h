@@ -23,6 +23,10 @@ struct ArchiveOptions {
   // open. Closed files are persisted at once. Default: 5.
   uint32_t persist_idle_seconds = 5;
 
+  // ARCHIVE/cairn.log moves to cairn.log.1 (replacing it) when it would grow past this
+  // many bytes, so the log takes at most twice this on the archive's filesystem. Default: 64 MiB.
+  uint64_t log_max_size = 64ull << 20;
+
   // --- Parameters that affect performance
 
   // Once persisted data in the staging cache passes this many bytes, whole files are

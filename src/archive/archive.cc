@@ -229,12 +229,6 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
       [a] {
         a->op_freed_.clear();
         a->op_cache_removals_.clear();
-      },
-      [a] {
-        // The catalog went back to its last commit: what this batch freed is in use again.
-        // (Space it allocated is leaked until the next mount rebuilds the allocators.)
-        a->freed_.clear();
-        a->cache_removals_.clear();
       }});
   archive->cache_ = StagingCache(root + "/cache");
   CAIRN_RETURN_IF_ERROR(archive->LoadDisks(open));

@@ -66,11 +66,12 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
   if (key == "cache_size") return SetSize(o.cache_size, key, value, 1 << 20);
   if (key == "persist_idle") return SetCount(o.persist_idle_seconds, key, value);
   if (key == "read_buffer_segments") return SetCount(o.read_buffer_segments, key, value, 1);
+  if (key == "log_max_size") return SetSize(o.log_max_size, key, value, 64 << 10);
   if (key == "reconcile_rate") return SetSize(o.reconcile_rate, key, value, 0);
   if (key == "reconcile_idle") return SetCount(o.reconcile_idle_seconds, key, value);
   return Status::InvalidArgument(fmt::format(
       "unknown option {:?} (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
-      "reconcile_rate, reconcile_idle)",
+      "reconcile_rate, reconcile_idle, log_max_size)",
       key));
 }
 
@@ -152,6 +153,7 @@ std::string FormatConfig(const ArchiveOptions& o) {
   out += fmt::format("read_buffer_segments = {}\n", o.read_buffer_segments);
   out += fmt::format("reconcile_rate = {}\n", o.reconcile_rate);
   out += fmt::format("reconcile_idle = {}\n", o.reconcile_idle_seconds);
+  out += fmt::format("log_max_size = {}\n", o.log_max_size);
   for (size_t i = 0; i < o.disks.size(); i++) out += fmt::format("disk.{} = {}\n", i, o.disks[i]);
   for (const auto& [disk, domain] : o.disk_domains) out += fmt::format("domain.{} = {}\n", disk, domain);
   if (!o.failed_disks.empty()) out += fmt::format("failed_disks = {}\n", fmt::join(o.failed_disks, ","));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -50,6 +51,8 @@ struct FileState {
   }
   // Files whose dirty data should be persisted at or after the given time.
   std::map<uint64_t, int64_t> persist_queue;
+  // Notified when a file's last writable handle is released (waited on with the catalog mutex).
+  std::condition_variable_any writers_closed;
   // Last write, create or close: the persister prefers quiet moments.
   int64_t last_activity_ns = 0;
   // The file the reconciler is re-encoding (0: none), for user.cairn.state.

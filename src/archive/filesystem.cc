@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "archive/posix_acl.h"
+#include "archive/xattr_namespace.h"
 #include "catalog/record_checks.h"
 #include "policy/resolver.h"
 #include "policy/vocabulary.h"
@@ -57,7 +58,9 @@ uint64_t Filesystem::SegmentSizeOf(const InodeRecord& inode) const {
 }
 
 Status Filesystem::CheckName(const std::string& name) const {
-  if (name.empty() || name.size() > 255) return Status::Posix(ENAMETOOLONG, "name length must be 1..255 bytes");
+  if (name.empty() || name.size() > 255) {
+    return Status::Posix(ENAMETOOLONG, fmt::format("a name is 1..255 bytes, not {}", name.size()));
+  }
   if (name.find('/') != std::string::npos) return Status::Posix(EINVAL, "name contains '/'");
   return Status::OK();
 }
@@ -106,9 +109,14 @@ Status Filesystem::Recover() {
   return Status::OK();
 }
 
-void Filesystem::StartBackground() {
+Status Filesystem::StartBackground() {
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    CAIRN_RETURN_IF_ERROR(archive_.catalog().StartCheckpoints());
+  }
   persister_.Start();
   reconciler_.Start();
+  return Status::OK();
 }
 
 Status Filesystem::Stop() {
@@ -122,6 +130,7 @@ Status Filesystem::Stop() {
 }
 
 Result<InodeRecord> Filesystem::Lookup(uint64_t parent, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(CheckName(name));
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   auto dir = GetDir(catalog, parent);
@@ -193,7 +202,10 @@ Status Filesystem::DropSegmentsFrom(uint64_t ino, uint64_t first) {
 Status Filesystem::DropLink(InodeRecord& inode, int64_t now) {
   inode.nlink = IsDir(inode) ? 0 : inode.nlink - std::min<uint64_t>(1, inode.nlink);
   inode.ctime_ns = now;
-  return archive_.catalog().UpdateInode(inode);
+  CAIRN_RETURN_IF_ERROR(archive_.catalog().UpdateInode(inode));
+  // The name may have taken a lock or pin with it: the remaining names' policy may differ.
+  if (inode.nlink > 0 && inode.layout_id != 0) return archive_.catalog().QueuePolicyCheck(inode.ino);
+  return Status::OK();
 }
 
 Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
@@ -270,6 +282,8 @@ Result<InodeRecord> Filesystem::Link(uint64_t ino, uint64_t new_parent, const st
     inode.nlink++;
     inode.ctime_ns = now;
     CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(inode));
+    // Locks and pins above every name apply: the new name may change the policy.
+    if (inode.layout_id != 0) CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
     dir->mtime_ns = dir->ctime_ns = now;
     return catalog.UpdateInode(*dir);
   });
@@ -279,6 +293,7 @@ Result<InodeRecord> Filesystem::Link(uint64_t ino, uint64_t new_parent, const st
 }
 
 Status Filesystem::RemoveName(uint64_t parent, const std::string& name, bool directory) {
+  CAIRN_RETURN_IF_ERROR(CheckName(name));
   if (directory && name == ".") return Status::Posix(EINVAL, "cannot remove '.'");
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
@@ -305,6 +320,7 @@ Status Filesystem::RemoveName(uint64_t parent, const std::string& name, bool dir
 
 Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                           const std::string& new_name, unsigned flags) {
+  CAIRN_RETURN_IF_ERROR(CheckName(name));
   CAIRN_RETURN_IF_ERROR(CheckName(new_name));
   if ((flags & RENAME_EXCHANGE) && (flags & RENAME_NOREPLACE)) return Status::Posix(EINVAL, "conflicting flags");
   if (flags & ~(RENAME_EXCHANGE | RENAME_NOREPLACE)) return Status::Posix(EINVAL, "unsupported rename flags");
@@ -333,13 +349,7 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
     // A directory must not move below itself.
     auto moves_into_itself = [&](const InodeRecord& moved, uint64_t target_dir) -> Result<bool> {
       if (!IsDir(moved)) return false;
-      for (uint64_t at = target_dir; at != kRootInode;) {
-        if (at == moved.ino) return true;
-        auto up = catalog.ParentOf(at);
-        if (!up.ok()) return up.status();
-        at = *up;
-      }
-      return false;
+      return catalog.IsWithin(target_dir, moved.ino);
     };
     auto loop = moves_into_itself(*src, new_parent);
     if (!loop.ok()) return loop.status();
@@ -724,7 +734,10 @@ void Filesystem::Release(FileHandle* fh) {
   if (it == state_.live.end()) return;
   LiveInode& live = it->second;
   live.nopen -= std::min<uint32_t>(1, live.nopen);
-  if (handle->writable) live.nwriters -= std::min<uint32_t>(1, live.nwriters);
+  if (handle->writable) {
+    live.nwriters -= std::min<uint32_t>(1, live.nwriters);
+    if (live.nwriters == 0) state_.writers_closed.notify_all();
+  }
   if (live.nwriters == 0 && state_.dirty.contains(handle->ino)) {
     state_.persist_queue[handle->ino] = NowNs();  // the persister polls; a wakeup per close costs more
     state_.last_activity_ns = NowNs();
@@ -757,6 +770,7 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(uint64_t dir, uint64_t cookie,
 }
 
 Result<std::vector<uint8_t>> Filesystem::GetXattr(uint64_t ino, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
   std::lock_guard lock(archive_.catalog_mutex());
   if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
     auto text = ComputedPolicyValue(ino, name.substr(kPolicyPrefix.size()));
@@ -769,6 +783,7 @@ Result<std::vector<uint8_t>> Filesystem::GetXattr(uint64_t ino, const std::strin
 }
 
 Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags) {
+  CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
   bool policy_key = IsPolicyXattr(name);
   std::vector<uint8_t> canonical;
   std::lock_guard lock(archive_.catalog_mutex());
@@ -816,7 +831,7 @@ Result<std::string> Filesystem::CheckPolicyXattr(uint64_t ino, const std::string
   std::string_view suffix = std::string_view(name).substr(trusted ? kTrustedPolicyPrefix.size() : kPolicyPrefix.size());
   std::string text(value.begin(), value.end());
   auto refuse = [&](int error, const std::string& why) {
-    LogWarning("setxattr {}='{}' refused: {}", name, text, why);
+    LogWarning("setxattr {} refused: {}", name, Abbreviated(why, 400));  // why names the value
     return Status::Posix(error, why);
   };
   if (!trusted && IsComputedPolicyKey(suffix)) return refuse(EPERM, fmt::format("{} is computed by cairn", name));
@@ -849,8 +864,9 @@ Result<std::string> Filesystem::CheckPolicyXattr(uint64_t ino, const std::string
     }
   }
   if (!trusted) {
-    std::string lock = LockCovering(catalog, ino, *key);
-    if (!lock.empty()) return refuse(EPERM, fmt::format("{} is locked by the admin at {}", name, lock));
+    auto lock = LockCovering(catalog, ino, *key);
+    if (!lock.ok()) return lock.status();
+    if (!lock->empty()) return refuse(EPERM, fmt::format("{} is locked by the admin at {}", name, *lock));
   }
   return canonical;
 }
@@ -902,13 +918,16 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
   return Status::Posix(ENODATA, fmt::format("user.cairn.{} is not computed by this build", suffix));
 }
 
-Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino) {
+Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino, const Caller& caller) {
   std::lock_guard lock(archive_.catalog_mutex());
   if (!archive_.catalog().GetInode(ino).ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
-  return archive_.catalog().ListXattrs(ino);
+  std::vector<std::string> names = archive_.catalog().ListXattrs(ino);
+  std::erase_if(names, [&](const std::string& name) { return !XattrListed(name, caller.uid == 0); });
+  return names;
 }
 
 Status Filesystem::RemoveXattr(uint64_t ino, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
   if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
     return Status::Posix(EPERM, fmt::format("{} is computed by cairn and cannot be removed", name));
   }

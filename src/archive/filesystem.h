@@ -64,8 +64,8 @@ class Filesystem {
   // Purges orphans left by a crash and queues files left dirty. Starts no thread, so it
   // runs before the daemon forks and its errors reach the user.
   Status Recover();
-  // Starts the persister and reconciler threads.
-  void StartBackground();
+  // Starts the catalog's WAL checkpoints and the persister and reconciler threads.
+  Status StartBackground();
   // Stops the reconciler, persists everything still dirty and stops the persister.
   Status Stop();
 
@@ -99,10 +99,12 @@ class Filesystem {
   // Entries of `dir` after `cookie`, at most `limit`.
   Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit);
 
+  // Names outside the namespaces cairn stores are EOPNOTSUPP (see xattr_namespace.h).
   Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name);
   // flags: 0, XATTR_CREATE or XATTR_REPLACE.
   Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags);
-  Result<std::vector<std::string>> ListXattrs(uint64_t ino);
+  // trusted.* names are listed to root only, as ext4 lists them to CAP_SYS_ADMIN only.
+  Result<std::vector<std::string>> ListXattrs(uint64_t ino, const Caller& caller);
   Status RemoveXattr(uint64_t ino, const std::string& name);
 
   FsStats StatFs();
@@ -137,7 +139,8 @@ class Filesystem {
   // Removes every segment at index >= first, releasing extents nobody else uses.
   // REQUIRES: catalog mutex, open transaction.
   Status DropSegmentsFrom(uint64_t ino, uint64_t first);
-  // Unlinks one name of `ino` (already removed from its directory). REQUIRES: catalog mutex.
+  // Unlinks one name of `ino` (already removed from its directory); a persisted file that
+  // keeps other names is queued for a policy check. REQUIRES: catalog mutex, open transaction.
   Status DropLink(InodeRecord& inode, int64_t now);
   // Brings persisted segments [first, last] of `ino` back into the staging cache.
   // REQUIRES: data_lock(ino) held, catalog mutex NOT held.
@@ -149,6 +152,8 @@ class Filesystem {
   // Evicts least recently used clean files (then persisted parts of files still being
   // written) while the cache is over its budget.
   void EvictOverBudget();
+  // Every call that takes a name checks it first: FUSE passes names of up to 1024 bytes,
+  // so ENAMETOOLONG over 255 (NAME_MAX) is the filesystem's job, before any lookup.
   Status CheckName(const std::string& name) const;
   // Validates a user.cairn.* or trusted.cairn.* value set on `ino`: key, value, named
   // policy (defined; selectable by users), admin locks. Returns the canonical spelling,

@@ -26,6 +26,7 @@ constexpr size_t kPiecesPerCommit = 512;  // bounds how long one commit holds th
 constexpr int64_t kRetryDelayNs = 5'000'000'000;
 // A file's slice per round: this many segments read (bounds memory and how long other
 // files wait), or kPiecesPerCommit segments that are holes.
+constexpr auto kReleaseGrace = std::chrono::seconds(2);
 constexpr uint64_t kSegmentsPerCommit = 16;
 // What an owner's files may take per round: kSegmentsPerCommit segments' worth of bytes
 // read, each segment (a hole too) counting 1/kPieceCostDivisor of a segment more: about
@@ -135,26 +136,38 @@ std::vector<uint64_t> Persister::DueFiles(int64_t now_ns) {
 }
 
 Status Persister::PersistAll() {
-  for (int attempt = 0; attempt < 3; attempt++) {
+  // close() returns before the kernel's RELEASE reaches the daemon, so right after
+  // `cp f MNT/` the file may still count as open for writing. A file written to during the
+  // persist is tried again at once; files that are only still open get a moment to close.
+  auto deadline = std::chrono::steady_clock::now() + kReleaseGrace;
+  for (int attempt = 0;;) {
     std::vector<uint64_t> inos;
     {
       std::lock_guard lock(archive_.catalog_mutex());
       for (const auto& [ino, dirty] : state_.dirty) inos.push_back(ino);
       state_.persist_queue.clear();
     }
-    if (inos.empty()) break;
     while (!inos.empty()) {
       auto unfinished = PersistRound(inos);
       if (after_batch_) after_batch_();
       if (!unfinished.ok()) return unfinished.status();
       inos = std::move(*unfinished);
     }
-  }
-  std::lock_guard lock(archive_.catalog_mutex());
-  if (!state_.dirty.empty()) {
+    std::unique_lock lock(archive_.catalog_mutex());
+    if (state_.dirty.empty()) return archive_.FlushCatalog(true);  // "persisted" must survive a power loss too
+    auto all_open = [this] {
+      return std::all_of(state_.dirty.begin(), state_.dirty.end(), [this](const auto& entry) {
+        auto live = state_.live.find(entry.first);
+        return live != state_.live.end() && live->second.nwriters > 0;
+      });
+    };
+    if (!all_open()) {
+      if (++attempt < 3) continue;
+    } else if (state_.writers_closed.wait_until(lock, deadline, [&] { return !all_open(); })) {
+      continue;
+    }
     return Status::Busy(fmt::format("{} file(s) are still being written; persist again later", state_.dirty.size()));
   }
-  return archive_.FlushCatalog(true);  // "persisted" must survive a power loss too
 }
 
 std::vector<uint32_t> Persister::OwnersOf(const std::vector<uint64_t>& inos) {

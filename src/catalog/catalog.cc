@@ -2,13 +2,16 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstring>
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "catalog/record_checks.h"
 #include "util/coding.h"
+#include "util/log.h"
 
 namespace cairn {
 namespace {
@@ -21,7 +24,7 @@ CREATE TABLE inodes(
   size INTEGER NOT NULL, rdev INTEGER NOT NULL,
   atime_ns INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
   segment_size INTEGER NOT NULL DEFAULT 0, dirty INTEGER NOT NULL DEFAULT 0, symlink BLOB,
-  layout INTEGER NOT NULL DEFAULT 0);
+  layout INTEGER NOT NULL DEFAULT 0, generation INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX inodes_dirty ON inodes(dirty) WHERE dirty = 1;
 CREATE TABLE dentries(
   cookie INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -76,6 +79,7 @@ InodeRecord ReadInode(Statement& s) {
   r.dirty = s.Int(11) != 0;
   r.symlink = s.Text(12);
   r.layout_id = s.UInt(13);
+  r.generation = s.UInt(14);
   return r;
 }
 
@@ -129,7 +133,7 @@ ExtentRecord ReadExtentRow(Statement& s) {
 }
 
 #define INODE_COLUMNS \
-  "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink, layout"
+  "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink, layout, generation"
 #define SEGMENT_COLUMNS "ino, idx, extent, extent_offset, length, cached"
 #define EXTENT_COLUMNS "id, payload_length, payload_crc, kind, refs, redundancy, chunks"
 
@@ -139,11 +143,14 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
                                                  int64_t now_ns) {
   auto db = OpenHandle(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   if (!db.ok()) return db.status();
-  std::unique_ptr<Catalog> catalog(new Catalog(*db));
+  std::unique_ptr<Catalog> catalog(new Catalog(*db, path));
   CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA journal_mode=WAL"));
   CAIRN_RETURN_IF_ERROR(catalog->Begin());
   CAIRN_RETURN_IF_ERROR(catalog->Exec(kSchema));
   CAIRN_RETURN_IF_ERROR(catalog->SetMeta("schema_version", std::to_string(kCatalogSchemaVersion)));
+  CAIRN_RETURN_IF_ERROR(catalog->SetMeta("epoch", "1"));
+  catalog->epoch_ = 1;
+  catalog->next_ino_ = kRootInode + 1;
   InodeRecord root;
   root.ino = kRootInode;
   root.mode = 040755;
@@ -151,10 +158,11 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
   root.gid = gid;
   root.nlink = 2;
   root.atime_ns = root.mtime_ns = root.ctime_ns = now_ns;
-  Statement insert(catalog->db_, "INSERT INTO inodes(" INODE_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  Statement insert(catalog->db_, "INSERT INTO inodes(" INODE_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   CAIRN_RETURN_IF_ERROR(insert
                             .Bind(root.ino, root.mode, root.uid, root.gid, root.nlink, root.size, root.rdev,
-                                  root.atime_ns, root.mtime_ns, root.ctime_ns, root.segment_size, root.dirty, nullptr, 0)
+                                  root.atime_ns, root.mtime_ns, root.ctime_ns, root.segment_size, root.dirty, nullptr, 0,
+                                  root.generation)
                             .Run());
   CAIRN_RETURN_IF_ERROR(catalog->Commit());
   CAIRN_RETURN_IF_ERROR(catalog->Flush(true));
@@ -164,28 +172,73 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
 Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, bool read_only) {
   auto db = OpenHandle(path, read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
   if (!db.ok()) return db.status();
-  std::unique_ptr<Catalog> catalog(new Catalog(*db));
+  std::unique_ptr<Catalog> catalog(new Catalog(*db, path));
   auto version = catalog->GetMeta("schema_version");
   if (!version.ok()) {
     return Status::Corruption(fmt::format("{} is not a cairn catalog ({})", path, version.status().message()));
   }
-  if (*version != std::to_string(kCatalogSchemaVersion)) {
+  constexpr int kOldestReadable = 3;
+  int found = std::atoi(version->c_str());
+  if (*version != std::to_string(found) || found < kOldestReadable || found > kCatalogSchemaVersion) {
     return Status::NotSupported(fmt::format(
-        "catalog {} has schema version {}; this cairn understands version {} only", path, *version,
-        kCatalogSchemaVersion));
+        "catalog {} has schema version {}; this cairn understands versions {} to {}", path, *version,
+        kOldestReadable, kCatalogSchemaVersion));
   }
   if (!read_only) {
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA journal_mode=WAL"));
     // NORMAL: a commit survives a crash of the daemon; SyncDurable() adds power-loss durability for fsync.
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA synchronous=NORMAL"));
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA cache_size=-32768"));  // 32 MiB of pages
+    if (found < kCatalogSchemaVersion) CAIRN_RETURN_IF_ERROR(catalog->UpgradeSchema(found));
+    CAIRN_RETURN_IF_ERROR(catalog->StartEpoch());
   }
   return catalog;
 }
 
+Status Catalog::UpgradeSchema(int from_version) {
+  CAIRN_RETURN_IF_ERROR(Begin());
+  Status st = from_version < 4 ? Exec("ALTER TABLE inodes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
+                               : Status::OK();
+  if (st.ok()) st = SetMeta("schema_version", std::to_string(kCatalogSchemaVersion));
+  if (st.ok()) st = Commit();
+  if (!st.ok()) {
+    Rollback();
+    return st;
+  }
+  return Flush(true);
+}
+
+// Each open for writing is a new epoch, committed before any inode is made in it. A
+// number reused after a lost batch (in an earlier epoch) then has another generation.
+Status Catalog::StartEpoch() {
+  auto epoch = GetMeta("epoch");
+  if (!epoch.ok() && !epoch.status().IsNotFound()) return epoch.status();
+  epoch_ = (epoch.ok() ? std::strtoull(epoch->c_str(), nullptr, 10) : 0) + 1;
+  CAIRN_RETURN_IF_ERROR(SetMeta("epoch", std::to_string(epoch_)));
+  // sqlite_sequence keeps the highest number ever committed, even when that inode is gone.
+  auto& s = Prepare("SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'inodes'), 0), "
+                    "COALESCE((SELECT MAX(ino) FROM inodes), 0))");
+  s.Bind();
+  if (!s.Step()) return s.status().ok() ? Status::Corruption("catalog: no highest inode number") : s.status();
+  next_ino_ = s.UInt(0) + 1;
+  return Status::OK();
+}
+
+Status Catalog::StartCheckpoints(std::chrono::milliseconds interval) {
+  auto checkpointer = WalCheckpointer::Start(path_, interval);
+  if (!checkpointer.ok()) return checkpointer.status();
+  checkpointer_ = std::move(*checkpointer);
+  return Status::OK();
+}
+
 Catalog::~Catalog() {
+  checkpointer_.reset();
   Rollback();  // an operation cut short by an error path
-  Flush();
+  Status st = Flush();
+  if (!st.ok() && !journal_.empty()) {
+    LogError("catalog: {} change(s) of acknowledged operations are lost, the catalog could not commit them: {}",
+             journal_.batch().size(), st.message());
+  }
   statements_.clear();
   sqlite3_close(db_);
 }
@@ -193,16 +246,16 @@ Catalog::~Catalog() {
 Status Catalog::Exec(const char* sql) {
   char* error = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
-    Status st = Status::IOError(fmt::format("catalog: {} (in '{:.60}')", error ? error : "?", sql));
+    std::string what = fmt::format("catalog: {} (in '{:.60}')", error ? error : "?", sql);
     sqlite3_free(error);
-    return st;
+    return (sqlite3_extended_errcode(db_) & 0xff) == SQLITE_FULL ? Status::NoSpace(what) : Status::IOError(what);
   }
   return Status::OK();
 }
 
-Statement& Catalog::Prepare(const char* sql) {
+Statement& Catalog::Prepare(const char* sql, bool journaled) {
   auto& slot = statements_[sql];
-  if (!slot) slot = std::make_unique<Statement>(db_, sql);
+  if (!slot) slot = std::make_unique<Statement>(db_, sql, journaled ? &journal_ : nullptr);
   return *slot;
 }
 
@@ -211,11 +264,17 @@ Status Catalog::Begin() {
     txn_depth_++;
     return Status::OK();
   }
+  if (!commit_failure_.ok()) {
+    return Status::Posix(EROFS, fmt::format("catalog is read-only until it can commit again ({})",
+                                            commit_failure_.message()));
+  }
   if (!batch_open_) {
-    CAIRN_RETURN_IF_ERROR(Prepare("BEGIN IMMEDIATE").Bind().Run());
+    CAIRN_RETURN_IF_ERROR(Prepare("BEGIN IMMEDIATE", /*journaled=*/false).Bind().Run());
     batch_open_ = true;
   }
-  CAIRN_RETURN_IF_ERROR(Prepare("SAVEPOINT op").Bind().Run());
+  Status st = Prepare("SAVEPOINT op", /*journaled=*/false).Bind().Run();
+  if (!st.ok()) return KeepBatch(st);
+  journal_.BeginOperation();
   txn_depth_ = 1;
   return Status::OK();
 }
@@ -223,8 +282,10 @@ Status Catalog::Begin() {
 Status Catalog::Commit() {
   if (txn_depth_ == 0) return Status::InvalidArgument("catalog: commit without begin");
   if (--txn_depth_ > 0) return Status::OK();
-  Status st = Prepare("RELEASE op").Bind().Run();
-  if (st.ok() && listener_.op_committed) listener_.op_committed();
+  Status st = Prepare("RELEASE op", /*journaled=*/false).Bind().Run();
+  journal_.EndOperation(st.ok());
+  if (!st.ok()) return KeepBatch(st);
+  if (listener_.op_committed) listener_.op_committed();
   return st;
 }
 
@@ -233,30 +294,82 @@ void Catalog::Rollback() {
   txn_depth_ = 0;
   inode_cache_.clear();
   layout_ids_.clear();
-  Exec("ROLLBACK TO op; RELEASE op");
+  journal_.EndOperation(false);
+  Status st = Exec("ROLLBACK TO op; RELEASE op");
+  if (!st.ok()) KeepBatch(st);  // logged there when it cost the batch; the operation is undone either way
   if (listener_.op_rolled_back) listener_.op_rolled_back();
 }
 
 Status Catalog::Flush(bool durable) {
   if (txn_depth_ > 0) return Status::Busy("catalog: flush inside an operation");
-  if (batch_open_) {
-    batch_open_ = false;
-    Status st = Exec("COMMIT");
-    if (!st.ok()) {
-      inode_cache_.clear();
-      layout_ids_.clear();
-      Exec("ROLLBACK");
-      if (listener_.batch_lost) listener_.batch_lost();
-      return st;
-    }
-  }
+  ResetBusyStatements();
+  if (batch_open_ || !journal_.empty()) CAIRN_RETURN_IF_ERROR(CommitBatch());
   if (!durable) return Status::OK();
   // A FULL-synchronous commit fsyncs the WAL, which makes every earlier commit durable
   // too. (SQLite refuses to change the safety level inside a transaction.)
   CAIRN_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
-  Status st = Exec("BEGIN IMMEDIATE; UPDATE meta SET value = value WHERE key = 'schema_version'; COMMIT");
-  Exec("PRAGMA synchronous=NORMAL");
-  return st;
+  // The change must be real: a commit that writes no frame syncs nothing.
+  Status st = Exec(
+      "BEGIN IMMEDIATE; INSERT OR REPLACE INTO meta(key, value) VALUES('durable_flushes', "
+      "COALESCE((SELECT value FROM meta WHERE key = 'durable_flushes'), 0) + 1); COMMIT");
+  if (!st.ok()) AbandonTransaction();  // a failed statement leaves it open
+  Status normal = Exec("PRAGMA synchronous=NORMAL");
+  return st.ok() ? normal : st;
+}
+
+Status Catalog::CommitBatch() {
+  if (!batch_open_) CAIRN_RETURN_IF_ERROR(ReplayBatch());  // an earlier replay failed
+  Status st = Exec("COMMIT");
+  if (!st.ok()) return KeepBatch(st);
+  batch_open_ = false;
+  journal_.Clear();
+  if (!commit_failure_.ok()) {
+    LogInfo("catalog: the batch committed after all; the archive is writable again");
+    commit_failure_ = Status::OK();
+  }
+  return Status::OK();
+}
+
+Status Catalog::KeepBatch(Status cause) {
+  if (!batch_open_ || !sqlite3_get_autocommit(db_)) return cause;  // the batch is still there
+  batch_open_ = false;
+  inode_cache_.clear();
+  layout_ids_.clear();
+  if (commit_failure_.ok()) {
+    LogError("catalog: SQLite dropped a batch of {} change(s) of acknowledged operations ({}); they are kept in "
+             "memory and the archive is read-only (EROFS to writers) until a commit succeeds, retried every flush",
+             journal_.batch().size(), cause.message());
+  }
+  commit_failure_ = cause;
+  Status replay = ReplayBatch();  // reads see the acknowledged operations again
+  if (!replay.ok()) LogError("catalog: cannot replay the dropped batch yet: {}", replay.message());
+  return cause;
+}
+
+Status Catalog::ReplayBatch() {
+  CAIRN_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  for (const std::string& sql : journal_.batch()) {
+    Status st = Exec(sql.c_str());
+    if (!st.ok()) {
+      AbandonTransaction();
+      return st;
+    }
+  }
+  batch_open_ = true;
+  return Status::OK();
+}
+
+void Catalog::AbandonTransaction() {
+  if (sqlite3_get_autocommit(db_)) return;  // SQLite rolled it back already
+  Status st = Exec("ROLLBACK");
+  if (!st.ok()) LogError("catalog: cannot roll back: {}", st.message());
+}
+
+void Catalog::ResetBusyStatements() {
+  for (sqlite3_stmt* s = sqlite3_next_stmt(db_, nullptr); s; s = sqlite3_next_stmt(db_, s)) {
+    // sqlite3_reset repeats the statement's last step error, which its caller has seen.
+    if (sqlite3_stmt_busy(s)) sqlite3_reset(s);
+  }
 }
 
 Result<std::string> Catalog::GetMeta(const std::string& key) {
@@ -284,36 +397,40 @@ Result<InodeRecord> Catalog::GetInode(uint64_t ino) {
 }
 
 Result<uint64_t> Catalog::InsertInode(const InodeRecord& r) {
-  auto& s = Prepare(
-      "INSERT INTO inodes(mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, "
-      "symlink, layout) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
-  CAIRN_RETURN_IF_ERROR(s.Bind(r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns,
-                               r.segment_size, r.dirty, r.symlink, r.layout_id)
+  uint64_t ino = next_ino_++;  // never handed out again, even if this insert is rolled back
+  auto& s = Prepare("INSERT INTO inodes(" INODE_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  CAIRN_RETURN_IF_ERROR(s.Bind(ino, r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns,
+                               r.ctime_ns, r.segment_size, r.dirty, r.symlink, r.layout_id, epoch_)
                             .Run());
-  uint64_t ino = static_cast<uint64_t>(sqlite3_last_insert_rowid(db_));
   if (inode_cache_.size() < kInodeCacheLimit) {
-    inode_cache_[ino] = r;
-    inode_cache_[ino].ino = ino;
+    InodeRecord& cached = inode_cache_[ino] = r;
+    cached.ino = ino;
+    cached.generation = epoch_;
   }
   return ino;
 }
 
 Status Catalog::RestoreInode(const InodeRecord& r) {
   inode_cache_.erase(r.ino);
-  return Prepare(
-             "INSERT OR REPLACE INTO inodes(ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, "
-             "segment_size, dirty, symlink, layout) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+  next_ino_ = std::max(next_ino_, r.ino + 1);
+  return Prepare("INSERT OR REPLACE INTO inodes(" INODE_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
       .Bind(r.ino, r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns, r.segment_size,
-            r.dirty, r.symlink, r.layout_id)
+            r.dirty, r.symlink, r.layout_id, r.ino == kRootInode ? 0 : epoch_)
       .Run();
 }
 
 Status Catalog::RaiseIdFloors(uint64_t max_ino, uint64_t max_extent_id) {
   // Names are bound as SQL text (Statement binds strings as blobs, which never equal text).
-  CAIRN_RETURN_IF_ERROR(Exec("INSERT INTO sqlite_sequence(name, seq) SELECT 'inodes', 0 WHERE NOT EXISTS "
-                             "(SELECT 1 FROM sqlite_sequence WHERE name = 'inodes')"));
-  CAIRN_RETURN_IF_ERROR(Exec("INSERT INTO sqlite_sequence(name, seq) SELECT 'extents', 0 WHERE NOT EXISTS "
-                             "(SELECT 1 FROM sqlite_sequence WHERE name = 'extents')"));
+  // Prepared (not Exec) so the batch journal replays them too.
+  next_ino_ = std::max(next_ino_, max_ino + 1);
+  CAIRN_RETURN_IF_ERROR(Prepare("INSERT INTO sqlite_sequence(name, seq) SELECT 'inodes', 0 WHERE NOT EXISTS "
+                                "(SELECT 1 FROM sqlite_sequence WHERE name = 'inodes')")
+                            .Bind()
+                            .Run());
+  CAIRN_RETURN_IF_ERROR(Prepare("INSERT INTO sqlite_sequence(name, seq) SELECT 'extents', 0 WHERE NOT EXISTS "
+                                "(SELECT 1 FROM sqlite_sequence WHERE name = 'extents')")
+                            .Bind()
+                            .Run());
   CAIRN_RETURN_IF_ERROR(
       Prepare("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'inodes'").Bind(max_ino).Run());
   return Prepare("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'extents'").Bind(max_extent_id).Run();
@@ -455,6 +572,25 @@ Result<uint64_t> Catalog::ParentOf(uint64_t ino) {
   return Status::NotFound(fmt::format("inode {} has no name", ino));
 }
 
+Result<bool> Catalog::IsWithin(uint64_t dir, uint64_t ancestor) {
+  std::vector<uint64_t> walked;
+  std::unordered_set<uint64_t> seen;
+  for (uint64_t at = dir;;) {
+    if (at == ancestor) return true;
+    if (at == kRootInode) return false;
+    if (!seen.insert(at).second) {
+      return Status::Corruption(fmt::format(
+          "directory cycle in the catalog: the parents of inode {} lead back to inode {} (walked inodes {}); run "
+          "cairn fsck",
+          dir, at, fmt::join(walked, " -> ")));
+    }
+    walked.push_back(at);
+    auto up = ParentOf(at);
+    if (!up.ok()) return up.status();
+    at = *up;
+  }
+}
+
 Result<std::pair<uint64_t, std::string>> Catalog::NameOf(uint64_t ino) {
   auto& s = Prepare("SELECT parent, name FROM dentries WHERE ino = ? LIMIT 1");
   s.Bind(ino);
@@ -466,10 +602,10 @@ Result<std::pair<uint64_t, std::string>> Catalog::NameOf(uint64_t ino) {
 Result<std::vector<std::pair<std::string, InodeRecord>>> Catalog::EntriesWithoutData(uint64_t dir, size_t limit) {
   std::vector<std::pair<std::string, InodeRecord>> out;
   auto& s = Prepare("SELECT i.ino, i.mode, i.uid, i.gid, i.nlink, i.size, i.rdev, i.atime_ns, i.mtime_ns, i.ctime_ns, "
-                    "i.segment_size, i.dirty, i.symlink, i.layout, d.name FROM dentries d JOIN inodes i ON i.ino = d.ino "
+                    "i.segment_size, i.dirty, i.symlink, i.layout, i.generation, d.name FROM dentries d JOIN inodes i ON i.ino = d.ino "
                     "WHERE d.parent = ? AND ((i.mode & 61440) != 32768 OR i.size = 0) LIMIT ?");  // S_IFMT, S_IFREG
   s.Bind(dir, static_cast<uint64_t>(limit));
-  while (s.Step()) out.emplace_back(s.Text(14), ReadInode(s));
+  while (s.Step()) out.emplace_back(s.Text(15), ReadInode(s));
   if (!s.status().ok()) return s.status();
   return out;
 }

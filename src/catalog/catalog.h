@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,11 +17,14 @@
 
 #include "cairn/status.h"
 #include "backend/extent_format.h"
+#include "catalog/batch_journal.h"
 #include "catalog/statement.h"
+#include "catalog/wal_checkpointer.h"
 
 namespace cairn {
 
-constexpr int kCatalogSchemaVersion = 3;
+// 4 added inodes.generation; a version 3 catalog is upgraded when opened for writing.
+constexpr int kCatalogSchemaVersion = 4;
 constexpr uint64_t kRootInode = 1;
 
 struct InodeRecord {
@@ -38,6 +42,9 @@ struct InodeRecord {
   bool dirty = false;         // the staging cache holds data not yet persisted
   std::string symlink;        // target, for symlinks
   uint64_t layout_id = 0;     // the policy its extents were written with (InternLayout); 0 = none yet
+  // The catalog's epoch (opens for writing so far) when the inode was made, 0 for the root:
+  // FUSE's generation, so a number reused after a lost commit is a different file.
+  uint64_t generation = 0;
 };
 
 struct DirEntryRecord {
@@ -104,15 +111,18 @@ class Catalog {
   // metadata-heavy work (tar, rsync) then costs B-tree updates, not a commit per call.
   // Begin/Commit bracket one operation as a savepoint inside the batch, so Rollback()
   // undoes that operation alone. They nest by counting. Nothing is durable until flushed.
+  // When SQLite rolls the batch back (a failed COMMIT: disk full, I/O error), the catalog
+  // replays it from its journal, so acknowledged operations stay, and refuses new ones
+  // (Begin answers EROFS) until a Flush() commits it; write_failure() says why meanwhile.
   Status Begin();
   Status Commit();
   void Rollback();
-  // Told when an operation's savepoint is released or rolled back, and when a failed
-  // commit lost the whole batch, so in-memory side effects can follow the catalog.
+  Status write_failure() const { return commit_failure_; }
+  // Told when an operation's savepoint is released or rolled back, so in-memory side
+  // effects can follow the catalog.
   struct Listener {
     std::function<void()> op_committed;
     std::function<void()> op_rolled_back;
-    std::function<void()> batch_lost;
   };
   void SetListener(Listener listener) { listener_ = std::move(listener); }
   bool in_operation() const { return txn_depth_ > 0; }
@@ -120,14 +130,19 @@ class Catalog {
   // `durable`, also fsyncs the WAL so the commit survives power loss, not just a crash
   // of the daemon.
   Status Flush(bool durable = false);
+  // Checkpoints the WAL from a background thread from now on (passive, truncating when
+  // idle) instead of in the commits; for the daemon.
+  Status StartCheckpoints(std::chrono::milliseconds interval = std::chrono::seconds(1));
 
   Result<std::string> GetMeta(const std::string& key);
   Status SetMeta(const std::string& key, const std::string& value);
 
   // --- inodes
   Result<InodeRecord> GetInode(uint64_t ino);
-  Result<uint64_t> InsertInode(const InodeRecord& record);  // assigns ino
-  Status RestoreInode(const InodeRecord& record);           // keeps record.ino (cairn recover)
+  // Assigns ino: numbers only grow while the catalog is open, whatever is rolled back,
+  // so none the kernel may still hold comes back; and generation.
+  Result<uint64_t> InsertInode(const InodeRecord& record);
+  Status RestoreInode(const InodeRecord& record);  // keeps record.ino (cairn recover)
   // Makes later InsertInode / extent ids start above these (cairn recover: ids seen on the
   // disks are never handed out again, even those of extents it did not keep).
   Status RaiseIdFloors(uint64_t max_ino, uint64_t max_extent_id);
@@ -149,6 +164,9 @@ class Catalog {
   void VisitTree(uint64_t root, const std::function<bool(const InodeRecord&)>& visit);
   // The directory holding `ino` (any one of its names), for ".." and loop checks.
   Result<uint64_t> ParentOf(uint64_t ino);
+  // Whether directory `dir` is `ancestor` or below it. The walk up is bounded: a cycle of
+  // parents (a damaged catalog) is Corruption naming its inodes.
+  Result<bool> IsWithin(uint64_t dir, uint64_t ancestor);
   // One name of `ino`: (directory, name).
   Result<std::pair<uint64_t, std::string>> NameOf(uint64_t ino);
   // Up to `limit` entries of `dir` whose inodes have no data of their own (directories,
@@ -212,13 +230,29 @@ class Catalog {
   sqlite3* handle() { return db_; }
 
  private:
-  explicit Catalog(sqlite3* db) : db_(db) {}
+  Catalog(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Status Exec(const char* sql);
-  Statement& Prepare(const char* sql);  // cached by SQL text
+  // Cached by SQL text. Journaled statements are recorded for replay (transaction control is not).
+  Statement& Prepare(const char* sql, bool journaled = true);
+  Status UpgradeSchema(int from_version);
+  Status StartEpoch();
+  Status CommitBatch();
+  // After a failed statement or COMMIT: when SQLite dropped the batch, replays it and
+  // refuses new operations until a commit succeeds. Returns `cause`.
+  Status KeepBatch(Status cause);
+  Status ReplayBatch();
+  void AbandonTransaction();
+  // Resets statements left on a row: each holds a read transaction that stops checkpoints.
+  void ResetBusyStatements();
 
   sqlite3* db_;
+  const std::string path_;
   int txn_depth_ = 0;
   bool batch_open_ = false;
+  BatchJournal journal_;
+  Status commit_failure_;  // why the batch cannot commit; OK when it can
+  uint64_t epoch_ = 0;     // the generation of inodes made now
+  uint64_t next_ino_ = 0;
   Listener listener_;
   // Write-through copy of inode rows: nearly every operation reads one or two inodes.
   // Dropped whole on Rollback, since the rows it mirrors may have been rolled back.
@@ -226,6 +260,7 @@ class Catalog {
   static constexpr size_t kInodeCacheLimit = 200000;
   std::unordered_map<std::string, uint64_t> layout_ids_;  // stamp -> id; few distinct stamps exist
   std::map<const char*, std::unique_ptr<Statement>> statements_;
+  std::unique_ptr<WalCheckpointer> checkpointer_;
 };
 
 // Runs `body` inside a catalog operation: commits when it returns OK, rolls back otherwise.

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "catalog/batch_journal.h"
+
 namespace cairn {
 
-Statement::Statement(sqlite3* db, std::string_view sql) : db_(db) {
+Statement::Statement(sqlite3* db, std::string_view sql, BatchJournal* journal) : db_(db), journal_(journal) {
   int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt_,
                               nullptr);
   if (rc != SQLITE_OK) {
@@ -36,6 +38,7 @@ Status Statement::Run() {
   while (Step()) {
   }
   Status result = status_;
+  if (result.ok() && journal_) result = journal_->Record(stmt_);
   if (stmt_) sqlite3_reset(stmt_);
   return result;
 }

@@ -14,9 +14,12 @@
 
 namespace cairn {
 
+class BatchJournal;
+
 class Statement {
  public:
-  Statement(sqlite3* db, std::string_view sql);
+  // With a `journal`, Run() records the changes it makes inside a transaction there.
+  Statement(sqlite3* db, std::string_view sql, BatchJournal* journal = nullptr);
   ~Statement();
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
@@ -68,6 +71,7 @@ class Statement {
   void BindOne(int index, std::nullptr_t) { sqlite3_bind_null(stmt_, index); }
 
   sqlite3* db_;
+  BatchJournal* journal_;
   sqlite3_stmt* stmt_ = nullptr;
   Status status_;
 };

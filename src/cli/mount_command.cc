@@ -160,7 +160,7 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
     channel.Send(archive.status().message());
     return 1;
   }
-  SetLogFile((*archive)->dir() + "/cairn.log");
+  SetLogFile((*archive)->dir() + "/cairn.log", (*archive)->options().log_max_size);
   for (const auto& [disk, why] : (*archive)->missing_disks()) {
     LogWarning("disk {} is missing, running degraded (-o degraded): {}", disk, why);
   }
@@ -172,7 +172,7 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
   ControlServer control(fs);
   auto ready = [&]() -> Status {
     CAIRN_RETURN_IF_ERROR(control.Start());
-    fs.StartBackground();
+    CAIRN_RETURN_IF_ERROR(fs.StartBackground());
     if (!request.foreground) {
       SetLogToStderr(false);
       int null = ::open("/dev/null", O_RDWR);
@@ -190,6 +190,7 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
   Status served = ServeFuse(fs, request.settings, ready);
   control.Stop();
   Status stopped = fs.Stop();
+  ReportSuppressedLogLines();
   if (!served.ok()) {
     channel.Send(served.message());
     LogError("{}", served.message());

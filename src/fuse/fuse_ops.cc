@@ -48,7 +48,7 @@ struct stat ToStat(const InodeRecord& r) {
 fuse_entry_param ToEntry(const InodeRecord& r) {
   fuse_entry_param e{};
   e.ino = r.ino;
-  e.generation = 1;  // catalog inode numbers are never reused
+  e.generation = r.generation;  // tells a number reused after a lost commit from the old file
   e.attr = ToStat(r);
   e.attr_timeout = kCacheTimeout;
   e.entry_timeout = kCacheTimeout;
@@ -360,7 +360,7 @@ void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 
 void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   Guarded(req, "listxattr", [&] {
-    auto r = Fs(req).ListXattrs(ino);
+    auto r = Fs(req).ListXattrs(ino, CallerOf(req));
     if (!r.ok()) return ReplyError(req, r.status(), "listxattr");
     std::string names;
     for (const auto& name : *r) names.append(name).push_back('\0');

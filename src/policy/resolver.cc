@@ -1,5 +1,7 @@
 #include "policy/resolver.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -23,7 +25,11 @@ struct Level {
   std::map<std::string, std::string, std::less<>> trusted;  // "lock" -> "all"
 };
 
-std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino) {
+using Name = std::pair<uint64_t, std::string>;  // (directory, name)
+
+// The levels from `ino` up to the root, reached through `name` (a file's own name when it
+// has several; directories have one).
+std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino, const std::optional<Name>& name) {
   std::vector<Level> levels;
   std::vector<std::string> names;  // names[i]: the name of levels[i] in levels[i + 1]
   for (uint64_t at = ino; levels.size() < kMaxDepth;) {
@@ -37,7 +43,7 @@ std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino) {
       }
     }
     if (at == kRootInode) break;
-    auto parent = catalog.NameOf(at);
+    auto parent = at == ino && name ? Result<Name>(*name) : catalog.NameOf(at);
     if (!parent.ok()) break;  // unlinked: only its own attributes apply
     names.push_back(parent->second);
     at = parent->first;
@@ -49,6 +55,28 @@ std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino) {
     levels[i].path = !rooted ? "" : path.empty() ? "/" : path;
   }
   return levels;
+}
+
+// One chain of levels per name of `ino`, sorted by the file's path (bytewise): the first
+// is the name whose directories and path count for user settings and rules; locks and
+// pins count on every chain (cairn-policy.7, "Hard links").
+// Names in one directory share everything above the file, so one chain per directory
+// (through its first name) is enough, which keeps a file with many links cheap.
+Result<std::vector<std::vector<Level>>> ChainsOf(Catalog& catalog, uint64_t ino) {
+  auto names = catalog.NamesOf(ino, std::numeric_limits<int64_t>::max());
+  if (!names.ok()) return names.status();
+  std::vector<std::vector<Level>> chains;
+  if (names->size() <= 1) {
+    chains.push_back(LevelsOf(catalog, ino, std::nullopt));
+    return chains;
+  }
+  std::sort(names->begin(), names->end());
+  for (size_t i = 0; i < names->size(); i++) {
+    if (i > 0 && (*names)[i].first == (*names)[i - 1].first) continue;
+    chains.push_back(LevelsOf(catalog, ino, (*names)[i]));
+  }
+  std::sort(chains.begin(), chains.end(), [](const auto& a, const auto& b) { return a[0].path < b[0].path; });
+  return chains;
 }
 
 bool LockCovers(std::string_view lock, PolicyKey key) {
@@ -80,6 +108,19 @@ bool FieldFrom(Lookup explicit_value, const RuleSet* rules, PolicyKey key, std::
     return true;
   }
   return false;
+}
+
+// The lock covering `key` on any of the chains, as LockCovering() below describes it.
+std::string LockCovering(const std::vector<std::vector<Level>>& chains, PolicyKey key) {
+  for (const auto& chain : chains) {
+    for (const Level& level : chain) {
+      auto lock = level.trusted.find("lock");
+      if (lock != level.trusted.end() && LockCovers(lock->second, key)) {
+        return fmt::format("{} (trusted.cairn.lock={})", level.path.empty() ? "this file" : level.path, lock->second);
+      }
+    }
+  }
+  return "";
 }
 
 std::map<std::string, std::string> StampFields(const std::string& stamp) {
@@ -123,7 +164,9 @@ std::string ResolvedPolicy::Sources() const {
 Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const PolicyContext& context) {
   auto inode = catalog.GetInode(ino);
   if (!inode.ok()) return inode.status();
-  std::vector<Level> levels = LevelsOf(catalog, ino);
+  auto chains = ChainsOf(catalog, ino);
+  if (!chains.ok()) return chains.status();
+  const std::vector<Level>& levels = chains->front();
   const RuleSet* rules = context.rules.get();
 
   const Rule* rule = nullptr;
@@ -161,7 +204,9 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
   for (size_t i = 0; i < levels.size(); i++) {
     candidates.push_back({i == 0 ? "file" : "dir:" + levels[i].path, true, attributes(levels[i].user)});
   }
-  for (const Level& level : levels) candidates.push_back({"pin:" + level.path, false, attributes(level.trusted)});
+  for (const auto& chain : *chains) {
+    for (const Level& level : chain) candidates.push_back({"pin:" + level.path, false, attributes(level.trusted)});
+  }
   if (rule) candidates.push_back({"rule:" + rule->name(), false, settings(rule)});
   if (rules && rule != &rules->default_rule()) {
     candidates.push_back({"rule:default", false, settings(&rules->default_rule())});
@@ -170,11 +215,7 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
   ResolvedPolicy policy;
   policy.matched_rule = rule ? rule->name() : "default";
   for (PolicyKey key : kAllPolicyKeys) {
-    bool locked = false;
-    for (const Level& level : levels) {
-      auto lock = level.trusted.find("lock");
-      locked |= lock != level.trusted.end() && LockCovers(lock->second, key);
-    }
+    bool locked = !LockCovering(*chains, key).empty();
     ResolvedField field{key, DefaultPolicyValue(key, context.default_segment_size), "default"};
     for (const Candidate& candidate : candidates) {
       std::string via;
@@ -202,14 +243,10 @@ Result<Redundancy> RedundancyOfStamp(const std::string& stamp) {
   return ParseRedundancy(fields["raid"], fields["idr"], fields.contains("checksum") ? fields["checksum"] : "crc32c");
 }
 
-std::string LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key) {
-  for (const Level& level : LevelsOf(catalog, ino)) {
-    auto lock = level.trusted.find("lock");
-    if (lock != level.trusted.end() && LockCovers(lock->second, key)) {
-      return fmt::format("{} (trusted.cairn.lock={})", level.path.empty() ? "this file" : level.path, lock->second);
-    }
-  }
-  return "";
+Result<std::string> LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key) {
+  auto chains = ChainsOf(catalog, ino);
+  if (!chains.ok()) return chains.status();
+  return LockCovering(*chains, key);
 }
 
 }  // namespace cairn

@@ -4,6 +4,9 @@
 //   trusted.cairn.lock at or above the file covers KEY) → trusted.cairn.KEY pins, nearest
 //   first → the first matching admin rule → the rules' default → the built-in default.
 // At each level an explicit KEY beats the fields of that level's named policy.
+// A file with several names (hard links): locks above any name apply; pins of the name
+// whose path sorts first (bytewise) win, then those of the next; directory settings and
+// rules look at the first path only.
 #pragma once
 
 #include <cstdint>
@@ -50,9 +53,10 @@ bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy);
 // The redundancy a stamp's raid= and idr= fields ask for.
 Result<Redundancy> RedundancyOfStamp(const std::string& stamp);
 
-// The admin lock covering `key` for `ino`: "/path (trusted.cairn.lock=all)", or empty
-// when users may set it. REQUIRES: the caller serializes catalog access.
-std::string LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key);
+// The admin lock covering `key` for `ino`, above any of its names: "/path
+// (trusted.cairn.lock=all)", or empty when users may set it. REQUIRES: the caller
+// serializes catalog access.
+Result<std::string> LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key);
 
 // "/a/b/c" for an inode, from its names in the catalog ("" when it has none).
 std::string PathOf(Catalog& catalog, uint64_t ino);

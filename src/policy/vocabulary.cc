@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "util/printable.h"
 #include "util/size.h"
 
 namespace cairn {
@@ -22,12 +23,13 @@ bool ParseUint(std::string_view text, uint64_t* out) {
 
 Status NotYet(PolicyKey key, std::string_view value, std::string_view today) {
   return Status::NotSupported(fmt::format("user.cairn.{}={} is valid but not available in this build ({})",
-                                          PolicyKeyName(key), value, today));
+                                          PolicyKeyName(key), Abbreviated(value), today));
 }
 
 Status Bad(PolicyKey key, std::string_view value, std::string_view allowed) {
   return Status::InvalidArgument(
-      fmt::format("user.cairn.{}: '{}' is not a valid value (allowed: {})", PolicyKeyName(key), value, allowed));
+      fmt::format("user.cairn.{}: '{}' is not a valid value (allowed: {})", PolicyKeyName(key), Abbreviated(value),
+                  allowed));
 }
 
 // raid: none | mirror-N | rs-K-M | 2d
@@ -197,7 +199,8 @@ Result<std::string> CanonicalLockValue(std::string_view value) {
     }
     auto key = ParsePolicyKey(word);
     if (!key.ok()) {
-      return Status::InvalidArgument(fmt::format("trusted.cairn.lock: '{}' is not a policy key ({})", word, kAllowed));
+      return Status::InvalidArgument(
+          fmt::format("trusted.cairn.lock: '{}' is not a policy key ({})", Abbreviated(word), kAllowed));
     }
     keys.insert(*key);
   }

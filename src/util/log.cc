@@ -1,20 +1,26 @@
 #include "util/log.h"
 
+#include <fcntl.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <ctime>
 #include <mutex>
 
-#include <fcntl.h>
-#include <sys/time.h>
-#include <unistd.h>
+#include "util/log_rate_limiter.h"
 
 namespace cairn {
 namespace {
 
 std::mutex g_mutex;
 FILE* g_file = nullptr;
+std::string g_path;
+uint64_t g_max_bytes = kDefaultLogMaxBytes;
+uint64_t g_bytes = 0;  // size of g_file
 bool g_stderr = true;
 LogLevel g_level = LogLevel::kInfo;
+LogRateLimiter g_limiter(kLogBurst, kLogWindow);
 
 const char* LevelName(LogLevel level) {
   switch (level) {
@@ -26,16 +32,63 @@ const char* LevelName(LogLevel level) {
   return "?";
 }
 
-}  // namespace
-
-void SetLogFile(const std::string& path) {
-  std::lock_guard lock(g_mutex);
+// REQUIRES: g_mutex.
+void OpenLogFile() {
   if (g_file) fclose(g_file);
   g_file = nullptr;
-  if (path.empty()) return;
+  g_bytes = 0;
+  if (g_path.empty()) return;
   // Private (0600) whatever the umask: the log names files and users.
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd >= 0 && !(g_file = fdopen(fd, "a"))) ::close(fd);
+  int fd = ::open(g_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  g_file = fdopen(fd, "a");
+  if (!g_file) {
+    ::close(fd);
+    return;
+  }
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  g_bytes = size > 0 ? static_cast<uint64_t>(size) : 0;
+}
+
+// REQUIRES: g_mutex.
+void WriteLine(LogLevel level, const std::string& message) {
+  std::string text = Escaped(Abbreviated(message, kMaxLogMessage));
+  if (g_file) {
+    struct timeval tv;
+    gettimeofday(&tv, nullptr);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+    std::string line = fmt::format("{}.{:03} cairn {}: {}\n", stamp, tv.tv_usec / 1000, LevelName(level), text);
+    if (g_bytes > 0 && g_bytes + line.size() > g_max_bytes) {
+      std::string old = g_path + ".1";
+      if (::rename(g_path.c_str(), old.c_str()) == 0) OpenLogFile();
+    }
+    if (g_file) {
+      fwrite(line.data(), 1, line.size(), g_file);
+      fflush(g_file);
+      g_bytes += line.size();
+    }
+  }
+  if (g_stderr) fprintf(stderr, "cairn: %s: %s\n", LevelName(level), text.c_str());
+}
+
+// REQUIRES: g_mutex.
+void WriteSuppressed(const std::vector<LogRateLimiter::Suppressed>& reports) {
+  for (const auto& report : reports) {
+    WriteLine(LogLevel::kWarning, fmt::format("{} more message(s) like \"{}\" suppressed (at most {} per {} s)",
+                                              report.count, report.site, kLogBurst, kLogWindow.count()));
+  }
+}
+
+}  // namespace
+
+void SetLogFile(const std::string& path, uint64_t max_bytes) {
+  std::lock_guard lock(g_mutex);
+  g_path = path;
+  g_max_bytes = max_bytes;
+  OpenLogFile();
 }
 
 void SetLogToStderr(bool enabled) {
@@ -48,21 +101,18 @@ void SetLogLevel(LogLevel level) {
   g_level = level;
 }
 
-void LogLine(LogLevel level, const std::string& message) {
+void LogLine(LogLevel level, std::string_view site, const std::string& message) {
   std::lock_guard lock(g_mutex);
   if (level < g_level) return;
-  struct timeval tv;
-  gettimeofday(&tv, nullptr);
-  struct tm tm;
-  localtime_r(&tv.tv_sec, &tm);
-  char stamp[32];
-  strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
-  if (g_file) {
-    fprintf(g_file, "%s.%03ld cairn %s: %s\n", stamp, static_cast<long>(tv.tv_usec / 1000), LevelName(level),
-            message.c_str());
-    fflush(g_file);
-  }
-  if (g_stderr) fprintf(stderr, "cairn: %s: %s\n", LevelName(level), message.c_str());
+  std::vector<LogRateLimiter::Suppressed> reports;
+  bool admitted = g_limiter.Admit(site, LogRateLimiter::Clock::now(), &reports);
+  WriteSuppressed(reports);
+  if (admitted) WriteLine(level, message);
+}
+
+void ReportSuppressedLogLines() {
+  std::lock_guard lock(g_mutex);
+  WriteSuppressed(g_limiter.TakeAll());
 }
 
 }  // namespace cairn

@@ -93,3 +93,29 @@ def test_unknown_config_key_is_refused(archive):
         with open(conf, "wb") as f:
             f.write(original)
     archive.mount()
+
+
+def test_persist_waits_for_a_writer_that_is_closing(archive):
+    # close() returns before the kernel's RELEASE reaches the daemon, so `cp f MNT && cairn
+    # persist` may find f still open for writing. A writer that closes within a moment is
+    # waited for; one that stays open is reported.
+    import subprocess
+    import time
+    f = open(archive.m("closing"), "wb")
+    f.write(b"x" * 100_000)
+    f.flush()
+    persist = subprocess.Popen([CAIRN, "persist", archive.arch], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    f.close()
+    _, err = persist.communicate(timeout=60)
+    assert persist.returncode == 0, err
+    assert os.getxattr(archive.m("closing"), "user.cairn.state") == b"persisted"
+
+    with open(archive.m("open"), "wb") as held:
+        held.write(b"y" * 100_000)
+        held.flush()
+        started = time.monotonic()
+        r = run([CAIRN, "persist", archive.arch], check=False)
+        assert r.returncode != 0 and "still being written" in r.stderr
+        assert time.monotonic() - started < 30

@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import struct
-import time
 
 from conftest import KiB, MiB, assert_file_equals, cairn, make_rich_tree, random_bytes, run, sh, write_file
 
@@ -33,19 +32,6 @@ def recover(archive, *extra, expect=0):
     r = cairn("recover", archive.arch, *extra, check=False, timeout=300)
     assert r.returncode == expect, f"cairn recover exit {r.returncode} (want {expect}):\n{r.stdout}{r.stderr}"
     return r
-
-
-def settle(archive, command="persist"):
-    """cairn persist/evict once the kernel has released the files just written: FUSE sends
-    RELEASE after close() returns, and until then the daemon counts the file as being written
-    (Busy). Bounded: 20 s."""
-    deadline = time.monotonic() + 20
-    while True:
-        r = cairn(command, archive.arch, check=False)
-        if r.returncode == 0:
-            return r
-        assert "still being written" in r.stderr and time.monotonic() < deadline, r.stdout + r.stderr
-        time.sleep(0.05)
 
 
 def sha(path):
@@ -92,7 +78,7 @@ def test_recover_after_tar_and_rsync_matches_source(archive):
     os.setxattr(archive.m("rs"), "user.cairn.raid", b"rs-2-1")
     striped = random_bytes(6 * MiB + 3, 12)
     write_file(archive.m("rs", "striped"), striped)
-    settle(archive)
+    archive.persist()
     for dst in ("tar", "rsync"):
         assert itemize(src, archive.m(dst)) == "", f"{dst}: the copy differs before the catalog is lost"
     lose_catalog(archive)
@@ -117,7 +103,7 @@ def test_recover_after_tar_and_rsync_matches_source(archive):
 
 def test_recover_refuses_an_existing_catalog_without_force(archive):
     write_file(archive.m("kept"), random_bytes(300 * KiB, 3))
-    settle(archive)
+    archive.persist()
     r = cairn("recover", archive.arch, "--force", check=False)
     assert r.returncode == 1 and "in use" in r.stderr, f"recover on a mounted archive: {r.stdout}{r.stderr}"
     archive.umount()
@@ -145,7 +131,7 @@ def test_recover_reports_damaged_extents(archive):
     for name, seed in (("good", 1), ("bad_header", 2), ("bad_payload", 3)):
         write_file(archive.m(name), random_bytes(400 * KiB, seed))
     inos = {name: os.stat(archive.m(name)).st_ino for name in ("good", "bad_header", "bad_payload")}
-    settle(archive)
+    archive.persist()
     archive.umount()
     by_inode = {inode: (image, offset) for image, offset, inode, _ in extent_headers(archive)}
     image, offset = by_inode[inos["bad_header"]]
@@ -187,7 +173,7 @@ def test_v2_archive_still_reads(archive):
         assert sha(archive.m(path)) == digest, path
     assert os.getxattr(archive.m("docs/small.txt"), "user.golden") == b"yes"
     write_file(archive.m("docs", "new_v3"), random_bytes(100 * KiB, 7))
-    settle(archive, "evict")
+    archive.evict()
     for path, digest in want.items():
         assert sha(archive.m(path)) == digest, path
     archive.umount()
@@ -209,7 +195,7 @@ def test_recover_with_a_disk_missing_rebuilds_from_the_other_chunks(archive):
         os.setxattr(archive.m(name), "user.cairn.raid", raid)
         write_file(archive.m(name, "big"), random_bytes(5 * MiB + 1, len(name)))
         write_file(archive.m(name, "small"), random_bytes(1000, len(name) + 1))
-    settle(archive)
+    archive.persist()
     lose_catalog(archive)
     os.remove(os.path.join(archive.arch, "disks", "disk-001.img"))
 

@@ -61,7 +61,7 @@ def segments(path):
 def stamped_policy(archive, path, index=0):
     """The policy stamped in the header of the extent holding segment `index` of a file."""
     where = dict(item.split("=", 1) for item in segments(path))[str(index)]
-    m = re.fullmatch(r"disk(\d+)@(\d+)\+\d+(,cached)?", where)
+    m = re.fullmatch(r"disk(\d+)@(\d+)(/disk\d+@\d+)*\+\d+(,cached)?", where)  # the first copy or chunk
     assert m, where
     header = int(m.group(2)) - 4096  # location points at the payload, after the 4 KiB header
     out = cairn("inspect", archive.arch, "--disk", m.group(1), "--offset", str(header)).stdout
@@ -448,3 +448,64 @@ def test_a_tag_a_rule_looks_at_moves_a_persisted_file(archive):
     wait_for(lambda: len(segments(archive.m("run.nc"))) == 4, 30, "the reconciler to apply rule 'final'")
     assert field(getx(archive.m("run.nc"), "effective.source"), "segment_size") == "rule:final"
     assert read_file(archive.m("run.nc")) == data
+
+
+# Runs as nobody: a file at home with raid=none, hard-linked into the admin's locked directory.
+LINK_INTO_LOCKED = r"""
+import errno, json, os, sys
+home, locked = sys.argv[1], sys.argv[2]
+f = os.path.join(home, "f")
+with open(f, "wb") as out:
+    out.write(os.urandom(1 << 20))
+os.setxattr(f, "user.cairn.raid", b"none")
+os.link(f, os.path.join(locked, "f"))
+try:
+    os.setxattr(f, "user.cairn.raid", b"none")
+    again = "ok"
+except OSError as e:
+    again = errno.errorcode[e.errno]
+print(json.dumps({"setxattr_while_linked": again}))
+"""
+
+
+def copies(path):
+    """How many copies each segment of a file has on the disks, from user.cairn.location."""
+    return {item.split("=", 1)[0]: len(item.split("=", 1)[1].split("+")[0].split("/")) for item in segments(path)}
+
+
+def test_a_hard_link_into_a_locked_directory_gets_its_pin_and_the_reconciler_follows(archive):
+    """A user cannot escape trusted.cairn.lock with a hard link: the lock and pin above any name
+    apply, and when names come and go the reconciler re-encodes the file by itself."""
+    os.makedirs(archive.m("home"))
+    os.chown(archive.m("home"), NOBODY, NOBODY)
+    os.makedirs(archive.m("locked"))
+    os.chmod(archive.m("locked"), 0o1777)
+    os.setxattr(archive.m("locked"), "trusted.cairn.raid", b"mirror-2")
+    os.setxattr(archive.m("locked"), "trusted.cairn.lock", b"raid")
+
+    got = run_as_nobody(LINK_INTO_LOCKED, archive.m("home"), archive.m("locked"))
+    assert got == {"setxattr_while_linked": "EPERM"}  # locked through the other name
+    f = archive.m("home", "f")
+    data = read_file(f)
+    archive.persist()
+    assert field(getx(f, "effective"), "raid") == "mirror-2"
+    assert field(getx(f, "effective.source"), "raid") == "pin:/locked"
+    assert getx(f, "state") == "persisted"
+    assert copies(f) == {"0": 2}
+    assert "raid=mirror-2" in stamped_policy(archive, f).split()
+
+    # Nothing left for the reconciler, so what follows is its own doing.
+    wait_for(lambda: archive.status()["policy_checks_queued"] == 0, 60, "the policy check queue to drain")
+    # The locked name goes: the user's raid=none applies again, without `cairn policy apply`.
+    run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "rm", archive.m("locked", "f")])
+    assert field(getx(f, "effective.source"), "raid") == "file"
+    wait_for(lambda: getx(f, "state") == "persisted" and copies(f) == {"0": 1}, 60,
+             "the reconciler to re-encode the file as one copy")
+    assert "raid=none" in stamped_policy(archive, f).split()
+
+    # Linked again once persisted: back to the pin, again by itself.
+    run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "ln", f, archive.m("locked", "g")])
+    wait_for(lambda: getx(f, "state") == "persisted" and copies(f) == {"0": 2}, 60,
+             "the reconciler to re-encode the file as two copies")
+    archive.evict()
+    assert read_file(archive.m("locked", "g")) == data

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import ACL_ACCESS, acl_entries, random_bytes, run, write_file
+from conftest import ACL_ACCESS, NOBODY, acl_entries, random_bytes, run, run_as_nobody, write_file
 
 
 def test_setfattr_getfattr(archive):
@@ -102,3 +102,97 @@ def test_acl_tracks_chmod(archive):
     assert "mask::---" in acl and "user::rw-" in acl and "other::---" in acl, acl
     run(["setfacl", "-m", "m::rx", f])
     assert oct(os.stat(f).st_mode & 0o777) == oct(0o650)
+
+
+# Runs as nobody: each xattr call on the prepared files, "ok" or the errno name.
+NAMESPACE_PROBE = r"""
+import errno, json, os, subprocess, sys
+p = lambda name: os.path.join(sys.argv[1], name)
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+def setfacl(path):
+    r = subprocess.run(["setfacl", "-m", "u:1234:r", path], capture_output=True, text=True)
+    return "ok" if r.returncode == 0 else r.stderr.strip().rsplit(": ", 1)[-1]
+print(json.dumps({
+    "system.foo on root's 0644 file": attempt(lambda: os.setxattr(p("pub"), "system.foo", b"x")),
+    "system.cairn.x on root's 0600 file": attempt(lambda: os.setxattr(p("secret"), "system.cairn.x", b"x")),
+    "system.foo on own file": attempt(lambda: os.setxattr(p("mine"), "system.foo", b"x")),
+    "foo.bar on own file": attempt(lambda: os.setxattr(p("mine"), "foo.bar", b"x")),
+    "remove system.foo": attempt(lambda: os.removexattr(p("pub"), "system.foo")),
+    "get system.foo": attempt(lambda: os.getxattr(p("pub"), "system.foo")),
+    "trusted.x on own file": attempt(lambda: os.setxattr(p("mine"), "trusted.x", b"x")),
+    "security.x on own file": attempt(lambda: os.setxattr(p("mine"), "security.x", b"x")),
+    "remove root's security.x": attempt(lambda: os.removexattr(p("pub"), "security.x")),
+    "user.x on root's 0644 file": attempt(lambda: os.setxattr(p("pub"), "user.x", b"x")),
+    "user.x on own file": attempt(lambda: os.setxattr(p("mine"), "user.x", b"x")),
+    "user.x on own fifo": attempt(lambda: os.setxattr(p("fifo"), "user.x", b"x")),
+    "user.x on root's sticky 1777 dir": attempt(lambda: os.setxattr(p("sticky"), "user.x", b"x")),
+    "user.x on root's plain 0777 dir": attempt(lambda: os.setxattr(p("open"), "user.x", b"x")),
+    "setfacl on root's file": setfacl(p("pub")),
+    "setfacl on own file": setfacl(p("mine")),
+    "listed on root's file": sorted(os.listxattr(p("pub"))),
+}))
+"""
+
+
+def test_only_the_linux_xattr_namespaces_are_stored(archive):
+    """Like ext4: user.*, trusted.*, security.* and the POSIX ACLs; system.foo and other
+    prefixes are EOPNOTSUPP for everyone, trusted.* names are not listed to users, and the
+    kernel's own checks (trusted/security need CAP_SYS_ADMIN, user.* needs write permission,
+    regular files and directories only, the sticky-directory rule) still hold."""
+    m = archive.m
+    write_file(m("pub"), b"root's\n", 0o644)
+    write_file(m("secret"), b"root only\n", 0o600)
+    write_file(m("mine"), b"nobody's\n", 0o644)
+    os.chown(m("mine"), NOBODY, NOBODY)
+    os.mkfifo(m("fifo"), 0o666)
+    os.chown(m("fifo"), NOBODY, NOBODY)
+    os.mkdir(m("sticky"))
+    os.chmod(m("sticky"), 0o1777)
+    os.mkdir(m("open"))
+    os.chmod(m("open"), 0o777)
+    os.setxattr(m("pub"), "trusted.admin", b"hidden")
+    os.setxattr(m("pub"), "trusted.cairn.raid", b"mirror-2")
+    os.setxattr(m("pub"), "security.x", b"root's label")
+    os.setxattr(m("pub"), "user.visible", b"yes")
+
+    got = run_as_nobody(NAMESPACE_PROBE, archive.mnt)
+    assert errno.errorcode[errno.EOPNOTSUPP] == "ENOTSUP"  # one value on Linux, named ENOTSUP
+    assert got == {
+        "system.foo on root's 0644 file": "ENOTSUP",
+        "system.cairn.x on root's 0600 file": "ENOTSUP",
+        "system.foo on own file": "ENOTSUP",
+        "foo.bar on own file": "ENOTSUP",
+        "remove system.foo": "ENOTSUP",
+        "get system.foo": "ENOTSUP",
+        "trusted.x on own file": "EPERM",
+        "security.x on own file": "EPERM",
+        "remove root's security.x": "EPERM",
+        "user.x on root's 0644 file": "EACCES",
+        "user.x on own file": "ok",
+        "user.x on own fifo": "EPERM",
+        "user.x on root's sticky 1777 dir": "EPERM",
+        "user.x on root's plain 0777 dir": "ok",
+        "setfacl on root's file": "Operation not permitted",
+        "setfacl on own file": "ok",
+        "listed on root's file": ["security.x", "user.visible"],
+    }
+
+    # Root is refused the same names, and keeps what it may set.
+    for name in ("system.foo", "system.cairn.x", "foo.bar", "nonamespace", "system.posix_acl_accessX"):
+        with pytest.raises(OSError) as e:
+            os.setxattr(m("secret"), name, b"x")
+        assert e.value.errno == errno.EOPNOTSUPP, name
+    with pytest.raises(OSError) as e:
+        os.setxattr(m("secret"), "user.", b"x")
+    assert e.value.errno == errno.EINVAL
+    assert sorted(os.listxattr(m("pub"))) == ["security.x", "trusted.admin", "trusted.cairn.raid", "user.visible"]
+    assert os.listxattr(m("secret")) == []
+    assert sorted(os.listxattr(m("mine"))) == ["system.posix_acl_access", "user.x"]
+    archive.remount()
+    assert os.listxattr(m("secret")) == []
+    assert os.getxattr(m("pub"), "trusted.admin") == b"hidden"

@@ -25,6 +25,11 @@ TEST_CASE("Config: parses, round-trips and applies overrides") {
   CHECK(again->disks == o->disks);
   REQUIRE(ApplyOption(*o, "persist_idle", "9").ok());
   CHECK(o->persist_idle_seconds == 9);
+  CHECK(o->log_max_size == 64u << 20);
+  REQUIRE(ApplyOption(*o, "log_max_size", "1M").ok());
+  auto with_log_size = ParseConfig(FormatConfig(*o), "x");
+  REQUIRE(with_log_size.ok());
+  CHECK(with_log_size->log_max_size == 1u << 20);
 }
 
 TEST_CASE("Config: errors name the file, the line and the problem") {
@@ -38,6 +43,7 @@ TEST_CASE("Config: errors name the file, the line and the problem") {
   check(head + "colour = blue\n", "cairn.conf:3: unknown option \"colour\"");
   check(head + "segment_size = lots\n", "cairn.conf:3: segment_size");
   check(head + "segment_size = 1K\n", "segment_size = \"1K\" is out of range (4096..1073741824 bytes)");
+  check(head + "log_max_size = 1K\n", "cairn.conf:3: log_max_size = \"1K\" is out of range (65536..18446744073709551615 bytes)");
   check(head + "just words\n", "cairn.conf:3: expected 'key = value'");
   check(head + "disk.5 = x\n", "expected disk.1 next");
   check("disk.0 = d\n", "archive_id missing");

@@ -146,13 +146,44 @@ TEST_CASE("Resolver: trusted.cairn.lock makes user settings below it ineffective
   auto p = *ResolvePolicy(*t.catalog, t.f, ctx);
   CHECK(p.Get(PolicyKey::kSegmentSize).source == "rule:logs");  // neither the file's nor cold's
   CHECK(p.Get(PolicyKey::kPolicy).source == "dir:/a/b/c");     // not locked
-  CHECK(LockCovering(*t.catalog, t.f, PolicyKey::kSegmentSize) == "/a (trusted.cairn.lock=segment_size)");
-  CHECK(LockCovering(*t.catalog, t.f, PolicyKey::kRaid).empty());
-  CHECK(LockCovering(*t.catalog, kRootInode, PolicyKey::kSegmentSize).empty());
+  CHECK(*LockCovering(*t.catalog, t.f, PolicyKey::kSegmentSize) == "/a (trusted.cairn.lock=segment_size)");
+  CHECK(LockCovering(*t.catalog, t.f, PolicyKey::kRaid)->empty());
+  CHECK(LockCovering(*t.catalog, kRootInode, PolicyKey::kSegmentSize)->empty());
   t.Set(t.a, "trusted.cairn.segment_size", "131072");  // the pin applies under the lock
   CHECK(ResolvePolicy(*t.catalog, t.f, ctx)->Get(PolicyKey::kSegmentSize).source == "pin:/a");
   t.Set(t.a, "trusted.cairn.lock", "all");
   CHECK(ResolvePolicy(*t.catalog, t.f, ctx)->Get(PolicyKey::kPolicy).source == "default");
+}
+
+TEST_CASE("Resolver: locks and pins above any of a file's names apply; the first path wins a disagreement") {
+  Tree t;
+  PolicyContext none{nullptr, 4 << 20};
+  uint64_t home = t.MakeDir(kRootInode, "home");
+  uint64_t locked = t.MakeDir(kRootInode, "locked");
+  uint64_t z = t.MakeDir(kRootInode, "z");
+  uint64_t f = t.MakeFile(home, "f", 10);
+  t.Set(f, "user.cairn.raid", "none");
+  t.Set(locked, "trusted.cairn.raid", "mirror-2");
+  t.Set(locked, "trusted.cairn.lock", "raid");
+  CHECK(ResolvePolicy(*t.catalog, f, none)->Get(PolicyKey::kRaid).source == "file");
+  REQUIRE(t.catalog->InsertEntry(locked, "f", f).ok());  // the hard link
+  auto p = *ResolvePolicy(*t.catalog, f, none);
+  CHECK(p.Get(PolicyKey::kRaid).value == "mirror-2");
+  CHECK(p.Get(PolicyKey::kRaid).source == "pin:/locked");
+  CHECK(*LockCovering(*t.catalog, f, PolicyKey::kRaid) == "/locked (trusted.cairn.lock=raid)");
+  // Two names with different pins: /locked/f sorts before /z/f.
+  t.Set(z, "trusted.cairn.raid", "mirror-3");
+  REQUIRE(t.catalog->InsertEntry(z, "f", f).ok());
+  CHECK(ResolvePolicy(*t.catalog, f, none)->Get(PolicyKey::kRaid).source == "pin:/locked");
+  REQUIRE(t.catalog->DeleteEntry(locked, "f").ok());
+  p = *ResolvePolicy(*t.catalog, f, none);
+  CHECK(p.Get(PolicyKey::kRaid).source == "file");  // no lock any more: the user's setting
+  t.Set(z, "trusted.cairn.lock", "all");
+  CHECK(ResolvePolicy(*t.catalog, f, none)->Get(PolicyKey::kRaid).source == "pin:/z");
+  // Directory settings come from the first path only.
+  t.Set(home, "user.cairn.segment_size", "65536");
+  t.Remove(z, "trusted.cairn.lock");
+  CHECK(ResolvePolicy(*t.catalog, f, none)->Get(PolicyKey::kSegmentSize).source == "dir:/home");
 }
 
 TEST_CASE("Resolver: a stamp matches when only the policy name differs") {

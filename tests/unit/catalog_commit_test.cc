@@ -1,0 +1,170 @@
+// The catalog when a batch cannot commit (inode numbers, generations, the replayed batch),
+// bounded parent walks in a damaged catalog, and the schema upgrade that added generations.
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "catalog/catalog.h"
+#include "test_util.h"
+
+using namespace cairn;
+
+namespace {
+
+// Makes every COMMIT of `db` fail (SQLite then rolls the transaction back) while *fail.
+void FailCommits(Catalog& catalog, bool* fail) {
+  sqlite3_commit_hook(catalog.handle(), [](void* flag) { return *static_cast<bool*>(flag) ? 1 : 0; }, fail);
+}
+
+InodeRecord File() {
+  InodeRecord file;
+  file.mode = 0100644;
+  file.nlink = 1;
+  return file;
+}
+
+Result<uint64_t> CreateFile(Catalog& c, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(c.Begin());
+  auto ino = c.InsertInode(File());
+  Status st = ino.ok() ? c.InsertEntry(kRootInode, name, *ino) : ino.status();
+  if (st.ok()) st = c.Commit();
+  if (!st.ok()) {
+    c.Rollback();
+    return st;
+  }
+  return ino;
+}
+
+}  // namespace
+
+TEST_CASE("Catalog: a failed batch commit keeps acknowledged operations and no inode number comes back") {
+  test::TempDir dir;
+  bool fail = false;
+  uint64_t kept = 0;
+  {
+    auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+    REQUIRE(c->Begin().ok());
+    auto undone = c->InsertInode(File());
+    REQUIRE(undone.ok());
+    c->Rollback();
+    auto before = CreateFile(*c, "before");
+    REQUIRE(before.ok());
+    CHECK(*before > *undone);  // a rolled-back operation does not give its number back
+    REQUIRE(c->Flush().ok());
+
+    auto acknowledged = CreateFile(*c, "acknowledged");
+    REQUIRE(acknowledged.ok());
+    kept = *acknowledged;
+    FailCommits(*c, &fail);
+    fail = true;
+    Status st = c->Flush();
+    REQUIRE_FALSE(st.ok());
+    CHECK_FALSE(c->write_failure().ok());
+    // The acknowledged create is still there; new operations are refused with EROFS.
+    CHECK(c->Lookup(kRootInode, "acknowledged").ok());
+    CHECK(c->GetInode(kept).ok());
+    CHECK(c->Begin().sys_errno() == EROFS);
+    CHECK_FALSE(c->Flush().ok());  // retried, still failing
+    CHECK(c->Lookup(kRootInode, "acknowledged").ok());
+
+    fail = false;
+    REQUIRE(c->Flush().ok());
+    CHECK(c->write_failure().ok());
+    auto after = CreateFile(*c, "after");
+    REQUIRE(after.ok());
+    CHECK(*after > kept);
+    REQUIRE(c->Flush(true).ok());
+  }
+  auto c = std::move(*Catalog::Open(dir / "c.db"));
+  CHECK(*c->Lookup(kRootInode, "acknowledged") == kept);
+  CHECK(c->Lookup(kRootInode, "after").ok());
+}
+
+TEST_CASE("Catalog: a number reused after a batch was lost for good has another generation") {
+  test::TempDir dir;
+  bool fail = false;
+  uint64_t lost = 0;
+  uint64_t lost_generation = 0;
+  {
+    auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+    CHECK(c->GetInode(kRootInode)->generation == 0);  // the kernel's root has generation 0
+  }
+  {
+    auto c = std::move(*Catalog::Open(dir / "c.db"));
+    auto ino = CreateFile(*c, "lost");
+    REQUIRE(ino.ok());
+    lost = *ino;
+    lost_generation = c->GetInode(lost)->generation;
+    CHECK(lost_generation > 0);
+    FailCommits(*c, &fail);
+    fail = true;  // closing cannot commit it either: the batch is lost (and logged)
+  }
+  auto c = std::move(*Catalog::Open(dir / "c.db"));
+  CHECK(c->Lookup(kRootInode, "lost").status().IsNotFound());
+  auto reused = CreateFile(*c, "new");
+  REQUIRE(reused.ok());
+  REQUIRE(*reused == lost);  // never committed, so the number may come back in a new epoch...
+  CHECK(c->GetInode(*reused)->generation > lost_generation);  // ...as a different file to the kernel
+}
+
+TEST_CASE("Catalog: a directory cycle stops the parent walk with an error naming its inodes") {
+  test::TempDir dir;
+  auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+  InodeRecord d;
+  d.mode = 040755;
+  d.nlink = 2;
+  uint64_t p = *c->InsertInode(d);
+  uint64_t q = *c->InsertInode(d);
+  uint64_t other = *c->InsertInode(d);
+  REQUIRE(c->InsertEntry(kRootInode, "p", p).ok());
+  REQUIRE(c->InsertEntry(p, "q", q).ok());
+  REQUIRE(c->InsertEntry(kRootInode, "other", other).ok());
+  CHECK(*c->IsWithin(q, p));
+  CHECK_FALSE(*c->IsWithin(q, other));
+  REQUIRE(c->MoveEntry(kRootInode, "p", q, "p").ok());  // damage: p's only parent is now its child q
+  auto walk = c->IsWithin(q, other);
+  REQUIRE_FALSE(walk.ok());
+  CHECK(walk.status().IsCorruption());
+  std::string message = walk.status().message();
+  CHECK(message.find(fmt::format("inode {}", q)) != std::string::npos);
+  CHECK(message.find(fmt::format("{} -> {}", q, p)) != std::string::npos);
+}
+
+TEST_CASE("Catalog: a version 3 catalog is upgraded when opened for writing") {
+  test::TempDir dir;
+  {
+    auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+    REQUIRE(CreateFile(*c, "old").ok());
+    REQUIRE(c->Flush().ok());
+    char* error = nullptr;
+    REQUIRE(sqlite3_exec(c->handle(),
+                         "ALTER TABLE inodes DROP COLUMN generation; "
+                         "UPDATE meta SET value = '3' WHERE CAST(key AS TEXT) = 'schema_version'",
+                         nullptr, nullptr, &error) == SQLITE_OK);
+  }
+  auto c = std::move(*Catalog::Open(dir / "c.db"));
+  CHECK(*c->GetMeta("schema_version") == std::to_string(kCatalogSchemaVersion));
+  auto old = c->Lookup(kRootInode, "old");
+  REQUIRE(old.ok());
+  CHECK(c->GetInode(*old)->generation == 0);
+  auto fresh = CreateFile(*c, "new");
+  REQUIRE(fresh.ok());
+  CHECK(*fresh > *old);
+  CHECK(c->GetInode(*fresh)->generation > 0);
+}
+
+TEST_CASE("Catalog: a durable flush writes (and so syncs) the WAL even with nothing else to commit") {
+  test::TempDir dir;
+  auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+  REQUIRE(CreateFile(*c, "f").ok());
+  REQUIRE(c->Flush().ok());  // committed, not synced
+  int commits_with_frames = 0;
+  sqlite3_wal_hook(c->handle(), [](void* n, sqlite3*, const char*, int) {
+    ++*static_cast<int*>(n);
+    return SQLITE_OK;
+  }, &commits_with_frames);
+  REQUIRE(c->Flush(true).ok());
+  CHECK(commits_with_frames == 1);  // a commit that writes no frame syncs nothing
+}
