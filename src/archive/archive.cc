@@ -15,6 +15,7 @@
 
 #include "archive/config.h"
 #include "archive/private_files.h"
+#include "archive/rules_fit.h"
 #include "backend/extent_io.h"
 #include "redundancy/striping.h"
 #include "util/clock.h"
@@ -238,25 +239,9 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   return archive;
 }
 
-std::string Archive::DomainOf(size_t disk) const {
-  auto it = options_.disk_domains.find(static_cast<uint32_t>(disk));
-  return it != options_.disk_domains.end() ? it->second : fmt::format("#disk{}", disk);
-}
+std::string Archive::DomainOf(size_t disk) const { return cairn::DomainOf(options_, disk); }
 
-Status Archive::CheckRaidFits(std::string_view raid) const {
-  auto redundancy = ParseRedundancy(raid, "none");
-  if (!redundancy.ok()) return redundancy.status();
-  std::set<std::string> domains;
-  for (size_t i = 0; i < disks_.size(); i++) domains.insert(DomainOf(i));
-  if (redundancy->chunk_count() <= domains.size()) return Status::OK();
-  if (domains.size() == disks_.size()) {
-    return Status::InvalidArgument(fmt::format("raid={} puts {} chunks on distinct disks; this archive has {} disks",
-                                               raid, redundancy->chunk_count(), disks_.size()));
-  }
-  return Status::InvalidArgument(fmt::format("raid={} puts {} chunks in distinct failure domains; this archive's {} "
-                                             "disks are in {} domains",
-                                             raid, redundancy->chunk_count(), disks_.size(), domains.size()));
-}
+Status Archive::CheckRaidFits(std::string_view raid) const { return cairn::CheckRaidFits(raid, options_); }
 
 PolicyContext Archive::policy_context() const {
   std::lock_guard lock(rules_mutex_);
@@ -276,14 +261,7 @@ Status Archive::LoadRules() {
     auto parsed = RuleSet::Parse(text, rules_path());
     if (!parsed.ok()) return parsed.status();
     *rules = std::move(*parsed);
-    auto fits = [&](const std::vector<PolicySetting>& settings, const std::string& what) {
-      const std::string* raid = FindSetting(settings, PolicyKey::kRaid);
-      Status st = raid ? CheckRaidFits(*raid) : Status::OK();
-      return st.ok() ? st : Status::InvalidArgument(fmt::format("{}: {}: {}", rules_path(), what, st.message()));
-    };
-    for (const auto& policy : rules->policies()) CAIRN_RETURN_IF_ERROR(fits(policy.settings, "policy " + policy.name));
-    for (const auto& rule : rules->rules()) CAIRN_RETURN_IF_ERROR(fits(rule.settings(), "rule " + rule.name()));
-    CAIRN_RETURN_IF_ERROR(fits(rules->default_rule().settings(), "default"));
+    CAIRN_RETURN_IF_ERROR(CheckRulesFit(*rules, options_, rules_path()));
   }
   {
     std::lock_guard lock(rules_mutex_);

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backend/extent_format.h"
+#include "catalog/record_checks.h"
 #include "util/size.h"
 
 namespace cairn {
@@ -18,20 +20,39 @@ std::string Trim(const std::string& s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-Result<uint64_t> ParseCount(const std::string& key, const std::string& value) {
+// A whole number from `minimum` to `maximum` (by default what a 32-bit field holds). Text
+// from the file is quoted and escaped ({:?}) in messages: it may hold control characters.
+Result<uint64_t> ParseCount(const std::string& key, const std::string& value, uint64_t minimum = 0,
+                            uint64_t maximum = UINT32_MAX) {
   uint64_t n = 0;
   auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || ptr != value.data() + value.size()) {
-    return Status::InvalidArgument(fmt::format("{} = '{}' is not a whole number", key, value));
+  if ((ec != std::errc() && ec != std::errc::result_out_of_range) || ptr != value.data() + value.size() ||
+      value.empty()) {
+    return Status::InvalidArgument(fmt::format("{:?} = {:?} is not a whole number", key, value));
+  }
+  if (ec == std::errc::result_out_of_range || n < minimum || n > maximum) {
+    return Status::InvalidArgument(
+        fmt::format("{:?} = {:?} is out of range ({}..{})", key, value, minimum, maximum));
   }
   return n;
 }
 
-Status SetSize(uint64_t& field, const std::string& key, const std::string& value, uint64_t minimum) {
+Status SetCount(uint32_t& field, const std::string& key, const std::string& value, uint64_t minimum = 0) {
+  auto n = ParseCount(key, value, minimum);
+  if (!n.ok()) return n.status();
+  field = static_cast<uint32_t>(*n);  // ParseCount kept it within 32 bits
+  return Status::OK();
+}
+
+Status SetSize(uint64_t& field, const std::string& key, const std::string& value, uint64_t minimum,
+               uint64_t maximum = UINT64_MAX) {
   auto size = ParseSize(value);
-  if (!size.ok()) return Status::InvalidArgument(fmt::format("{}: {}", key, size.status().message()));
-  if (*size < minimum) {
-    return Status::InvalidArgument(fmt::format("{} = {} is below the minimum of {}", key, value, minimum));
+  if (!size.ok()) {
+    return Status::InvalidArgument(fmt::format("{} = {:?} is not a size (e.g. 4096, 64K, 4M, 1G)", key, value));
+  }
+  if (*size < minimum || *size > maximum) {
+    return Status::InvalidArgument(
+        fmt::format("{} = {:?} is out of range ({}..{} bytes)", key, value, minimum, maximum));
   }
   field = *size;
   return Status::OK();
@@ -40,36 +61,16 @@ Status SetSize(uint64_t& field, const std::string& key, const std::string& value
 }  // namespace
 
 Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string& value) {
-  if (key == "segment_size") {
-    CAIRN_RETURN_IF_ERROR(SetSize(o.segment_size, key, value, 4096));
-    if (o.segment_size > (1ull << 30)) return Status::InvalidArgument("segment_size must be at most 1G");
-    return Status::OK();
-  }
+  if (key == "segment_size") return SetSize(o.segment_size, key, value, kMinSegmentSize, kMaxSegmentSize);
   if (key == "pack_threshold") return SetSize(o.pack_threshold, key, value, 0);
   if (key == "cache_size") return SetSize(o.cache_size, key, value, 1 << 20);
-  if (key == "persist_idle") {
-    auto n = ParseCount(key, value);
-    if (!n.ok()) return n.status();
-    o.persist_idle_seconds = static_cast<uint32_t>(*n);
-    return Status::OK();
-  }
-  if (key == "read_buffer_segments") {
-    auto n = ParseCount(key, value);
-    if (!n.ok()) return n.status();
-    if (*n == 0) return Status::InvalidArgument("read_buffer_segments must be at least 1");
-    o.read_buffer_segments = static_cast<uint32_t>(*n);
-    return Status::OK();
-  }
+  if (key == "persist_idle") return SetCount(o.persist_idle_seconds, key, value);
+  if (key == "read_buffer_segments") return SetCount(o.read_buffer_segments, key, value, 1);
   if (key == "log_max_size") return SetSize(o.log_max_size, key, value, 64 << 10);
   if (key == "reconcile_rate") return SetSize(o.reconcile_rate, key, value, 0);
-  if (key == "reconcile_idle") {
-    auto n = ParseCount(key, value);
-    if (!n.ok()) return n.status();
-    o.reconcile_idle_seconds = static_cast<uint32_t>(*n);
-    return Status::OK();
-  }
+  if (key == "reconcile_idle") return SetCount(o.reconcile_idle_seconds, key, value);
   return Status::InvalidArgument(fmt::format(
-      "unknown option '{}' (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
+      "unknown option {:?} (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
       "reconcile_rate, reconcile_idle, log_max_size)",
       key));
 }
@@ -85,7 +86,7 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
     if (content.empty()) continue;
     size_t eq = content.find('=');
     if (eq == std::string::npos) {
-      return Status::InvalidArgument(fmt::format("{}:{}: expected 'key = value', got '{}'", where, line_no, content));
+      return Status::InvalidArgument(fmt::format("{}:{}: expected 'key = value', got {:?}", where, line_no, content));
     }
     std::string key = Trim(content.substr(0, eq));
     std::string value = Trim(content.substr(eq + 1));
@@ -96,14 +97,14 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
       auto index = ParseCount(key, key.substr(5));
       if (!index.ok() || *index != o.disks.size()) {
         return Status::InvalidArgument(
-            fmt::format("{}:{}: expected disk.{} next (disks are numbered from 0 without gaps), got '{}'", where,
+            fmt::format("{}:{}: expected disk.{} next (disks are numbered from 0 without gaps), got {:?}", where,
                         line_no, o.disks.size(), key));
       }
       o.disks.push_back(value);
     } else if (key.starts_with("domain.")) {
       auto index = ParseCount(key, key.substr(7));
       if (!index.ok()) return Status::InvalidArgument(fmt::format("{}:{}: {}", where, line_no, index.status().message()));
-      if (value.empty()) return Status::InvalidArgument(fmt::format("{}:{}: {} needs a name", where, line_no, key));
+      if (value.empty()) return Status::InvalidArgument(fmt::format("{}:{}: {:?} needs a name", where, line_no, key));
       o.disk_domains[static_cast<uint32_t>(*index)] = value;
     } else if (key == "failed_disks" || key == "rebuild_disks") {
       auto& set = key == "failed_disks" ? o.failed_disks : o.rebuild_disks;
@@ -123,6 +124,13 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
   if (!o.disk_domains.empty() && o.disk_domains.rbegin()->first >= o.disks.size()) {
     return Status::InvalidArgument(
         fmt::format("{}: domain.{} names a disk the archive does not have", where, o.disk_domains.rbegin()->first));
+  }
+  for (const auto* set : {&o.failed_disks, &o.rebuild_disks}) {
+    if (!set->empty() && *set->rbegin() >= o.disks.size()) {
+      return Status::InvalidArgument(fmt::format("{}: {} lists disk {}; the archive has disks 0..{}", where,
+                                                 set == &o.failed_disks ? "failed_disks" : "rebuild_disks",
+                                                 *set->rbegin(), o.disks.size() - 1));
+    }
   }
   return o;
 }

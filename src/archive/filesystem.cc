@@ -17,6 +17,7 @@
 
 #include "archive/posix_acl.h"
 #include "archive/xattr_namespace.h"
+#include "catalog/record_checks.h"
 #include "policy/resolver.h"
 #include "policy/vocabulary.h"
 #include "util/clock.h"
@@ -80,6 +81,16 @@ Status Filesystem::Recover() {
         "COALESCE(NULLIF(segment_size, 0), {}) > (SELECT COUNT(*) FROM segments s WHERE s.ino = inodes.ino))",
         S_IFMT, S_IFREG, archive_.options().segment_size, archive_.options().segment_size);
     for (uint64_t ino : catalog.InodesWhere(incomplete.c_str())) {
+      auto inode = catalog.GetInode(ino);
+      auto segments = catalog.SummarizeSegments(ino);
+      Status valid = !inode.ok()      ? inode.status()
+                     : !segments.ok() ? segments.status()
+                                      : CheckSegmentSummary(*inode, *segments, false);
+      if (!valid.ok()) {  // persisting it would loop or allocate by damaged sizes, or write zeros over data
+        LogError("inode {} is left unpersisted, its catalog rows are damaged: {} (see cairn fsck)", ino,
+                 valid.message());
+        continue;
+      }
       state_.dirty[ino].all_cached = true;
       state_.persist_queue[ino] = 0;
     }
@@ -396,6 +407,9 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
 
 Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& request) {
   std::unique_lock<std::shared_mutex> data_lock;
+  if (request.size && *request.size > kMaxFileSize) {
+    return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
+  }
   if (request.size) data_lock = std::unique_lock(state_.data_lock(ino));
   if (request.size) {
     // Shrinking into a persisted segment that is not cached: bring it back first, so the
@@ -408,6 +422,7 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
       if (IsDir(*inode)) return Status::Posix(EISDIR, "cannot truncate a directory");
       if (!S_ISREG(inode->mode)) return Status::Posix(EINVAL, "cannot truncate a special file");
+      CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
       uint64_t segment_size = SegmentSizeOf(*inode);
       boundary = *request.size / segment_size;
       auto segment = archive_.catalog().GetSegment(ino, boundary);
@@ -512,6 +527,13 @@ Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags) {
     auto inode = archive_.catalog().GetInode(ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
     if (IsDir(*inode) && writable) return Status::Posix(EISDIR, "directory opened for writing");
+    if (S_ISREG(inode->mode) && inode->segment_size != 0) {
+      // A damaged segment map would read as zeros where data is (or loop by a damaged size).
+      bool clean = !inode->dirty && !state_.dirty.contains(ino);
+      auto segments = archive_.catalog().SummarizeSegments(ino);
+      if (!segments.ok()) return segments.status();
+      CAIRN_RETURN_IF_ERROR(CheckSegmentSummary(*inode, *segments, clean));
+    }
     LiveInode& live = state_.live[ino];
     live.nopen++;
     if (writable) live.nwriters++;
@@ -553,6 +575,7 @@ Status Filesystem::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t 
       segment = archive_.catalog().GetSegment(ino, index);
       auto inode = archive_.catalog().GetInode(ino);
       if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+      if (segment) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segment, *inode));
       segment_size = SegmentSizeOf(*inode);
     }
     if (!segment || segment->cached) continue;
@@ -581,11 +604,13 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = archive_.catalog().GetInode(fh->ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
     if (offset >= inode->size || dst.empty()) return size_t{0};
     length = std::min<uint64_t>(dst.size(), inode->size - offset);
     segment_size = SegmentSizeOf(*inode);
     for (uint64_t i = offset / segment_size; i <= (offset + length - 1) / segment_size; i++) {
       segments.push_back(archive_.catalog().GetSegment(fh->ino, i));
+      if (segments.back()) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segments.back(), *inode));
     }
   }
   uint64_t done = 0;
@@ -596,7 +621,11 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
     uint64_t n = std::min(length - done, segment_size - in_segment);
     std::span<uint8_t> out = dst.subspan(done, n);
     if (segment && !segment->cached) {
-      CAIRN_RETURN_IF_ERROR(store_.Read(*segment, in_segment, out));
+      Status st = store_.Read(*segment, in_segment, out);
+      if (st.IsCorruption()) {  // the log line names the file
+        return Status::Corruption(fmt::format("inode {} segment {}: {}", fh->ino, segment->index, st.message()));
+      }
+      CAIRN_RETURN_IF_ERROR(st);
     } else {  // never-written bytes read as zeros
       if (!file) {
         auto opened = archive_.cache().Open(fh->ino);
@@ -613,12 +642,16 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
 Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src) {
   if (!fh->writable) return Status::Posix(EBADF, "file not open for writing");
   if (src.empty()) return size_t{0};
+  if (offset > kMaxFileSize || src.size() > kMaxFileSize - offset) {
+    return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
+  }
   std::unique_lock data(state_.data_lock(fh->ino));
   uint64_t segment_size;
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = archive_.catalog().GetInode(fh->ino);
     if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
     segment_size = SegmentSizeOf(*inode);
     uint64_t needed = state_.dirty_bytes + src.size();
     // Per segment, an extent header block and (format v3) a block for the member table.

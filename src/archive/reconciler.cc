@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "catalog/record_checks.h"
 #include "policy/resolver.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -257,6 +258,14 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   if (state_.dirty.contains(ino) || record->dirty) {  // re-encoded once persisted
     progress->files_busy++;
     queue(true);
+    return false;
+  }
+  auto segments = catalog.SummarizeSegments(ino);
+  Status valid = segments.ok() ? CheckSegmentSummary(*record, *segments, S_ISREG(record->mode) && record->layout_id != 0)
+                               : segments.status();
+  if (!valid.ok()) {  // re-encoding would read and write by damaged sizes
+    LogError("reconciler: inode {} stays as it is: {}", ino, valid.message());
+    queue(false);
     return false;
   }
   ResolvedPolicy policy;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "backend/extent_io.h"
+#include "catalog/record_checks.h"
 #include "redundancy/striping.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -108,6 +109,12 @@ std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
   }
   std::vector<Task> tasks;
   for (ExtentRecord& extent : extents) {
+    Status valid = CheckExtentRecord(extent);
+    if (!valid.ok()) {  // its fields cannot be trusted to read or rebuild it: counted as lost
+      report_.extents_lost++;
+      report_.problems.push_back(valid.message());
+      continue;
+    }
     Task task;
     for (size_t i = 0; i < extent.chunks.size() && options_.rebuild; i++) {
       if (lost_disks_.contains(extent.chunks[i].disk)) task.lost.push_back(i);

@@ -9,7 +9,8 @@
 
 namespace cairn {
 
-Result<SegmentStore::Payload> SegmentStore::Load(uint64_t extent_id) {
+Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
+  uint64_t extent_id = segment.extent_id;
   {
     std::lock_guard lock(mutex_);
     auto it = index_.find(extent_id);
@@ -22,6 +23,11 @@ Result<SegmentStore::Payload> SegmentStore::Load(uint64_t extent_id) {
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto record = archive_.catalog().GetExtent(extent_id);
+    if (record.status().IsNotFound()) {
+      // A segment pointing at no extent is a damaged catalog, not a missing file: EIO.
+      return Status::Corruption(fmt::format("catalog: segments row ({}, {}): extent {} does not exist", segment.ino,
+                                            segment.index, extent_id));
+    }
     if (!record.ok()) return record.status();
     extent = *record;
   }
@@ -49,7 +55,7 @@ Status SegmentStore::Read(const SegmentRecord& segment, uint64_t offset, std::sp
     std::memset(dst.data(), 0, dst.size());
     return Status::OK();
   }
-  auto payload = Load(segment.extent_id);
+  auto payload = Load(segment);
   if (!payload.ok()) return payload.status();
   const auto& bytes = **payload;
   uint64_t start = segment.extent_offset + offset;

@@ -27,7 +27,8 @@ class SegmentStore {
 
  private:
   using Payload = std::shared_ptr<const std::vector<uint8_t>>;
-  Result<Payload> Load(uint64_t extent_id);
+  // The verified payload of the extent `segment` points into.
+  Result<Payload> Load(const SegmentRecord& segment);
 
   Archive& archive_;
   const size_t capacity_;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "redundancy/erasure_code.h"
 #include "redundancy/intra_disk.h"
 #include "util/coding.h"
 
@@ -89,6 +90,11 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
   std::memcpy(sb.archive_id.data(), &block[16], 16);
   sb.disk_size = GetFixed64(&block[32]);
   sb.data_start = GetFixed64(&block[40]);
+  if (sb.data_start < kBlockSize || sb.data_start % kBlockSize != 0 || sb.data_start > sb.disk_size) {
+    return Status::Corruption(fmt::format("{}: superblock data_start {} is not a block boundary within the disk "
+                                          "({} bytes)",
+                                          where, sb.data_start, sb.disk_size));
+  }
   return sb;
 }
 
@@ -218,7 +224,60 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
       break;
     }
   }
+  CAIRN_RETURN_IF_ERROR(CheckExtentHeader(h, where));
   return h;
+}
+
+Status CheckExtentHeader(const ExtentHeader& h, const std::string& where) {
+  Status redundancy = CheckRedundancy(h.redundancy);
+  if (!redundancy.ok()) return Status::Corruption(fmt::format("{}: extent header: {}", where, redundancy.message()));
+  if (h.chunk_index >= h.redundancy.chunk_count()) {
+    return Status::Corruption(fmt::format("{}: extent header: chunk_index {} but the redundancy has {} chunks", where,
+                                          h.chunk_index, h.redundancy.chunk_count()));
+  }
+  for (auto [field, length] : {std::pair{"payload_length", h.payload_length},
+                                std::pair{"extent_payload_length", h.extent_payload_length}}) {
+    if (length > kMaxExtentPayload) {
+      return Status::Corruption(fmt::format("{}: extent header: {} {} is above the maximum of {}", where, field,
+                                            length, kMaxExtentPayload));
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckRedundancy(const Redundancy& r) {
+  auto bad = [&](std::string_view field, uint64_t value, std::string_view allowed) {
+    return Status::Corruption(fmt::format("redundancy scheme {}: {} {} is out of range ({})",
+                                          static_cast<int>(r.scheme), field, value, allowed));
+  };
+  switch (r.scheme) {
+    case Redundancy::Scheme::kNone:
+      if (r.data_chunks != 1) return bad("data_chunks", r.data_chunks, "1 for none");
+      if (r.parity_chunks != 0) return bad("parity_chunks", r.parity_chunks, "0 for none");
+      break;
+    case Redundancy::Scheme::kMirror:
+      if (r.data_chunks != 1) return bad("data_chunks", r.data_chunks, "1 for mirror");
+      if (r.parity_chunks < 1 || r.parity_chunks >= kMaxMirrorCopies) {
+        return bad("parity_chunks", r.parity_chunks, "1..7 for mirror");
+      }
+      break;
+    case Redundancy::Scheme::kReedSolomon:
+      if (r.data_chunks < 1 || r.data_chunks > ErasureCode::kMaxDataChunks) {
+        return bad("data_chunks", r.data_chunks, "1..128 for rs");
+      }
+      if (r.parity_chunks < 1 || r.parity_chunks > ErasureCode::kMaxParityChunks) {
+        return bad("parity_chunks", r.parity_chunks, "1..32 for rs");
+      }
+      break;
+    default:
+      return Status::Corruption(fmt::format("unknown redundancy scheme {} (0 none, 1 mirror, 2 rs)",
+                                            static_cast<int>(r.scheme)));
+  }
+  if (r.idr_scramble > kIdrMaxScramble) return bad("idr_scramble", r.idr_scramble, "0..64");
+  if (r.checksum > kLastChecksumType) {
+    return bad("checksum", static_cast<uint64_t>(r.checksum), "0..3: crc32c, xxh3, sha256, blake3");
+  }
+  return Status::OK();
 }
 
 uint64_t Redundancy::ChunkLength(uint64_t payload_length) const {

@@ -75,6 +75,18 @@ struct Redundancy {
   uint64_t ChunkLength(uint64_t payload_length) const;
   bool operator==(const Redundancy&) const = default;
 };
+constexpr uint8_t kMaxMirrorCopies = 8;  // mirror-2 .. mirror-8
+
+// Corruption naming the field unless `r` is a scheme this build knows with its fields in
+// range: none is 1 + 0 chunks, mirror 1 + 1..7, rs-K-M K 1..128 and M 1..32, idr_scramble
+// 0..64, a known checksum. Then chunk_count() >= 1 and ChunkLength() cannot divide by zero.
+Status CheckRedundancy(const Redundancy& r);
+
+// The largest segment_size: a segment or a pack holds at most that much file data.
+constexpr uint64_t kMaxSegmentSize = 1ull << 30;
+// The largest payload an extent holds: that much data and, from v3 on, its member table
+// (whose length is a u32).
+constexpr uint64_t kMaxExtentPayload = kMaxSegmentSize + UINT32_MAX;
 
 struct ExtentHeader {
   uint16_t version = kFormatVersion;
@@ -103,8 +115,14 @@ struct ExtentHeader {
 // REQUIRES: header.policy_stamp.size() <= kMaxPolicyStamp.
 std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& header);
 // Encodes format h.version (v2 when a v2 extent's chunk is rewritten, else v3).
-// Checks magic, version and header checksum. `where` names disk and offset in messages.
+// Checks magic, version, header checksum and that every field is in range (CheckExtentHeader).
+// `where` names disk and offset in messages.
 Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const std::string& where);
+
+// Corruption naming `where` and the field unless the decoded fields are in range: the
+// redundancy (CheckRedundancy), chunk_index below its chunk_count(), payload_length and
+// extent_payload_length at most kMaxExtentPayload.
+Status CheckExtentHeader(const ExtentHeader& header, const std::string& where);
 
 // Bytes a chunk occupies on its disk: header + payload (with its intra-disk parity when
 // idr_scramble > 0), in whole blocks.

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "catalog/record_checks.h"
 #include "util/coding.h"
 #include "util/log.h"
 
@@ -496,7 +497,11 @@ Result<uint64_t> Catalog::InternLayout(const std::string& stamp) {
 Result<std::string> Catalog::LayoutStamp(uint64_t id) {
   auto& s = Prepare("SELECT stamp FROM layouts WHERE id = ?");
   s.Bind(id);
-  if (s.Step()) return s.Text(0);
+  if (s.Step()) {
+    std::string stamp = s.Text(0);
+    CAIRN_RETURN_IF_ERROR(CheckLayoutStamp(id, stamp));
+    return stamp;
+  }
   CAIRN_RETURN_IF_ERROR(s.status());
   return Status::NotFound(fmt::format("catalog: no layout {}", id));
 }
@@ -672,6 +677,19 @@ std::optional<SegmentRecord> Catalog::GetSegment(uint64_t ino, uint64_t index) {
   return std::nullopt;
 }
 
+Result<SegmentSummary> Catalog::SummarizeSegments(uint64_t ino) {
+  auto& s = Prepare(
+      "SELECT COUNT(*), COALESCE(SUM(idx < 0 OR length < 0 OR extent_offset < 0), 0), COALESCE(MAX(idx), 0), "
+      "COALESCE((SELECT length FROM segments WHERE ino = ?1 ORDER BY idx DESC LIMIT 1), 0), "
+      "COALESCE(MAX(length), 0), COALESCE(MAX(extent_offset), 0) FROM segments WHERE ino = ?1");
+  s.Bind(ino);
+  if (!s.Step()) {
+    CAIRN_RETURN_IF_ERROR(s.status());
+    return Status::IOError(fmt::format("catalog: no segment summary of inode {}", ino));
+  }
+  return SegmentSummary{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.UInt(5)};
+}
+
 Status Catalog::PutSegment(const SegmentRecord& r) {
   return Prepare("INSERT OR REPLACE INTO segments(" SEGMENT_COLUMNS ") VALUES(?,?,?,?,?,?)")
       .Bind(r.ino, r.index, r.extent_id, r.extent_offset, r.length, r.cached)
@@ -693,7 +711,11 @@ Status Catalog::SetSegmentCached(uint64_t ino, uint64_t index, bool cached) {
 Result<ExtentRecord> Catalog::GetExtent(uint64_t id) {
   auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents WHERE id = ?");
   s.Bind(id);
-  if (s.Step()) return ReadExtentRow(s);
+  if (s.Step()) {
+    ExtentRecord record = ReadExtentRow(s);
+    CAIRN_RETURN_IF_ERROR(CheckExtentRecord(record));
+    return record;
+  }
   if (!s.status().ok()) return s.status();
   return Status::NotFound(fmt::format("extent {}", id));
 }

@@ -67,6 +67,17 @@ struct SegmentRecord {
   bool cached = false;
 };
 
+// What the segment rows of one file add up to: enough to check them against the inode
+// (CheckSegmentSummary) without loading them all.
+struct SegmentSummary {
+  uint64_t count = 0;
+  uint64_t negative = 0;          // rows with a negative idx, length or extent_offset
+  uint64_t last_index = 0;        // the highest idx, and that segment's length
+  uint64_t last_length = 0;
+  uint64_t max_length = 0;        // the longest segment
+  uint64_t max_extent_offset = 0;
+};
+
 // Where one chunk of an extent lives: its own on-disk extent (header + bytes).
 struct ChunkPlacement {
   uint32_t disk = 0;
@@ -175,7 +186,7 @@ class Catalog {
 
   // --- policy stamps: the resolved policy each file's extents were written with
   Result<uint64_t> InternLayout(const std::string& stamp);  // id of an existing or new stamp
-  Result<std::string> LayoutStamp(uint64_t id);
+  Result<std::string> LayoutStamp(uint64_t id);  // Corruption when the row fails CheckLayoutStamp
 
   // --- inodes (files, or directories standing for their subtree) whose effective policy
   // may have changed since they were persisted: the reconciler's persistent to-do list
@@ -186,16 +197,19 @@ class Catalog {
   // --- segments and extents
   std::vector<SegmentRecord> GetSegments(uint64_t ino);
   std::optional<SegmentRecord> GetSegment(uint64_t ino, uint64_t index);
+  Result<SegmentSummary> SummarizeSegments(uint64_t ino);
   Status PutSegment(const SegmentRecord& record);  // insert or replace
   Status DeleteSegment(uint64_t ino, uint64_t index);
   Status SetSegmentsCached(uint64_t ino, bool cached);
   Status SetSegmentCached(uint64_t ino, uint64_t index, bool cached);
 
+  // Corruption when the row fails CheckExtentRecord (catalog/record_checks.h).
   Result<ExtentRecord> GetExtent(uint64_t id);
   Status InsertExtent(const ExtentRecord& record);  // record.id chosen by the caller
   Status SetExtentRefs(uint64_t id, uint64_t refs);
   Status SetExtentChunk(uint64_t id, size_t index, const ChunkPlacement& chunk);  // after a repair
   Status DeleteExtent(uint64_t id);
+  // The scans return rows as stored: run CheckExtentRecord on each before using it.
   std::vector<ExtentRecord> AllExtents();
   // Up to `limit` extents with ids above `after`, by id: a scan in pages that lets others
   // use the catalog in between.

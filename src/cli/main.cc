@@ -23,7 +23,8 @@ commands:
   fsck ARCHIVE               check an unmounted archive
   policy explain PATH        the effective policy of a file, field by field, and where each came from
   policy apply PATH [--progress]   re-encode the out-of-policy files at or below PATH now
-  rules check FILE           check an admin rules file (errors as FILE:LINE:COLUMN)
+  rules check FILE [--archive ARCHIVE]   check an admin rules file (errors as FILE:LINE:COLUMN),
+                             with --archive also that its raid= fit that archive's disks
   rules dry-run FILE --path DIR    which existing files below DIR the rules would change, and how
   rules reload ARCHIVE|MOUNTPOINT  make the daemon re-read ARCHIVE/rules (as SIGHUP does)
   disk list ARCHIVE          each disk's path, use and state (ok, missing, failed, needs rebuild)

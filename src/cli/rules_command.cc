@@ -1,11 +1,14 @@
-// cairn rules check FILE | dry-run FILE --path DIR | reload ARCHIVE-OR-MOUNTPOINT: checks
-// an admin rules file, shows which existing files it would change, and makes a running
-// daemon re-read ARCHIVE/rules (like SIGHUP). See cairn.rules(5).
+// cairn rules check FILE [--archive ARCHIVE] | dry-run FILE --path DIR | reload
+// ARCHIVE-OR-MOUNTPOINT: checks an admin rules file (against an archive's disks too), shows
+// which existing files it would change, and makes a running daemon re-read ARCHIVE/rules
+// (like SIGHUP). See cairn.rules(5).
 #include <unistd.h>
 
 
 #include <fmt/format.h>
 
+#include "archive/config.h"
+#include "archive/rules_fit.h"
 #include "cli/commands.h"
 #include "policy/rules.h"
 
@@ -13,17 +16,36 @@ namespace cairn {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: cairn rules check FILE\n"
+    "usage: cairn rules check FILE [--archive ARCHIVE|MOUNTPOINT]\n"
     "       cairn rules dry-run FILE --path DIR   (DIR inside a mounted archive)\n"
     "       cairn rules reload ARCHIVE|MOUNTPOINT";
 
-int Check(const std::string& file) {
+// The archive directory of `target`: an archive, or the mount point of a mounted one.
+Result<std::string> ArchiveDir(const std::string& target) {
+  if (::access((target + "/cairn.conf").c_str(), F_OK) == 0) return target;
+  auto where = LocateInMount(target);
+  if (!where.ok()) return Status::InvalidArgument(fmt::format("{} is neither an archive nor a mounted archive", target));
+  return where->archive;
+}
+
+// With `archive`, the policies must also fit its disks (raid=rs-20-4 needs 24 of them).
+int Check(const std::string& file, const std::string& archive) {
   auto rules = RuleSet::Load(file);
   if (!rules.ok()) return Fail(1, rules.status().message());
+  std::string fits_note;
+  if (!archive.empty()) {
+    auto dir = ArchiveDir(archive);
+    if (!dir.ok()) return Fail(1, dir.status().message());
+    auto options = LoadConfig(*dir + "/cairn.conf");
+    if (!options.ok()) return Fail(1, options.status().message());
+    Status fits = CheckRulesFit(*rules, *options, file);
+    if (!fits.ok()) return Fail(1, fits.message());
+    fits_note = fmt::format("; fits the {} disks of {}", options->disks.size(), *dir);
+  }
   size_t selectable = 0;
   for (const auto& p : rules->policies()) selectable += p.selectable;
-  fmt::print("{}: ok: {} named policies ({} selectable by users), {} rules and a default\n", file,
-             rules->policies().size(), selectable, rules->rules().size());
+  fmt::print("{}: ok: {} named policies ({} selectable by users), {} rules and a default{}\n", file,
+             rules->policies().size(), selectable, rules->rules().size(), fits_note);
   return 0;
 }
 
@@ -51,21 +73,18 @@ int DryRun(const std::string& file, const std::string& dir) {
 }
 
 int Reload(const std::string& target) {
-  std::string archive = target;
-  if (::access((target + "/cairn.conf").c_str(), F_OK) != 0) {
-    auto where = LocateInMount(target);
-    if (!where.ok()) return Fail(1, fmt::format("{} is neither an archive nor a mounted archive", target));
-    archive = where->archive;
-  }
-  int rc = SendControl(archive, ControlRequest{.verb = ControlVerb::kRulesReload});
-  if (rc == 0) fmt::print("rules reloaded from {}/rules\n", archive);
+  auto archive = ArchiveDir(target);
+  if (!archive.ok()) return Fail(1, archive.status().message());
+  int rc = SendControl(*archive, ControlRequest{.verb = ControlVerb::kRulesReload});
+  if (rc == 0) fmt::print("rules reloaded from {}/rules\n", *archive);
   return rc;
 }
 
 }  // namespace
 
 int CmdRules(const Args& args) {
-  if (args.size() == 2 && args[0] == "check") return Check(args[1]);
+  if (args.size() == 2 && args[0] == "check") return Check(args[1], "");
+  if (args.size() == 4 && args[0] == "check" && args[2] == "--archive") return Check(args[1], args[3]);
   if (args.size() == 4 && args[0] == "dry-run" && args[2] == "--path") return DryRun(args[1], args[3]);
   if (args.size() == 2 && args[0] == "reload") return Reload(args[1]);
   return Fail(2, kUsage);

@@ -152,6 +152,12 @@ Result<PolicyKey> ParsePolicyKey(std::string_view suffix) {
 }
 
 Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value) {
+  // Before any regex sees it: std::regex recurses per character, and a 64 KiB value
+  // (setfattr allows that much) overflowed the stack of the daemon's thread.
+  if (value.size() > kMaxPolicyValue) {
+    return Status::InvalidArgument(fmt::format("user.cairn.{}: a value of {} bytes is too long (at most {})",
+                                               PolicyKeyName(key), value.size(), kMaxPolicyValue));
+  }
   switch (key) {
     case PolicyKey::kRaid: return CheckRaid(value);
     case PolicyKey::kIdr: return CheckIdr(value);

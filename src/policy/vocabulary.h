@@ -34,6 +34,9 @@ std::string_view PolicyKeyName(PolicyKey key);  // "raid", "segment_size", ...
 // `suffix` is the part after "user.cairn.". Unknown keys are InvalidArgument.
 Result<PolicyKey> ParsePolicyKey(std::string_view suffix);
 
+// The longest value any key accepts; valid ones are far shorter (names are at most 64).
+constexpr size_t kMaxPolicyValue = 256;
+
 // Checks `value` for `key` and returns its canonical spelling (sizes in bytes).
 // A well-formed value this build cannot honour yet is NotSupported, saying so; a
 // malformed one is InvalidArgument naming the key, the value and what is allowed.

@@ -42,7 +42,7 @@ Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr, 
   Redundancy r;
   uint64_t a = 0, b = 0;
   if (raid == "none") {
-  } else if (raid.starts_with("mirror-") && ParseNumbers(raid.substr(7), {&a}) && a >= 2 && a <= 8) {
+  } else if (raid.starts_with("mirror-") && ParseNumbers(raid.substr(7), {&a}) && a >= 2 && a <= kMaxMirrorCopies) {
     r.scheme = Redundancy::Scheme::kMirror;
     r.parity_chunks = static_cast<uint8_t>(a - 1);
   } else if (raid.starts_with("rs-") && ParseNumbers(raid.substr(3), {&a, &b}) && a >= 1 &&

@@ -87,7 +87,7 @@ def test_unknown_config_key_is_refused(archive):
     try:
         r = run([CAIRN, "mount", archive.arch, archive.mnt], check=False)
         assert r.returncode != 0
-        assert "unknown option 'colour'" in r.stderr and "cairn.conf" in r.stderr, r.stderr
+        assert 'unknown option "colour"' in r.stderr and "cairn.conf" in r.stderr, r.stderr  # quoted and escaped
         assert not is_mounted(archive.mnt)
     finally:
         with open(conf, "wb") as f:

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import MiB, random_bytes, read_file, run, sha256_file, write_file
+from conftest import MiB, NOBODY, random_bytes, read_file, run, run_as_nobody, sha256_file, write_file
 
 
 def getx(path, key):
@@ -108,3 +108,27 @@ def test_policy_explain(archive):
     assert "archive default" in lines["raid"]
     bad = run([os.environ.get("CAIRN_BIN", "cairn"), "policy", "explain", archive.arch], check=False)
     assert bad.returncode == 1 and "mounted cairn archive" in bad.stderr
+
+
+def test_a_64k_policy_value_from_any_user_is_einval_and_the_daemon_lives(archive):
+    """std::regex recursed per character: one setfattr of a 64 KiB user.cairn.raid value crashed the daemon."""
+    os.mkdir(archive.m("pub"))
+    os.chown(archive.m("pub"), NOBODY, NOBODY)
+    write_file(archive.m("pub", "f"), b"data")
+    os.chown(archive.m("pub", "f"), NOBODY, NOBODY)
+    out = run_as_nobody("""
+import errno, json, os, sys
+results = {}
+for key, value in (("raid", b"rs-" + b"1" * 65000 + b"-1"), ("policy", b"a" * 65000),
+                   ("segment_size", b"4" * 65000), ("placement", b"group=" + b"x" * 65000)):
+    try:
+        os.setxattr(sys.argv[1], "user.cairn." + key, value)
+        results[key] = "accepted"
+    except OSError as e:
+        results[key] = errno.errorcode[e.errno]
+print(json.dumps(results))
+""", archive.m("pub", "f"))
+    assert out == {"raid": "EINVAL", "policy": "EINVAL", "segment_size": "EINVAL", "placement": "EINVAL"}, out
+    assert read_file(archive.m("pub", "f")) == b"data"  # the daemon still answers
+    os.setxattr(archive.m("pub", "f"), "user.cairn.raid", b"mirror-2")
+    assert getx(archive.m("pub", "f"), "raid") == "mirror-2"

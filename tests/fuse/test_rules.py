@@ -84,6 +84,28 @@ def test_rules_check_reports_file_line_column(archive):
     assert r.returncode == 1 and "missing.rules" in r.stderr
 
 
+def test_rules_check_with_archive_knows_its_disks(archive):
+    wide = archive.s("wide.rules")
+    with open(wide, "w") as f:
+        f.write(RULES.replace("set segment_size=256K", "set segment_size=256K raid=rs-20-4"))
+    assert cairn("rules", "check", wide).returncode == 0  # alone, any K+M is well formed
+    refusal = "policy vault: raid=rs-20-4 puts 24 chunks on distinct disks; this archive has 4 disks"
+    for target in (archive.arch, archive.mnt):  # the archive, or its mount point
+        r = cairn("rules", "check", wide, "--archive", target, check=False)
+        assert r.returncode == 1 and f"{wide}: {refusal}" in r.stderr, r.stdout + r.stderr
+    # what check --archive refuses is what a reload refuses
+    r = install_rules(archive, open(wide).read())
+    assert r.returncode == 1 and refusal in r.stderr, r.stdout + r.stderr
+    fits = archive.s("fits.rules")
+    with open(fits, "w") as f:
+        f.write(RULES.replace("set segment_size=256K", "set segment_size=256K raid=rs-2-2"))
+    r = cairn("rules", "check", fits, "--archive", archive.arch)
+    assert f"fits the 4 disks of {archive.arch}" in r.stdout
+    assert install_rules(archive, open(fits).read()).returncode == 0
+    r = cairn("rules", "check", fits, "--archive", archive.s(), check=False)
+    assert r.returncode == 1 and "neither an archive nor a mounted archive" in r.stderr
+
+
 def test_rules_decide_the_policy_at_persist(archive):
     assert install_rules(archive, RULES).returncode == 0
     os.makedirs(archive.m("projects", "x"))

@@ -64,10 +64,11 @@ TEST_CASE("Catalog: transactions roll back as a unit") {
 
 TEST_CASE("Catalog: segments, extents and totals survive reopen") {
   test::TempDir dir;
+  const uint64_t kAlloc = ExtentAllocation(2560, 8);  // a 2500-byte RS slice, padded to 64, with IDR
   {
     auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
     ExtentRecord e{7, 5000, 0xabc, 1, 1, Redundancy{Redundancy::Scheme::kReedSolomon, 2, 1, 8}, {}};
-    e.chunks = {{1, 4096, 8192, 0x11}, {0, 4096, 8192, 0x22}, {3, 65536, 8192, 0x33}};
+    e.chunks = {{1, 4096, kAlloc, 0x11}, {0, 4096, kAlloc, 0x22}, {3, 65536, kAlloc, 0x33}};
     REQUIRE(c->InsertExtent(e).ok());
     REQUIRE(c->PutSegment({5, 0, 7, 0, 5000, true}).ok());
     REQUIRE(c->SetSegmentCached(5, 0, false).ok());
@@ -80,11 +81,11 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
   auto extent = c->GetExtent(7);
   REQUIRE(extent.ok());
   CHECK(extent->chunks.size() == 3);
-  CHECK(extent->chunks[0] == ChunkPlacement{1, 4096, 8192, 0x11});
-  CHECK(extent->chunks[2] == ChunkPlacement{3, 65536, 8192, 0x33});
+  CHECK(extent->chunks[0] == ChunkPlacement{1, 4096, kAlloc, 0x11});
+  CHECK(extent->chunks[2] == ChunkPlacement{3, 65536, kAlloc, 0x33});
   CHECK(extent->redundancy == Redundancy{Redundancy::Scheme::kReedSolomon, 2, 1, 8});
   CHECK(extent->payload_crc == 0xabcu);
-  REQUIRE(c->SetExtentChunk(7, 1, {2, 12288, 8192, 0x22}).ok());
+  REQUIRE(c->SetExtentChunk(7, 1, {2, 12288, kAlloc, 0x22}).ok());
   CHECK(c->GetExtent(7)->chunks[1].disk == 2);
   CHECK(c->MaxExtentIdEverUsed() == 7);
   CHECK(c->ExtentsAfter(0, 10).size() == 1);

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <set>
+
 #include "archive/config.h"
 
 using namespace cairn;
@@ -37,12 +40,49 @@ TEST_CASE("Config: errors name the file, the line and the problem") {
     CHECK(r.status().message().find(expected) != std::string::npos);
   };
   std::string head = std::string("archive_id = ") + kId + "\ndisk.0 = d\n";
-  check(head + "colour = blue\n", "cairn.conf:3: unknown option 'colour'");
+  check(head + "colour = blue\n", "cairn.conf:3: unknown option \"colour\"");
   check(head + "segment_size = lots\n", "cairn.conf:3: segment_size");
-  check(head + "segment_size = 1K\n", "below the minimum");
-  check(head + "log_max_size = 1K\n", "cairn.conf:3: log_max_size = 1K is below the minimum");
+  check(head + "segment_size = 1K\n", "segment_size = \"1K\" is out of range (4096..1073741824 bytes)");
+  check(head + "log_max_size = 1K\n", "cairn.conf:3: log_max_size = \"1K\" is out of range (65536..18446744073709551615 bytes)");
   check(head + "just words\n", "cairn.conf:3: expected 'key = value'");
   check(head + "disk.5 = x\n", "expected disk.1 next");
   check("disk.0 = d\n", "archive_id missing");
   check(std::string("archive_id = ") + kId + "\n", "no disk.0");
+}
+
+TEST_CASE("Config: numbers beyond their field are refused, not truncated") {
+  std::string head = std::string("archive_id = ") + kId + "\ndisk.0 = d\ndisk.1 = e\n";
+  auto message = [&](const std::string& line) {
+    auto r = ParseConfig(head + line + "\n", "cairn.conf");
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  // 4294967297 = 2^32 + 1 used to become 1.
+  CHECK(message("read_buffer_segments = 4294967297") ==
+        "cairn.conf:4: \"read_buffer_segments\" = \"4294967297\" is out of range (1..4294967295)");
+  CHECK(message("read_buffer_segments = 0").find("out of range (1..4294967295)") != std::string::npos);
+  CHECK(message("persist_idle = 99999999999999999999999").find("\"persist_idle\" = \"99999999999999999999999\" is "
+                                                              "out of range (0..4294967295)") != std::string::npos);
+  CHECK(message("reconcile_idle = 4294967296").find("out of range (0..4294967295)") != std::string::npos);
+  CHECK(message("segment_size = 2G").find("out of range (4096..1073741824 bytes)") != std::string::npos);
+  // A disk index of 2^32 used to become disk 0.
+  CHECK(message("failed_disks = 4294967296").find("out of range (0..4294967295)") != std::string::npos);
+  CHECK(message("rebuild_disks = 2") == "cairn.conf: rebuild_disks lists disk 2; the archive has disks 0..1");
+  auto ok = ParseConfig(head + "read_buffer_segments = 4294967295\nfailed_disks = 1\n", "cairn.conf");
+  REQUIRE(ok.ok());
+  CHECK(ok->read_buffer_segments == 4294967295u);
+  CHECK(ok->failed_disks == std::set<uint32_t>{1});
+}
+
+TEST_CASE("Config: control characters in a bad line are escaped in the message") {
+  std::string head = std::string("archive_id = ") + kId + "\ndisk.0 = d\n";
+  for (std::string line : {std::string("\x1b[2J\x1b]0;owned\x07 junk"), std::string("col\x1bour = \x01"),
+                           std::string("persist_idle = 5\x1b[31m"), std::string("cache_size = \x1b\x7f")}) {
+    auto r = ParseConfig(head + line + "\n", "cairn.conf");
+    REQUIRE_FALSE(r.ok());
+    const std::string& m = r.status().message();
+    INFO(m);
+    CHECK(m.starts_with("cairn.conf:3: "));
+    CHECK(std::none_of(m.begin(), m.end(), [](char c) { return (c >= 0 && c < 0x20) || c == 0x7f; }));
+    CHECK(m.find("\\x1b") != std::string::npos);
+  }
 }

@@ -104,12 +104,12 @@ TEST_CASE("ExtentHeader: every anomaly is a clear error") {
 TEST_CASE("ExtentHeader: v3 fields after the digest, v2 headers still decode") {
   ExtentHeader h = SampleHeader();
   h.redundancy = Redundancy{Redundancy::Scheme::kReedSolomon, 4, 2, 0, ChecksumType::kXxh3};
-  h.extent_payload_length = 0x0102030405060708ull;
+  h.extent_payload_length = 0x0000000102030405ull;  // 5 bytes used, within kMaxExtentPayload
   h.extent_payload_crc = 0xcafef00d;
   h.members_length = 300;
   auto bytes = EncodeExtentHeader(h);
   size_t at = 72 + h.policy_stamp.size() + 8;  // after the 8-byte xxh3 digest
-  CHECK(GetFixed64(&bytes[at]) == 0x0102030405060708ull);
+  CHECK(GetFixed64(&bytes[at]) == 0x0000000102030405ull);
   CHECK(UnmaskCrc(GetFixed32(&bytes[at + 8])) == 0xcafef00du);
   CHECK(GetFixed32(&bytes[at + 12]) == 300);
   CHECK(UnmaskCrc(GetFixed32(&bytes[at + 16])) == Crc32c(std::span<const uint8_t>(bytes).first(at + 16)));

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include "catalog/catalog.h"
 #include "policy/resolver.h"
 #include "policy/vocabulary.h"
@@ -71,6 +73,20 @@ TEST_CASE("Vocabulary: malformed values are InvalidArgument naming key, value an
   auto bad = CanonicalPolicyValue(PolicyKey::kRaid, "raid5");
   CHECK(bad.status().message() ==
         "user.cairn.raid: 'raid5' is not a valid value (allowed: none, mirror-N (2..8), rs-K-M (K 1..128, M 1..32), 2d)");
+}
+
+TEST_CASE("Vocabulary: a value as long as setxattr allows is refused, not matched by a regex that overflows the stack") {
+  const std::string digits(65000, '1'), name(65000, 'a');  // XATTR_SIZE_MAX is 64 KiB
+  for (PolicyKey key : kAllPolicyKeys) {
+    for (const std::string& value : {"rs-" + digits + "-1", "mirror-" + digits, "spc-16-1-s" + digits, name,
+                                     "group=" + name, "zstd-" + digits, digits}) {
+      auto r = CanonicalPolicyValue(key, value);
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.status().message() == fmt::format("user.cairn.{}: a value of {} bytes is too long (at most 256)",
+                                                PolicyKeyName(key), value.size()));
+    }
+  }
+  CHECK(CanonicalPolicyValue(PolicyKey::kPolicy, std::string(64, 'a')).ok());
 }
 
 TEST_CASE("Vocabulary: trusted.cairn.lock values") {

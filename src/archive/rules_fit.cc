@@ -1,0 +1,43 @@
+#include "archive/rules_fit.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "redundancy/striping.h"
+
+namespace cairn {
+
+std::string DomainOf(const ArchiveOptions& options, size_t disk) {
+  auto it = options.disk_domains.find(static_cast<uint32_t>(disk));
+  return it != options.disk_domains.end() ? it->second : fmt::format("#disk{}", disk);
+}
+
+Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options) {
+  auto redundancy = ParseRedundancy(raid, "none");
+  if (!redundancy.ok()) return redundancy.status();
+  size_t disks = options.disks.size();
+  std::set<std::string> domains;
+  for (size_t i = 0; i < disks; i++) domains.insert(DomainOf(options, i));
+  if (redundancy->chunk_count() <= domains.size()) return Status::OK();
+  if (domains.size() == disks) {
+    return Status::InvalidArgument(fmt::format("raid={} puts {} chunks on distinct disks; this archive has {} disks",
+                                               raid, redundancy->chunk_count(), disks));
+  }
+  return Status::InvalidArgument(fmt::format("raid={} puts {} chunks in distinct failure domains; this archive's {} "
+                                             "disks are in {} domains",
+                                             raid, redundancy->chunk_count(), disks, domains.size()));
+}
+
+Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file) {
+  auto fits = [&](const std::vector<PolicySetting>& settings, const std::string& what) {
+    const std::string* raid = FindSetting(settings, PolicyKey::kRaid);
+    Status st = raid ? CheckRaidFits(*raid, options) : Status::OK();
+    return st.ok() ? st : Status::InvalidArgument(fmt::format("{}: {}: {}", file, what, st.message()));
+  };
+  for (const auto& policy : rules.policies()) CAIRN_RETURN_IF_ERROR(fits(policy.settings, "policy " + policy.name));
+  for (const auto& rule : rules.rules()) CAIRN_RETURN_IF_ERROR(fits(rule.settings(), "rule " + rule.name()));
+  return fits(rules.default_rule().settings(), "default");
+}
+
+}  // namespace cairn

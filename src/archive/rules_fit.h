@@ -1,0 +1,28 @@
+// Whether policies fit an archive's disks: raid=mirror-N and raid=rs-K-M put every chunk
+// of an extent on its own disk, in its own failure domain. Used when the daemon (re)loads
+// ARCHIVE/rules and by `cairn rules check FILE --archive ARCHIVE`.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "cairn/options.h"
+#include "cairn/status.h"
+#include "policy/rules.h"
+
+namespace cairn {
+
+// The failure domain of `disk`: its domain.N name, or a domain of its own.
+std::string DomainOf(const ArchiveOptions& options, size_t disk);
+
+// InvalidArgument when raid=`raid` needs more distinct disks (or failure domains) than
+// `options` lists, saying how many it needs and how many there are.
+Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options);
+
+// CheckRaidFits for the raid= of every named policy, every rule and the default of
+// `rules`; the message names `file` and the policy or rule. (idr= is per disk and fits
+// any archive.)
+Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file);
+
+}  // namespace cairn
