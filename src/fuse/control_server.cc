@@ -1,5 +1,6 @@
 #include "fuse/control_server.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -22,31 +23,36 @@ namespace {
 
 // A listening socket at `path`, mode 0600 and owned by uid:gid before it is reachable:
 // bound in a fresh 0700 directory next to `path`, set up there, then renamed into place,
-// so neither the umask nor a connect racing the setup can get at it.
+// so neither the umask nor a connect racing the setup can get at it. The archive's owner
+// may rename that directory under us, so every step goes through a descriptor of it
+// (binding by /proc/self/fd/N/s), never through its name: no step can be sent to a
+// symlink the owner put in its place.
 Result<int> ListenPrivately(const std::string& path, uid_t uid, gid_t gid) {
-  std::string dir_template = path.substr(0, path.rfind('/')) + "/.ctl.XXXXXX";
-  std::string private_path = dir_template + "/s";
-  sockaddr_un addr{};
-  if (private_path.size() >= sizeof addr.sun_path) {
-    return Status::InvalidArgument(fmt::format("control socket path {} is too long (at most {} bytes)", path,
-                                               sizeof addr.sun_path - 1 - (private_path.size() - path.size())));
+  std::string dir = path.substr(0, path.rfind('/')) + "/.ctl.XXXXXX";
+  if (!::mkdtemp(dir.data())) return Status::FromErrno(fmt::format("cannot create {}", dir), errno);
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat dir_stat {};
+  if (dir_fd < 0 || ::fstat(dir_fd, &dir_stat) != 0 || dir_stat.st_uid != ::geteuid() ||
+      (dir_stat.st_mode & 07777) != 0700) {
+    int err = dir_fd < 0 ? errno : EPERM;
+    if (dir_fd >= 0) ::close(dir_fd);
+    return Status::FromErrno(fmt::format("control socket: {} was replaced while being set up", dir), err);
   }
-  if (!::mkdtemp(dir_template.data())) return Status::FromErrno(fmt::format("cannot create {}", dir_template), errno);
-  std::string dir = dir_template;
-  private_path = dir + "/s";
+  sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, private_path.c_str(), sizeof addr.sun_path - 1);
+  fmt::format_to_n(addr.sun_path, sizeof addr.sun_path - 1, "/proc/self/fd/{}/s", dir_fd);
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   Status st = fd < 0 ? Status::FromErrno("control socket", errno) : Status::OK();
   auto step = [&](bool ok, std::string_view what) {
     if (st.ok() && !ok) st = Status::FromErrno(fmt::format("control socket {}: {}", path, what), errno);
   };
   if (st.ok()) step(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0, "bind");
-  if (st.ok()) step(::chmod(private_path.c_str(), 0600) == 0, "chmod");
-  if (st.ok() && ::geteuid() == 0) step(::chown(private_path.c_str(), uid, gid) == 0, "chown");
+  if (st.ok()) step(::fchmodat(dir_fd, "s", 0600, 0) == 0, "chmod");
+  if (st.ok() && ::geteuid() == 0) step(::fchownat(dir_fd, "s", uid, gid, AT_SYMLINK_NOFOLLOW) == 0, "chown");
   if (st.ok()) step(::listen(fd, 16) == 0, "listen");
-  if (st.ok()) step(::rename(private_path.c_str(), path.c_str()) == 0, "rename into place");
-  if (!st.ok()) ::unlink(private_path.c_str());
+  if (st.ok()) step(::renameat(dir_fd, "s", AT_FDCWD, path.c_str()) == 0, "rename into place");
+  if (!st.ok()) ::unlinkat(dir_fd, "s", 0);
+  ::close(dir_fd);
   if (::rmdir(dir.c_str()) != 0 && st.ok()) step(false, fmt::format("remove {}", dir));
   if (!st.ok()) {
     if (fd >= 0) ::close(fd);

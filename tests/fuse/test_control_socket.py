@@ -200,3 +200,57 @@ def test_an_idle_client_does_not_hold_up_the_unmount(archive):
     assert took < 8, f"cairn umount took {took:.1f} s: it waited for the idle clients"
     assert not os.path.exists(sock_path(a))
     a.mount()
+
+
+# As the archive's owner: swaps each .ctl.* setup directory of the daemon for one of its own
+# holding a symlink `s` to TARGET, until STOP exists; prints how many swaps it made.
+SWAP_LOOP = r"""
+import os, sys
+arch, target, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+swaps, mine = 0, set()
+while not os.path.exists(stop):
+    for name in os.listdir(arch):
+        if name.startswith(".ctl.") and name not in mine:
+            try:
+                os.rename(os.path.join(arch, name), os.path.join(arch, f".gone{swaps}"))
+                os.mkdir(os.path.join(arch, name))
+                os.symlink(target, os.path.join(arch, name, "s"))
+                mine.add(name)
+                swaps += 1
+            except OSError:
+                pass
+print(swaps)
+"""
+
+
+def test_the_archive_owner_cannot_redirect_the_sockets_setup_to_another_file(archive):
+    # The owner of the archive directory may rename what the root daemon makes in it; the
+    # socket's chmod and chown must never land on a file the owner points them at.
+    a = archive
+    a.umount()
+    os.chown(a.arch, NOBODY, NOBODY)
+    victim = a.s("victim")
+    write_file(victim, b"root's\n", mode=0o644)
+    stop = a.s("stop")
+    loop = subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                             "/usr/bin/python3", "-c", SWAP_LOOP, a.arch, victim, stop],
+                            stdout=subprocess.PIPE, text=True, cwd="/")
+    traced = subprocess.Popen(["strace", "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null",
+                               "-e", "trace=chmod,fchmodat", "-e", "inject=chmod,fchmodat:delay_enter=1000000",
+                               CAIRN, "mount", a.arch, a.mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while traced.poll() is None and not (is_mounted(a.mnt) and os.path.exists(sock_path(a))) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        write_file(stop, b"")
+        swaps = int(loop.communicate(timeout=60)[0])
+        if is_mounted(a.mnt):
+            a.pids.add(a.daemon_pid())
+            a.umount()
+        traced.wait(timeout=60)
+    assert swaps >= 1, "the swap loop never saw the setup directory"
+    st = os.stat(victim)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o644), \
+        f"the daemon changed {victim}: uid {st.st_uid}, mode {oct(st.st_mode)}"
