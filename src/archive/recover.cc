@@ -14,13 +14,18 @@
 
 #include "archive/archive.h"
 #include "archive/extent_scan.h"
+#include "archive/private_files.h"
 #include "backend/member_table.h"
 #include "util/clock.h"
 
 namespace cairn {
 namespace {
 
-bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+// lstat: a dangling symlink counts, it is set aside like a file.
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
 
 std::string TimeSuffix() {
   std::time_t now = std::time(nullptr);
@@ -46,13 +51,16 @@ bool HasFiles(const std::string& dir) {
 // archive lock so no daemon is using them meanwhile.
 Status SetAside(const std::string& dir, bool force, RecoverReport& report) {
   std::string lock_path = dir + "/lock";
-  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
   if (lock < 0) return Status::FromErrno(fmt::format("cannot open {}", lock_path), errno);
   Status st;
   if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
     st = Status::Busy(fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first", dir,
                                   Archive::LockHolder(dir)));
   }
+  if (st.ok()) st = MakeArchivePrivate(dir);  // refuses the owner's symlinks before anything is written
+  struct stat owner {};
+  if (st.ok() && ::stat(dir.c_str(), &owner) != 0) st = Status::FromErrno(fmt::format("archive {}", dir), errno);
   std::string catalog = dir + "/catalog.db";
   if (st.ok() && Exists(catalog) && !force) {
     st = Status::Exists(fmt::format("{} exists: recover would replace it; pass --force to keep it aside as "
@@ -73,7 +81,9 @@ Status SetAside(const std::string& dir, bool force, RecoverReport& report) {
     st = Rename(cache, report.cache_backup);
     if (st.ok() && ::mkdir(cache.c_str(), 0700) != 0) st = Status::FromErrno(fmt::format("mkdir {}", cache), errno);
   }
-  if (st.ok()) st = Catalog::Create(catalog, 0, 0, NowNs()).status();
+  // The root directory belongs to the archive's owner, as at mkfs, until a member table says otherwise.
+  if (st.ok()) st = Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs()).status();
+  if (st.ok()) st = MakeArchivePrivate(dir);
   ::close(lock);
   return st;
 }

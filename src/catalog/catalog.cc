@@ -52,7 +52,8 @@ Status SqliteError(sqlite3* db, const std::string& what) {
 
 Result<sqlite3*> OpenHandle(const std::string& path, int flags) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  // NOFOLLOW: a catalog.db symlink (the archive's owner may make one) is refused, never written through.
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr);
   if (rc != SQLITE_OK) {
     Status st = SqliteError(db, fmt::format("cannot open {}", path));
     sqlite3_close(db);

@@ -7,7 +7,7 @@ import re
 import shutil
 import struct
 
-from conftest import KiB, MiB, assert_file_equals, cairn, make_rich_tree, random_bytes, run, sh, write_file
+from conftest import NOBODY, KiB, MiB, assert_file_equals, cairn, make_rich_tree, random_bytes, run, sh, write_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN_V2 = os.path.join(HERE, "..", "data", "format-v2", "archive.tar.gz")
@@ -123,6 +123,26 @@ def test_recover_refuses_an_existing_catalog_without_force(archive):
     assert sha(backups[0]) == before, "the old catalog was not kept as it was"
     archive.mount()
     assert_file_equals(archive.m("kept"), random_bytes(300 * KiB, 3))
+
+
+def test_recover_never_writes_through_a_catalog_symlink_and_gives_the_root_to_the_owner(archive):
+    # The archive's owner (not root) may put a symlink where the catalog was; root's recover
+    # must not create or write the file it points at. And the rebuilt root directory is the
+    # owner's, as after mkfs, even when no member table recorded it.
+    lose_catalog(archive)
+    os.chown(archive.arch, NOBODY, NOBODY)
+    target = archive.s("planted")
+    catalog = os.path.join(archive.arch, "catalog.db")
+    os.symlink(target, catalog)
+    os.lchown(catalog, NOBODY, NOBODY)
+    r = cairn("recover", archive.arch, "--force", check=False)
+    assert r.returncode == 1 and "symbolic link" in r.stderr, r.stdout + r.stderr
+    assert not os.path.lexists(target), "recover wrote through the owner's symlink"
+    os.remove(catalog)
+    recover(archive)
+    archive.mount()
+    st = os.stat(archive.mnt)
+    assert (st.st_uid, st.st_gid) == (NOBODY, NOBODY)
 
 
 def test_recover_reports_damaged_extents(archive):
