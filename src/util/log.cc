@@ -1,6 +1,7 @@
 #include "util/log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -38,9 +39,19 @@ void OpenLogFile() {
   g_file = nullptr;
   g_bytes = 0;
   if (g_path.empty()) return;
-  // Private (0600) whatever the umask: the log names files and users.
+  // Private (0600) whatever the umask: the log names files and users. It belongs to the
+  // owner of its directory (the archive's owner), also when a root daemon makes it anew after
+  // a rotation; a file with other names is not written (it could be anyone's).
   int fd = ::open(g_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
+  struct stat file {}, dir {};
+  std::string dir_path = g_path.substr(0, g_path.rfind('/') + 1) + ".";
+  bool usable = ::fstat(fd, &file) == 0 && file.st_nlink <= 1 && ::stat(dir_path.c_str(), &dir) == 0;
+  if (usable && ::geteuid() == 0 && file.st_uid != dir.st_uid) usable = ::fchown(fd, dir.st_uid, dir.st_gid) == 0;
+  if (!usable) {
+    ::close(fd);
+    return;
+  }
   g_file = fdopen(fd, "a");
   if (!g_file) {
     ::close(fd);

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -47,4 +48,26 @@ TEST_CASE("Log: the file moves to PATH.1 at its size limit and is created 0600")
   std::string line, last;
   while (std::getline(in, line)) last = line;
   CHECK(last.find("site 999 fff") != std::string::npos);
+}
+
+TEST_CASE("Log: a file made anew after a rotation belongs to the owner of its directory") {
+  if (::geteuid() != 0) {
+    WARN("not run: needs root to own files as another user");
+    return;
+  }
+  test::TempDir dir;
+  std::string path = dir / "cairn.log";
+  constexpr uid_t kOwner = 65534;
+  REQUIRE(::chown(dir.path().c_str(), kOwner, kOwner) == 0);
+  SetLogToStderr(false);
+  SetLogFile(path, 64 << 10);
+  LogFromManySites(1000);
+  SetLogFile("");
+  SetLogToStderr(true);
+
+  REQUIRE(std::filesystem::exists(path + ".1"));
+  struct stat st;
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK(st.st_uid == kOwner);
+  CHECK(st.st_gid == kOwner);
 }
