@@ -29,6 +29,11 @@ Redundancy Parse(const char* raid, const char* idr = "none") {
   return *r;
 }
 
+// How a payload stored as it is (no transform chain, no member table) is described.
+ExtentEncoding Plain(const char* stamp, const Redundancy& r, std::span<const uint8_t> payload) {
+  return ExtentEncoding{stamp, r, "", payload.size(), 0};
+}
+
 }  // namespace
 
 TEST_CASE("Striping: every loss the redundancy covers gives the payload back", "[striping]") {
@@ -115,7 +120,8 @@ TEST_CASE("Archive: degraded reads rebuild from intra-disk parity first, then fr
   REQUIRE(archive.ok());
   auto payload = test::RandomBytes(3 << 20, 5);
   Redundancy r = Parse("rs-4-2", "spc-16-1-s4");
-  auto extent = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 9, 0, payload, "raid=rs-4-2", r);
+  auto extent =
+      (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 9, 0, payload, Plain("raid=rs-4-2", r, payload));
   REQUIRE(extent.ok());
   REQUIRE(extent->chunks.size() == 6);
   auto read = [&]() { return (*archive)->ReadExtentPayload(*extent); };
@@ -165,7 +171,8 @@ TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[strip
                               "domains");
   for (int round = 0; round < 5; round++) {
     auto payload = test::RandomBytes(100000, round);
-    auto extent = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, "", Parse("rs-2-1"));
+    auto extent =
+        (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, Plain("", Parse("rs-2-1"), payload));
     REQUIRE(extent.ok());
     std::set<std::string> domains;
     for (const auto& c : extent->chunks) domains.insert((*archive)->DomainOf(c.disk));
@@ -185,8 +192,9 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
   {
     auto archive = Archive::Open(dir / "a", {});
     REQUIRE(archive.ok());
-    auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, "checksum=sha256",
-                                                 *ParseRedundancy("mirror-2", "none", "sha256"));
+    auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
+                                                 Plain("checksum=sha256",
+                                                       *ParseRedundancy("mirror-2", "none", "sha256"), payload));
     REQUIRE(written.ok());
     extent = *written;
     extent.refs = 1;
@@ -222,7 +230,8 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
   archive = Archive::Open(dir / "a", {});
   REQUIRE(archive.ok());
   for (int round = 0; round < 4; round++) {
-    auto more = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 2, 0, payload, "", Parse("none"));
+    auto more =
+        (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 2, 0, payload, Plain("", Parse("none"), payload));
     REQUIRE(more.ok());
     CHECK(more->chunks[0].disk != 1);
     CHECK(*(*archive)->ReadExtentPayload(*more) == payload);
@@ -248,7 +257,9 @@ struct RebuildFixture {
       for (int i = 0; i < count; i++) {
         payloads.push_back(test::RandomBytes(1 << 20, 100 + i));
         auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, uint64_t(i) << 20,
-                                                     payloads.back(), "raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"));
+                                                     payloads.back(),
+                                                     Plain("raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"),
+                                                           payloads.back()));
         REQUIRE(written.ok());
         written->refs = 1;
         extents.push_back(*written);
