@@ -2,6 +2,7 @@
 the first group, and a bad group definition stops the mount with the line and the problem."""
 import errno
 import os
+import re
 import shutil
 
 import pytest
@@ -34,6 +35,8 @@ def test_chunks_are_placed_and_rebuilt_within_the_first_group(archive):
         write_file(archive.m(name), data)
     archive.evict()
     victim = chunks_of(archive.m("f0"))[0][0][0]
+    listing = cairn("disk", "list", archive.arch).stdout
+    assert re.search(r"^\s+0 .* cold\s+ok$", listing, re.M) and re.search(r"^\s+5 .* hot\s+ok$", listing, re.M), listing
     for name in files:
         for places in chunks_of(archive.m(name)).values():
             assert {disk for disk, _ in places} <= {3, 4, 5} and len(places) == 2, (name, places)
