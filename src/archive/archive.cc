@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 
 #include "archive/config.h"
-#include "group/placer.h"
 #include "archive/private_files.h"
 #include "archive/rules_fit.h"
+#include "group/placer.h"
 #include "redundancy/striping.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -369,8 +369,8 @@ void Archive::MakeGroups() {
       members.push_back({d, stores_[d].get(), DomainOf(d)});
       group_of_disk_[d] = groups_.size();
     }
-    // "pool" is the only type ParseConfig accepts.
-    groups_.emplace_back(group.name, GroupType::kPool, std::move(members), std::make_unique<FillBalancedPlacer>());
+    groups_.emplace_back(group.name, *GroupTypeNamed(group.type),  // ParseConfig checked the type
+                         std::move(members), std::make_unique<FillBalancedPlacer>());
   }
 }
 

@@ -104,7 +104,7 @@ Status SetGroupField(ArchiveOptions& o, const std::string& key, const std::strin
   auto group = std::find_if(o.groups.begin(), o.groups.end(), [&](const auto& g) { return g.name == name; });
   if (group == o.groups.end()) group = o.groups.insert(o.groups.end(), ArchiveOptions::Group{name});
   if (field == "type") {
-    if (value != "pool") {
+    if (!GroupTypeNamed(value)) {
       return Status::InvalidArgument(fmt::format("{} = {:?}: unknown group type (known: pool)", key, value));
     }
     group->type = value;

@@ -8,6 +8,11 @@
 
 namespace cairn {
 
+std::optional<GroupType> GroupTypeNamed(std::string_view name) {
+  if (name == "pool") return GroupType::kPool;
+  return std::nullopt;
+}
+
 DiskGroup::DiskGroup(std::string name, GroupType type, std::vector<Member> members, std::unique_ptr<Placer> placer)
     : name_(std::move(name)), type_(type), members_(std::move(members)), placer_(std::move(placer)) {}
 

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cairn/status.h"
@@ -19,6 +21,8 @@
 namespace cairn {
 
 enum class GroupType { kPool };
+// The type a cairn.conf group.NAME.type value names ("pool"), if any.
+std::optional<GroupType> GroupTypeNamed(std::string_view name);
 
 // The group of an archive whose cairn.conf names none: every disk, type pool.
 inline constexpr const char* kDefaultGroupName = "default";
