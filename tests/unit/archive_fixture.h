@@ -18,6 +18,11 @@
 
 namespace cairn::test {
 
+// How a payload stored as it is (no transform chain, no member table) is described.
+inline ExtentEncoding PlainEncoding(const char* stamp, const Redundancy& r, std::span<const uint8_t> payload) {
+  return ExtentEncoding{stamp, r, "", payload.size(), 0};
+}
+
 constexpr uint64_t kSegment = 64 << 10;
 
 struct ArchiveFixture {
@@ -93,12 +98,7 @@ struct ArchiveFixture {
     std::lock_guard lock(archive->catalog_mutex());
     return archive->catalog().AllExtents();
   }
-  uint64_t FreeBytes() {
-    uint64_t total = 0;
-    std::lock_guard lock(archive->catalog_mutex());
-    for (size_t i = 0; i < archive->disk_count(); i++) total += archive->allocator(i).free_bytes();
-    return total;
-  }
+  uint64_t FreeBytes() { return archive->free_bytes(); }
 };
 
 }  // namespace cairn::test

@@ -5,6 +5,7 @@
 #include "archive/archive.h"
 #include "archive/config.h"
 #include "archive/repair.h"
+#include "archive_fixture.h"
 #include "fault_disk.h"
 #include "redundancy/intra_disk.h"
 #include "redundancy/striping.h"
@@ -29,10 +30,7 @@ Redundancy Parse(const char* raid, const char* idr = "none") {
   return *r;
 }
 
-// How a payload stored as it is (no transform chain, no member table) is described.
-ExtentEncoding Plain(const char* stamp, const Redundancy& r, std::span<const uint8_t> payload) {
-  return ExtentEncoding{stamp, r, "", payload.size(), 0};
-}
+using test::PlainEncoding;
 
 }  // namespace
 
@@ -121,7 +119,7 @@ TEST_CASE("Archive: degraded reads rebuild from intra-disk parity first, then fr
   auto payload = test::RandomBytes(3 << 20, 5);
   Redundancy r = Parse("rs-4-2", "spc-16-1-s4");
   auto extent =
-      (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 9, 0, payload, Plain("raid=rs-4-2", r, payload));
+      (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 9, 0, payload, PlainEncoding("raid=rs-4-2", r, payload));
   REQUIRE(extent.ok());
   REQUIRE(extent->chunks.size() == 6);
   auto read = [&]() { return (*archive)->ReadExtentPayload(*extent); };
@@ -171,8 +169,8 @@ TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[strip
                               "domains");
   for (int round = 0; round < 5; round++) {
     auto payload = test::RandomBytes(100000, round);
-    auto extent =
-        (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, Plain("", Parse("rs-2-1"), payload));
+    auto extent = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
+                                                PlainEncoding("", Parse("rs-2-1"), payload));
     REQUIRE(extent.ok());
     std::set<std::string> domains;
     for (const auto& c : extent->chunks) domains.insert((*archive)->DomainOf(c.disk));
@@ -193,7 +191,7 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
     auto archive = Archive::Open(dir / "a", {});
     REQUIRE(archive.ok());
     auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
-                                                 Plain("checksum=sha256",
+                                                 PlainEncoding("checksum=sha256",
                                                        *ParseRedundancy("mirror-2", "none", "sha256"), payload));
     REQUIRE(written.ok());
     extent = *written;
@@ -230,8 +228,8 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
   archive = Archive::Open(dir / "a", {});
   REQUIRE(archive.ok());
   for (int round = 0; round < 4; round++) {
-    auto more =
-        (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 2, 0, payload, Plain("", Parse("none"), payload));
+    auto more = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 2, 0, payload,
+                                              PlainEncoding("", Parse("none"), payload));
     REQUIRE(more.ok());
     CHECK(more->chunks[0].disk != 1);
     CHECK(*(*archive)->ReadExtentPayload(*more) == payload);
@@ -258,7 +256,7 @@ struct RebuildFixture {
         payloads.push_back(test::RandomBytes(1 << 20, 100 + i));
         auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, uint64_t(i) << 20,
                                                      payloads.back(),
-                                                     Plain("raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"),
+                                                     PlainEncoding("raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"),
                                                            payloads.back()));
         REQUIRE(written.ok());
         written->refs = 1;
