@@ -23,6 +23,14 @@ struct MemberSegment {
   bool operator==(const MemberSegment&) const = default;
 };
 
+// Segments `first` to `first + count - 1` of the file are holes (all zeros, no extent) from
+// this extent's writing on: a newer record than any data an older extent holds for them.
+struct MemberHoleRun {
+  uint64_t first = 0;
+  uint64_t count = 0;
+  bool operator==(const MemberHoleRun&) const = default;
+};
+
 // One inode as the catalog had it when the extent was written: a file with segments in the
 // extent, a directory above such a file, or an entry of such a directory that has no data
 // of its own (subdirectory, symlink, special file, empty file; no segments).
@@ -36,6 +44,7 @@ struct MemberNode {
   int64_t atime_ns = 0;
   int64_t mtime_ns = 0;
   int64_t ctime_ns = 0;
+  uint64_t generation = 0;         // the catalog's epoch when the inode was made (FUSE generation)
   uint64_t segment_size = 0;       // files: how the file is cut into segments
   std::string symlink;             // target, for symlinks
   // Directories: more entries without data than the table could take (see member_metadata.h).
@@ -43,6 +52,7 @@ struct MemberNode {
   std::vector<std::string> paths;  // every name (hard links), relative to the root, no leading '/'
   std::vector<std::pair<std::string, std::string>> xattrs;  // all of them, by name
   std::vector<MemberSegment> segments;
+  std::vector<MemberHoleRun> holes;  // ascending, not overlapping
   bool operator==(const MemberNode&) const = default;
 };
 
