@@ -46,15 +46,15 @@ def sha(path):
 
 
 def extent_headers(archive):
-    """(disk image, offset, inode, payload length) of every extent chunk header on the disks."""
+    """(disk image, offset, inode, payload length, extent id) of every extent chunk header on the disks."""
     found = []
     for image in sorted(glob.glob(os.path.join(archive.arch, "disks", "*.img"))):
         with open(image, "rb") as f:
             data = f.read()
         for m in re.finditer(b"CAIRNEXT", data):
             if m.start() % 4096 == 0 and m.start() > 0:
-                inode, _, length = struct.unpack_from("<QQQ", data, m.start() + 40)
-                found.append((image, m.start(), inode, length))
+                extent_id, inode, _, length = struct.unpack_from("<QQQQ", data, m.start() + 32)
+                found.append((image, m.start(), inode, length, extent_id))
     return found
 
 
@@ -159,7 +159,7 @@ def test_recover_reports_damaged_extents(archive):
     inos = {name: os.stat(archive.m(name)).st_ino for name in ("good", "bad_header", "bad_payload")}
     archive.persist()
     archive.umount()
-    by_inode = {inode: (image, offset) for image, offset, inode, _ in extent_headers(archive)}
+    by_inode = {inode: (image, offset) for image, offset, inode, *_ in extent_headers(archive)}
     image, offset = by_inode[inos["bad_header"]]
     flip_byte(image, offset + 80)  # inside the policy stamp: the header CRC fails
     image, offset = by_inode[inos["bad_payload"]]
@@ -322,15 +322,7 @@ def test_recover_holds_the_archive_lock_until_the_catalog_is_rebuilt(archive):
 
 def extent_headers_by_id(archive):
     """{(extent id, disk image, offset, inode)} of every extent chunk header on the disks."""
-    found = set()
-    for image in sorted(glob.glob(os.path.join(archive.arch, "disks", "*.img"))):
-        with open(image, "rb") as f:
-            data = f.read()
-        for m in re.finditer(b"CAIRNEXT", data):
-            if m.start() % 4096 == 0 and m.start() > 0:
-                extent_id, inode = struct.unpack_from("<QQ", data, m.start() + 32)
-                found.add((extent_id, image, m.start(), inode))
-    return found
+    return {(extent_id, image, offset, inode) for image, offset, inode, _, extent_id in extent_headers(archive)}
 
 
 def test_recover_never_hands_out_an_extent_id_that_is_on_the_disks(archive):
