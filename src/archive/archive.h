@@ -97,11 +97,11 @@ class Archive {
   }
 
   // Cuts `payload` into the chunks `redundancy` asks for, has the first disk group's placer
-  // reserve room for each in its own failure domain (disks in service only) and writes them there, stamped
-  // with `policy_stamp`, without syncing. The payload ends with a member table of
+  // reserve room for each in its own failure domain (disks in service only) and writes
+  // them there, stamped with `policy_stamp`, without syncing. The payload ends with a member table of
   // `members_length` bytes (backend/member_table.h). On success the caller owns
   // the reservation: commit the returned record to the catalog, or hand it back with
-  // ReleaseSpace. Thread-safe.
+  // ReleaseUncommitted. Thread-safe.
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                          std::span<const uint8_t> payload, const std::string& policy_stamp,
                                          const Redundancy& redundancy, uint32_t members_length = 0);

@@ -902,11 +902,12 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
       if (segment.extent_id != kHoleExtent) {
         auto extent = catalog.GetExtent(segment.extent_id);
         if (!extent.ok()) return extent.status();
-        // Every chunk as diskN@OFFSET, joined by '/', then +LENGTH of the segment.
+        // Every chunk as its store describes it (diskN@OFFSET), joined by '/', then +LENGTH of the segment.
         where.clear();
         for (const ChunkPlacement& chunk : extent->chunks) {
           uint64_t at = extent->chunks.size() == 1 ? segment.extent_offset : 0;
-          where += fmt::format("{}{}", where.empty() ? "" : "/", archive_.store(chunk.disk).Describe(chunk.locator(), at));
+          std::string place = archive_.store(chunk.disk).Describe(chunk.locator(), at);
+          where += fmt::format("{}{}", where.empty() ? "" : "/", place);
         }
         where += fmt::format("+{}", segment.length);
       }
