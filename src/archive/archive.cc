@@ -405,14 +405,16 @@ Status Archive::RebuildSpaceMaps() {
 }
 
 Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
-                                                std::span<const uint8_t> payload, const std::string& policy_stamp,
-                                                const Redundancy& redundancy, uint32_t members_length) {
+                                                std::span<const uint8_t> payload, const ExtentEncoding& encoding) {
+  const Redundancy& redundancy = encoding.redundancy;
   ExtentRecord record;
   record.id = NewExtentId();
   record.kind = static_cast<int>(kind);
   record.payload_length = payload.size();
   record.payload_crc = Crc32c(payload);
   record.redundancy = redundancy;
+  record.logical_length = encoding.logical_length;
+  record.chain_stamp = encoding.chain_stamp;
   std::vector<std::vector<uint8_t>> chunks = MakeChunks(payload, redundancy);
   auto reserved = groups_.front().Reserve(chunks.size(), chunks[0].size(), redundancy.idr_scramble, {},
                                           [this](uint32_t disk) { return InService(disk); });
@@ -434,10 +436,12 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     header.digest = record.chunks[i].digest;
     header.chunk_index = static_cast<uint8_t>(i);
     header.redundancy = redundancy;
-    header.policy_stamp = policy_stamp;
+    header.policy_stamp = encoding.policy_stamp;
     header.extent_payload_length = record.payload_length;
     header.extent_payload_crc = record.payload_crc;
-    header.members_length = members_length;
+    header.members_length = encoding.members_length;
+    header.logical_length = encoding.logical_length;
+    header.chain_stamp = encoding.chain_stamp;
     Status st = WriteChunkAt(record.chunks[i], header, chunks[i]);
     if (!st.ok()) {
       ReleaseUncommitted(record);

@@ -40,6 +40,15 @@ Status SaveConfig(const std::string& dir, const ArchiveOptions& options);
 // Adds `disk` to failed_disks in dir/cairn.conf.
 Status MarkDiskFailed(const std::string& dir, uint32_t disk);
 
+// How an extent's stored payload was made, recorded in the header of each of its chunks.
+struct ExtentEncoding {
+  std::string policy_stamp;  // the resolved policy (WritePlan::policy_stamp)
+  Redundancy redundancy;
+  std::string chain_stamp;      // the transform chain (TransformChain::Stamp()), "" for none
+  uint64_t logical_length = 0;  // of the payload the chain was given
+  uint32_t members_length = 0;  // the member table ending the logical payload (backend/member_table.h)
+};
+
 class Archive {
  public:
   struct OpenOptions {
@@ -96,15 +105,13 @@ class Archive {
     }
   }
 
-  // Cuts `payload` into the chunks `redundancy` asks for, has the first disk group's placer
-  // reserve room for each in its own failure domain (disks in service only) and writes
-  // them there, stamped with `policy_stamp`, without syncing. The payload ends with a member table of
-  // `members_length` bytes (backend/member_table.h). On success the caller owns
-  // the reservation: commit the returned record to the catalog, or hand it back with
-  // ReleaseUncommitted. Thread-safe.
+  // Cuts the stored `payload` into the chunks `encoding.redundancy` asks for, has the first
+  // disk group's placer reserve room for each in its own failure domain (disks in service
+  // only) and writes them there, their headers saying how the payload was made (`encoding`),
+  // without syncing. On success the caller owns the reservation: commit the returned record
+  // to the catalog, or hand it back with ReleaseUncommitted. Thread-safe.
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
-                                         std::span<const uint8_t> payload, const std::string& policy_stamp,
-                                         const Redundancy& redundancy, uint32_t members_length = 0);
+                                         std::span<const uint8_t> payload, const ExtentEncoding& encoding);
   // Returns the space of an extent that was never committed. Thread-safe.
   void ReleaseUncommitted(const ExtentRecord& extent);
   // Reserves room for chunk `index` of `extent` on another disk of its group, in a failure

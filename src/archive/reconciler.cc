@@ -213,8 +213,7 @@ Status Reconciler::Apply(uint64_t ino, const ProgressFn& report) {
 struct Reconciler::Job {
   InodeRecord inode;               // as planned
   std::vector<SegmentRecord> old;  // its segments as planned
-  std::string stamp;               // the new policy
-  uint64_t segment_size = 0;       // the new segment size
+  std::shared_ptr<const WritePlan> plan;  // the new policy's
   bool failed = false;             // its data could not be read: it stays as it is
 };
 
@@ -278,16 +277,21 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     queue(false);
     return false;
   }
+  auto plan = PlanWrite(policy);
+  if (!plan.ok()) {
+    LogError("reconciler: inode {} stays as it is: {}", ino, plan.status().message());
+    retry_after_[ino] = NowNs() + kFailedRetryNs;
+    return false;
+  }
   job->inode = *record;
   job->old = catalog.GetSegments(ino);
-  job->stamp = policy.Effective();
-  job->segment_size = policy.segment_size();
+  job->plan = std::move(*plan);
   return true;
 }
 
 Status Reconciler::ReadNewSegment(const Job& job, uint64_t index, std::vector<uint8_t>* data) {
-  uint64_t start = index * job.segment_size;
-  data->assign(std::min(job.segment_size, job.inode.size - start), 0);
+  uint64_t start = index * job.plan->segment_size;
+  data->assign(std::min(job.plan->segment_size, job.inode.size - start), 0);
   uint64_t old_size = job.inode.segment_size;
   for (const SegmentRecord& segment : job.old) {  // the old segments overlapping [start, end)
     uint64_t seg_start = segment.index * old_size;
@@ -361,15 +365,17 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
       if (!swap[j]) continue;
       auto inode = catalog.GetInode(batch.jobs[j].inode.ino);
       if (!inode.ok()) return inode.status();
-      auto layout = catalog.InternLayout(batch.jobs[j].stamp);
+      auto layout = catalog.InternLayout(batch.jobs[j].plan->policy_stamp);
       if (!layout.ok()) return layout.status();
-      inode->segment_size = batch.jobs[j].segment_size;
+      inode->segment_size = batch.jobs[j].plan->segment_size;
       inode->layout_id = *layout;
       CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*inode));
       // A policy change while it was being rewritten leaves it queued for another pass.
       auto policy = ResolvePolicy(catalog, inode->ino, archive_.policy_context());
       if (!policy.ok()) return policy.status();
-      if (LayoutMatches(batch.jobs[j].stamp, *policy)) CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(inode->ino));
+      if (LayoutMatches(batch.jobs[j].plan->policy_stamp, *policy)) {
+        CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(inode->ino));
+      }
     }
     return Status::OK();
   });
@@ -416,9 +422,9 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
     size_t j = batch.jobs.size();
     batch.jobs.push_back(std::move(job));
     const Job& planned = batch.jobs[j];
-    for (uint64_t index = 0; index * planned.segment_size < planned.inode.size; index++) {
+    for (uint64_t index = 0; index * planned.plan->segment_size < planned.inode.size; index++) {
       if (cancel_) return abandon(Status::OK());
-      SegmentPiece piece{ino, index, planned.segment_size, planned.stamp, {}};
+      SegmentPiece piece{ino, index, planned.plan->segment_size, planned.plan, {}};
       Status st = ReadNewSegment(planned, index, &piece.data);
       if (!st.ok()) {  // this file stays as it is; the others go on
         LogError("reconciler: inode {} stays out of policy: {}", ino, st.message());
