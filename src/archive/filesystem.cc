@@ -902,13 +902,15 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
       if (segment.extent_id != kHoleExtent) {
         auto extent = catalog.GetExtent(segment.extent_id);
         if (!extent.ok()) return extent.status();
-        // Every chunk as diskN@OFFSET, joined by '/', then +LENGTH of the segment. The segment's
-        // own bytes are pointed at when they are stored as they are, in one chunk.
+        // Every chunk as its store describes it (diskN@OFFSET), joined by '/', then +LENGTH of
+        // the segment. The segment's own bytes are pointed at when they are stored as they are,
+        // in one chunk.
         where.clear();
         bool direct = extent->chunks.size() == 1 && extent->chain_stamp.empty();
         for (const ChunkPlacement& chunk : extent->chunks) {
           uint64_t at = direct ? segment.extent_offset : 0;
-          where += fmt::format("{}{}", where.empty() ? "" : "/", archive_.store(chunk.disk).Describe(chunk.locator(), at));
+          std::string place = archive_.store(chunk.disk).Describe(chunk.locator(), at);
+          where += fmt::format("{}{}", where.empty() ? "" : "/", place);
         }
         where += fmt::format("+{}", segment.length);
       }
