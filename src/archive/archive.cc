@@ -234,7 +234,9 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   CAIRN_RETURN_IF_ERROR(archive->LoadDisks(open));
   archive->repair_on_read_ = open.repair_on_read && !open.read_only && !open.check_only;
   if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildAllocators());
-  archive->next_extent_id_ = archive->catalog_->MaxExtentIdEverUsed() + 1;
+  auto max_extent_id = archive->catalog_->MaxExtentIdEverUsed();
+  if (!max_extent_id.ok()) return max_extent_id.status();
+  archive->next_extent_id_ = *max_extent_id + 1;
   if (!open.check_only && !open.read_only) CAIRN_RETURN_IF_ERROR(archive->LoadRules());
   return archive;
 }

@@ -426,7 +426,9 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       uint64_t segment_size = SegmentSizeOf(*inode);
       boundary = *request.size / segment_size;
       auto segment = archive_.catalog().GetSegment(ino, boundary);
-      need_fetch = *request.size < inode->size && *request.size % segment_size != 0 && segment && !segment->cached;
+      if (!segment.ok()) return segment.status();
+      need_fetch =
+          *request.size < inode->size && *request.size % segment_size != 0 && *segment && !(*segment)->cached;
     }
     if (need_fetch) {
       auto file = archive_.cache().Open(ino);
@@ -572,7 +574,9 @@ Status Filesystem::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t 
     uint64_t segment_size;
     {
       std::lock_guard lock(archive_.catalog_mutex());
-      segment = archive_.catalog().GetSegment(ino, index);
+      auto found = archive_.catalog().GetSegment(ino, index);
+      if (!found.ok()) return found.status();
+      segment = std::move(*found);
       auto inode = archive_.catalog().GetInode(ino);
       if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
       if (segment) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segment, *inode));
@@ -609,7 +613,9 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
     length = std::min<uint64_t>(dst.size(), inode->size - offset);
     segment_size = SegmentSizeOf(*inode);
     for (uint64_t i = offset / segment_size; i <= (offset + length - 1) / segment_size; i++) {
-      segments.push_back(archive_.catalog().GetSegment(fh->ino, i));
+      auto segment = archive_.catalog().GetSegment(fh->ino, i);
+      if (!segment.ok()) return segment.status();
+      segments.push_back(std::move(*segment));
       if (segments.back()) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segments.back(), *inode));
     }
   }
@@ -997,8 +1003,12 @@ Status Filesystem::DryRunRules(std::shared_ptr<const RuleSet> candidate, const s
     if (changes.empty()) return true;
     auto stamp = inode.layout_id != 0 ? catalog.LayoutStamp(inode.layout_id) : Result<std::string>(std::string());
     bool reencode = inode.layout_id != 0 && stamp.ok() && !LayoutMatches(*stamp, *after);
-    return report(fmt::format("{}:{}{}", PathOf(catalog, inode.ino), changes,
-                              reencode ? " [persisted: would be re-encoded]" : ""));
+    auto path = PathOf(catalog, inode.ino);
+    if (!path.ok()) {
+      st = path.status();
+      return false;
+    }
+    return report(fmt::format("{}:{}{}", *path, changes, reencode ? " [persisted: would be re-encoded]" : ""));
   });
   return st;
 }

@@ -650,7 +650,7 @@ std::vector<std::string> Catalog::ListXattrs(uint64_t ino) {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> Catalog::XattrsWithPrefix(
+Result<std::vector<std::pair<std::string, std::string>>> Catalog::XattrsWithPrefix(
     uint64_t ino, std::initializer_list<std::string_view> prefixes) {
   std::vector<std::pair<std::string, std::string>> out;
   auto& s = Prepare("SELECT name, value FROM xattrs WHERE ino = ?");
@@ -664,6 +664,7 @@ std::vector<std::pair<std::string, std::string>> Catalog::XattrsWithPrefix(
       }
     }
   }
+  CAIRN_RETURN_IF_ERROR(s.status());
   return out;
 }
 
@@ -675,11 +676,12 @@ std::vector<SegmentRecord> Catalog::GetSegments(uint64_t ino) {
   return out;
 }
 
-std::optional<SegmentRecord> Catalog::GetSegment(uint64_t ino, uint64_t index) {
+Result<std::optional<SegmentRecord>> Catalog::GetSegment(uint64_t ino, uint64_t index) {
   auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments WHERE ino = ? AND idx = ?");
   s.Bind(ino, index);
-  if (s.Step()) return ReadSegment(s);
-  return std::nullopt;
+  if (s.Step()) return std::optional<SegmentRecord>(ReadSegment(s));
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return std::optional<SegmentRecord>();
 }
 
 Result<SegmentSummary> Catalog::SummarizeSegments(uint64_t ino) {
@@ -770,13 +772,13 @@ std::vector<SegmentRecord> Catalog::AllSegments() {
   return out;
 }
 
-uint64_t Catalog::MaxExtentIdEverUsed() {
-  uint64_t max_id = 0;
+Result<uint64_t> Catalog::MaxExtentIdEverUsed() {
   auto& s = Prepare("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'extents'), 0), "
                     "COALESCE((SELECT MAX(id) FROM extents), 0)");
   s.Bind();
-  if (s.Step()) max_id = std::max(s.UInt(0), s.UInt(1));
-  return max_id;
+  if (s.Step()) return std::max(s.UInt(0), s.UInt(1));
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return Status::Corruption("catalog: no highest extent id");
 }
 
 Catalog::Totals Catalog::ComputeTotals() {

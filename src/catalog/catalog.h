@@ -181,8 +181,8 @@ class Catalog {
   Status RemoveXattr(uint64_t ino, const std::string& name);  // NotFound if absent
   std::vector<std::string> ListXattrs(uint64_t ino);
   // (name, value) of the attributes of `ino` whose names start with one of `prefixes`.
-  std::vector<std::pair<std::string, std::string>> XattrsWithPrefix(uint64_t ino,
-                                                                    std::initializer_list<std::string_view> prefixes);
+  Result<std::vector<std::pair<std::string, std::string>>> XattrsWithPrefix(
+      uint64_t ino, std::initializer_list<std::string_view> prefixes);
 
   // --- policy stamps: the resolved policy each file's extents were written with
   Result<uint64_t> InternLayout(const std::string& stamp);  // id of an existing or new stamp
@@ -196,7 +196,8 @@ class Catalog {
 
   // --- segments and extents
   std::vector<SegmentRecord> GetSegments(uint64_t ino);
-  std::optional<SegmentRecord> GetSegment(uint64_t ino, uint64_t index);
+  // The segment, or none (a hole past the persisted ones).
+  Result<std::optional<SegmentRecord>> GetSegment(uint64_t ino, uint64_t index);
   Result<SegmentSummary> SummarizeSegments(uint64_t ino);
   Status PutSegment(const SegmentRecord& record);  // insert or replace
   Status DeleteSegment(uint64_t ino, uint64_t index);
@@ -215,7 +216,7 @@ class Catalog {
   // use the catalog in between.
   std::vector<ExtentRecord> ExtentsAfter(uint64_t after, size_t limit);
   std::vector<SegmentRecord> AllSegments();
-  uint64_t MaxExtentIdEverUsed();
+  Result<uint64_t> MaxExtentIdEverUsed();
 
   struct Totals {
     uint64_t inodes = 0;

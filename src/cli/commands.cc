@@ -156,7 +156,10 @@ int CmdStatus(const Args& args) {
     }
     auto paths = [&](const std::vector<uint64_t>& inos) {
       std::string out;
-      for (uint64_t ino : inos) out += fmt::format("{}{}", out.empty() ? "" : ", ", PathOf(a.catalog(), ino));
+      for (uint64_t ino : inos) {
+        auto path = PathOf(a.catalog(), ino);
+        out += fmt::format("{}{}", out.empty() ? "" : ", ", path.ok() ? *path : fmt::format("inode {} ({})", ino, path.status().message()));
+      }
       return out;
     };
     risky_text = paths(risky_files);

@@ -8,6 +8,7 @@
 #include "archive/filesystem.h"
 #include "archive/fsck.h"
 #include "fault_disk.h"
+#include "sql_faults.h"
 #include "test_util.h"
 
 using namespace cairn;
@@ -354,4 +355,27 @@ TEST_CASE("Archive: space freed by a rolled-back operation stays in use") {
   REQUIRE(catalog.Commit().ok());
   CHECK(f.archive->has_freed_space());
   REQUIRE(f.archive->ReleaseFreedSpace().ok());
+}
+
+TEST_CASE("Persister: a failing inode query fails the round and keeps the file dirty") {
+  Fixture f;
+  test::SqlFaults faults;
+  faults.Watch(f.archive->catalog().handle());
+  auto data = test::RandomBytes(3 * kSegment, 31);
+  uint64_t ino = f.WriteFile("dirty", data);
+  {
+    std::lock_guard lock(f.archive->catalog_mutex());
+    REQUIRE(f.archive->catalog().Begin().ok());
+    f.archive->catalog().Rollback();  // empties the inode cache: the next GetInode queries
+  }
+  faults.Arm("FROM inodes WHERE ino = ?");
+  Status failed = f.fs->PersistAll();
+  faults.Disarm();
+  CHECK(faults.injected() > 0);
+  CHECK_FALSE(failed.ok());
+  CHECK(f.Segments(ino).empty());
+  REQUIRE(f.fs->PersistAll().ok());  // the file is still dirty: persisted now
+  CHECK(f.Segments(ino).size() == 3);
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(ino, data.size()) == data);
 }

@@ -74,7 +74,7 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
     REQUIRE(c->SetSegmentCached(5, 0, false).ok());
   }
   auto c = std::move(*Catalog::Open(dir / "c.db"));
-  auto segment = c->GetSegment(5, 0);
+  auto segment = *c->GetSegment(5, 0);
   REQUIRE(segment);
   CHECK(segment->extent_id == 7);
   CHECK_FALSE(segment->cached);
@@ -87,12 +87,12 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
   CHECK(extent->payload_crc == 0xabcu);
   REQUIRE(c->SetExtentChunk(7, 1, {2, 12288, kAlloc, 0x22}).ok());
   CHECK(c->GetExtent(7)->chunks[1].disk == 2);
-  CHECK(c->MaxExtentIdEverUsed() == 7);
+  CHECK(*c->MaxExtentIdEverUsed() == 7);
   CHECK(c->ExtentsAfter(0, 10).size() == 1);
   CHECK(c->ExtentsAfter(6, 1).at(0).id == 7);
   CHECK(c->ExtentsAfter(7, 10).empty());
   REQUIRE(c->DeleteExtent(7).ok());
-  CHECK(c->MaxExtentIdEverUsed() == 7);  // ids are never handed out twice
+  CHECK(*c->MaxExtentIdEverUsed() == 7);  // ids are never handed out twice
   auto totals = c->ComputeTotals();
   CHECK(totals.inodes == 1);
   CHECK(totals.persisted_bytes == 5000);
