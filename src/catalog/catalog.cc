@@ -353,8 +353,8 @@ Status Catalog::KeepBatch(Status cause) {
 
 Status Catalog::ReplayBatch() {
   CAIRN_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  for (const std::string& sql : journal_.batch()) {
-    Status st = Exec(sql.c_str());
+  for (const BatchJournal::Entry& entry : journal_.batch()) {
+    Status st = entry.statement->Replay(entry.values);
     if (!st.ok()) {
       AbandonTransaction();
       return st;
