@@ -363,7 +363,10 @@ Status Archive::LoadDisks(const OpenOptions& open) {
 }
 
 Status Archive::RebuildAllocators() {
-  for (const ExtentRecord& e : catalog_->AllExtents()) {
+  // A failed scan must fail the open: space of the extents it missed would be handed out again.
+  auto extents = catalog_->AllExtents();
+  if (!extents.ok()) return extents.status();
+  for (const ExtentRecord& e : *extents) {
     for (const ChunkPlacement& chunk : e.chunks) {
       if (chunk.disk >= disks_.size()) {
         return Status::Corruption(fmt::format("catalog: extent {} has a chunk on disk {}, but the archive has {} disks",

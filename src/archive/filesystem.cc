@@ -30,6 +30,7 @@ bool IsDir(const InodeRecord& r) { return S_ISDIR(r.mode); }
 
 Result<InodeRecord> GetDir(Catalog& catalog, uint64_t ino) {
   auto dir = catalog.GetInode(ino);
+  if (!dir.ok() && !dir.status().IsNotFound()) return dir.status();
   if (!dir.ok()) return Status::Posix(ENOENT, fmt::format("directory inode {} does not exist", ino));
   if (!IsDir(*dir)) return Status::Posix(ENOTDIR, fmt::format("inode {} is not a directory", ino));
   return dir;
@@ -39,6 +40,13 @@ Result<uint64_t> LookupOrENOENT(Catalog& catalog, uint64_t parent, const std::st
   auto ino = catalog.Lookup(parent, name);
   if (!ino.ok() && ino.status().IsNotFound()) return Status::Posix(ENOENT, name);
   return ino;
+}
+
+// ENOTEMPTY when directory `dir` has entries; a failing query is an error too, never "empty".
+Status RefuseNonEmpty(Catalog& catalog, uint64_t dir, const std::string& name) {
+  auto has_entries = catalog.HasEntries(dir);
+  if (!has_entries.ok()) return has_entries.status();
+  return *has_entries ? Status::Posix(ENOTEMPTY, name) : Status::OK();
 }
 
 }  // namespace
@@ -71,21 +79,24 @@ Status Filesystem::Recover() {
     std::lock_guard lock(archive_.catalog_mutex());
     Catalog& catalog = archive_.catalog();
     // Files unlinked while open when the daemon stopped: nothing can reach them now.
-    for (uint64_t ino : catalog.InodesWhere("nlink = 0 AND ino != 1")) {
-      CAIRN_RETURN_IF_ERROR(MaybeDelete(ino));
-    }
+    auto orphans = catalog.InodesWhere("nlink = 0 AND ino != 1");
+    if (!orphans.ok()) return orphans.status();
+    for (uint64_t ino : *orphans) CAIRN_RETURN_IF_ERROR(MaybeDelete(ino));
     // Dirty files, and files whose data never reached the disks (their creation was
     // committed but not the dirty mark): the staging cache holds their only copy.
     std::string incomplete = fmt::format(
         "dirty = 1 OR (mode & {} = {} AND size > 0 AND (size + COALESCE(NULLIF(segment_size, 0), {}) - 1) / "
         "COALESCE(NULLIF(segment_size, 0), {}) > (SELECT COUNT(*) FROM segments s WHERE s.ino = inodes.ino))",
         S_IFMT, S_IFREG, archive_.options().segment_size, archive_.options().segment_size);
-    for (uint64_t ino : catalog.InodesWhere(incomplete.c_str())) {
+    auto unpersisted = catalog.InodesWhere(incomplete.c_str());
+    if (!unpersisted.ok()) return unpersisted.status();
+    for (uint64_t ino : *unpersisted) {
       auto inode = catalog.GetInode(ino);
       auto segments = catalog.SummarizeSegments(ino);
       Status valid = !inode.ok()      ? inode.status()
                      : !segments.ok() ? segments.status()
                                       : CheckSegmentSummary(*inode, *segments, false);
+      if (!valid.ok() && !valid.IsCorruption()) return valid;  // a failing query: not a damaged row
       if (!valid.ok()) {  // persisting it would loop or allocate by damaged sizes, or write zeros over data
         LogError("inode {} is left unpersisted, its catalog rows are damaged: {} (see cairn fsck)", ino,
                  valid.message());
@@ -94,13 +105,19 @@ Status Filesystem::Recover() {
       state_.dirty[ino].all_cached = true;
       state_.persist_queue[ino] = 0;
     }
+    Status lookup;  // a failing query must not remove the cache's copy of a live file
     archive_.cache().ForEach([&](uint64_t ino, uint64_t bytes, int64_t mtime) {
-      if (!catalog.GetInode(ino).ok()) {
-        archive_.cache().Remove(ino);
+      auto inode = catalog.GetInode(ino);
+      if (!inode.ok() && !inode.status().IsNotFound()) {
+        if (lookup.ok()) lookup = inode.status();
+      } else if (!inode.ok()) {
+        Status removed = archive_.cache().Remove(ino);
+        if (!removed.ok()) LogError("staging cache: {}", removed.message());
       } else if (!state_.dirty.contains(ino)) {
         cached.push_back({mtime, {ino, bytes}});
       }
     });
+    CAIRN_RETURN_IF_ERROR(lookup);
     std::sort(cached.begin(), cached.end());
     for (const auto& [mtime, entry] : cached) state_.TouchCached(entry.first, entry.second);
     CAIRN_RETURN_IF_ERROR(archive_.ReleaseFreedSpace());
@@ -191,7 +208,9 @@ Status Filesystem::MaybeDelete(uint64_t ino) {
 
 Status Filesystem::DropSegmentsFrom(uint64_t ino, uint64_t first) {
   Catalog& catalog = archive_.catalog();
-  for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
+  auto segments = catalog.GetSegments(ino);
+  if (!segments.ok()) return segments.status();
+  for (const SegmentRecord& segment : *segments) {
     if (segment.index < first) continue;
     CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.extent_id));
     CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(ino, segment.index));
@@ -306,7 +325,7 @@ Status Filesystem::RemoveName(uint64_t parent, const std::string& name, bool dir
     auto inode = catalog.GetInode(*ino);
     if (!inode.ok()) return inode.status();
     if (IsDir(*inode) != directory) return Status::Posix(directory ? ENOTDIR : EISDIR, name);
-    if (directory && catalog.HasEntries(*ino)) return Status::Posix(ENOTEMPTY, name);
+    if (directory) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, *ino, name));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
     CAIRN_RETURN_IF_ERROR(DropLink(*inode, now));
@@ -373,7 +392,7 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
       if (dst) {
         if (IsDir(*src) && !IsDir(*dst)) return Status::Posix(ENOTDIR, new_name);
         if (!IsDir(*src) && IsDir(*dst)) return Status::Posix(EISDIR, new_name);
-        if (IsDir(*dst) && catalog.HasEntries(dst->ino)) return Status::Posix(ENOTEMPTY, new_name);
+        if (IsDir(*dst)) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, dst->ino, new_name));
         CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(new_parent, new_name));
         CAIRN_RETURN_IF_ERROR(DropLink(*dst, now));
         if (IsDir(*dst)) to_dir->nlink--;
@@ -764,8 +783,11 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(uint64_t dir, uint64_t cookie,
   auto record = GetDir(catalog, dir);
   if (!record.ok()) return record.status();
   std::vector<DirEntry> out;
-  for (auto& entry : catalog.ListEntries(dir, cookie, limit)) {
+  auto entries = catalog.ListEntries(dir, cookie, limit);
+  if (!entries.ok()) return entries.status();
+  for (auto& entry : *entries) {
     auto inode = catalog.GetInode(entry.ino);
+    if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();
     if (!inode.ok()) {
       LogError("directory {}: entry '{}' points to missing inode {}", dir, entry.name, entry.ino);
       continue;
@@ -903,7 +925,9 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
   }
   if (suffix == "location") {
     std::string out;
-    for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
+    auto segments = catalog.GetSegments(ino);
+    if (!segments.ok()) return segments.status();
+    for (const SegmentRecord& segment : *segments) {
       std::string where = "hole";
       if (segment.extent_id != kHoleExtent) {
         auto extent = catalog.GetExtent(segment.extent_id);
@@ -926,8 +950,12 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
 
 Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino, const Caller& caller) {
   std::lock_guard lock(archive_.catalog_mutex());
-  if (!archive_.catalog().GetInode(ino).ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
-  std::vector<std::string> names = archive_.catalog().ListXattrs(ino);
+  auto inode = archive_.catalog().GetInode(ino);
+  if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();
+  if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  auto listed = archive_.catalog().ListXattrs(ino);
+  if (!listed.ok()) return listed.status();
+  std::vector<std::string> names = std::move(*listed);
   std::erase_if(names, [&](const std::string& name) { return !XattrListed(name, caller.uid == 0); });
   return names;
 }
@@ -984,7 +1012,7 @@ Status Filesystem::DryRunRules(std::shared_ptr<const RuleSet> candidate, const s
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   Status st;
-  catalog.VisitTree(*root, [&](const InodeRecord& inode) {
+  Status walked = catalog.VisitTree(*root, [&](const InodeRecord& inode) {
     if (!S_ISREG(inode.mode)) return true;
     auto before = ResolvePolicy(catalog, inode.ino, now);
     auto after = ResolvePolicy(catalog, inode.ino, then);
@@ -1010,7 +1038,7 @@ Status Filesystem::DryRunRules(std::shared_ptr<const RuleSet> candidate, const s
     }
     return report(fmt::format("{}:{}{}", *path, changes, reencode ? " [persisted: would be re-encoded]" : ""));
   });
-  return st;
+  return walked.ok() ? st : walked;
 }
 
 uint64_t Filesystem::FreeDiskBytes() {
@@ -1019,13 +1047,15 @@ uint64_t Filesystem::FreeDiskBytes() {
   return free;
 }
 
-FsStats Filesystem::StatFs() {
+Result<FsStats> Filesystem::StatFs() {
   std::lock_guard lock(archive_.catalog_mutex());
   FsStats stats;
   for (size_t i = 0; i < archive_.disk_count(); i++) stats.total_bytes += archive_.allocator(i).capacity();
   uint64_t free = FreeDiskBytes();
   stats.free_bytes = free > state_.dirty_bytes ? free - state_.dirty_bytes : 0;
-  stats.inodes = archive_.catalog().ComputeTotals().inodes;
+  auto totals = archive_.catalog().ComputeTotals();
+  if (!totals.ok()) return totals.status();
+  stats.inodes = totals->inodes;
   return stats;
 }
 
@@ -1043,11 +1073,14 @@ Status Filesystem::EvictFiles(const std::vector<uint64_t>& inos) {
         auto live = state_.live.find(ino);
         bool open = live != state_.live.end() && live->second.nopen > 0;
         auto inode = catalog.GetInode(ino);
+        if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();
         if (!inode.ok()) state_.DropCached(ino);
         if (open || state_.dirty.contains(ino) || !inode.ok()) continue;
         uint64_t segment_size = SegmentSizeOf(*inode);
         uint64_t count = (inode->size + segment_size - 1) / segment_size;
-        if (catalog.GetSegments(ino).size() != count) continue;  // not fully persisted yet
+        auto segments = catalog.GetSegments(ino);
+        if (!segments.ok()) return segments.status();
+        if (segments->size() != count) continue;  // not fully persisted yet
         CAIRN_RETURN_IF_ERROR(catalog.SetSegmentsCached(ino, false));
         state_.DropCached(ino);
         evicted.push_back(ino);
@@ -1069,12 +1102,14 @@ Status Filesystem::EvictCleanSegments(uint64_t ino) {
     std::lock_guard lock(archive_.catalog_mutex());
     Catalog& catalog = archive_.catalog();
     auto inode = catalog.GetInode(ino);
-    if (!inode.ok()) return Status::OK();
+    if (!inode.ok()) return inode.status().IsNotFound() ? Status::OK() : inode.status();
     auto dirty = state_.dirty.find(ino);
     if (dirty != state_.dirty.end() && dirty->second.all_cached) return Status::OK();
     uint64_t segment_size = SegmentSizeOf(*inode);
     CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
-      for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
+      auto segments = catalog.GetSegments(ino);
+      if (!segments.ok()) return segments.status();
+      for (const SegmentRecord& segment : *segments) {
         if (!segment.cached || (dirty != state_.dirty.end() && dirty->second.segments.contains(segment.index))) {
           continue;
         }

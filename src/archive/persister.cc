@@ -257,8 +257,10 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     }
     uint64_t count = (inode.size + segment_size - 1) / segment_size;
     if (dirty.all_cached) {
+      auto segments = archive_.catalog().GetSegments(ino);
+      if (!segments.ok()) return segments.status();
       std::map<uint64_t, bool> cached;
-      for (const auto& s : archive_.catalog().GetSegments(ino)) cached[s.index] = s.cached;
+      for (const auto& s : *segments) cached[s.index] = s.cached;
       for (uint64_t i = 0; i < count; i++) {
         auto it = cached.find(i);
         if (it == cached.end() || it->second) dirty.segments.insert(i);

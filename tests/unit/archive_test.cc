@@ -78,11 +78,11 @@ struct Fixture {
   }
   std::vector<SegmentRecord> Segments(uint64_t ino) {
     std::lock_guard lock(archive->catalog_mutex());
-    return archive->catalog().GetSegments(ino);
+    return *archive->catalog().GetSegments(ino);
   }
   std::vector<ExtentRecord> Extents() {
     std::lock_guard lock(archive->catalog_mutex());
-    return archive->catalog().AllExtents();
+    return *archive->catalog().AllExtents();
   }
   uint64_t FreeBytes() {
     uint64_t total = 0;
@@ -219,7 +219,7 @@ TEST_CASE("fsck: reports damaged, leaked and double-owned extents precisely") {
   REQUIRE(f.fs->PersistAll().ok());
   f.Close();
   auto archive = std::move(*Archive::Open(f.dir, {}));
-  ExtentRecord e = archive->catalog().AllExtents().at(0);
+  ExtentRecord e = archive->catalog().AllExtents()->at(0);
   {
     FsckReport clean = CheckArchive(*archive);
     CHECK(clean.clean());
@@ -376,6 +376,75 @@ TEST_CASE("Persister: a failing inode query fails the round and keeps the file d
   CHECK(f.Segments(ino).empty());
   REQUIRE(f.fs->PersistAll().ok());  // the file is still dirty: persisted now
   CHECK(f.Segments(ino).size() == 3);
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(ino, data.size()) == data);
+}
+
+TEST_CASE("Filesystem: rmdir and rename refuse, and remove nothing, when the catalog cannot list a directory") {
+  Fixture f;
+  test::SqlFaults faults;
+  faults.Watch(f.archive->catalog().handle());
+  auto dir = f.fs->MakeNode(kRootInode, "full", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  auto empty = f.fs->MakeNode(kRootInode, "empty", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(empty.ok());
+  InodeRecord attr;
+  auto fh = f.fs->Create(dir->ino, "precious", 0644, O_RDWR, Caller{}, &attr);
+  REQUIRE(fh.ok());
+  f.fs->Release(*fh);
+  faults.Arm("SELECT 1 FROM dentries WHERE parent = ?");
+  Status rmdir = f.fs->Rmdir(kRootInode, "full");
+  Status rename = f.fs->Rename(kRootInode, "empty", kRootInode, "full", 0);  // would replace "full"
+  faults.Disarm();
+  CHECK(faults.injected() >= 2);
+  CHECK_FALSE(rmdir.ok());
+  CHECK(rmdir.sys_errno() != ENOTEMPTY);  // not a verdict on the directory: the query failed
+  CHECK_FALSE(rename.ok());
+  CHECK(f.fs->Lookup(kRootInode, "full").ok());
+  CHECK(f.fs->Lookup(kRootInode, "empty").ok());
+  CHECK(f.fs->Lookup(dir->ino, "precious").ok());
+  CHECK(f.fs->Rmdir(kRootInode, "full").sys_errno() == ENOTEMPTY);  // and the catalog works again
+}
+
+TEST_CASE("Archive: open refuses, instead of marking live space free, when the extent scan fails") {
+  Fixture f;
+  auto data = test::RandomBytes(2 * kSegment, 41);
+  uint64_t ino = f.WriteFile("kept", data);
+  REQUIRE(f.fs->PersistAll().ok());
+  f.Close();
+  {
+    test::SqlFaults faults;
+    faults.Arm("FROM extents ORDER BY id");
+    auto refused = Archive::Open(f.dir, {});
+    CHECK(faults.injected() > 0);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().message().find("extents") != std::string::npos);
+  }
+  f.Open();
+  f.WriteFile("new", test::RandomBytes(2 * kSegment, 42));  // would take the live space if it were free
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(ino, data.size()) == data);
+}
+
+TEST_CASE("Filesystem: mount keeps the staging cache's copy of a dirty file when the catalog cannot look it up") {
+  Fixture f;
+  auto data = test::RandomBytes(kSegment + 100, 43);
+  uint64_t ino = f.WriteFile("unpersisted", data);
+  f.Crash();  // the cache holds its only copy
+  {
+    test::SqlFaults faults;
+    auto archive = Archive::Open(f.dir, {});
+    REQUIRE(archive.ok());
+    Filesystem fs(**archive);
+    faults.Arm("FROM inodes WHERE ino = ?");
+    Status recovered = fs.Recover();
+    faults.Disarm();
+    CHECK(faults.injected() > 0);
+    CHECK_FALSE(recovered.ok());
+  }
+  f.Open();
+  REQUIRE(f.fs->PersistAll().ok());
   REQUIRE(f.fs->EvictAll().ok());
   CHECK(f.ReadFile(ino, data.size()) == data);
 }
