@@ -273,6 +273,7 @@ Status Archive::LoadRules() {
                                    text.size());
   std::lock_guard lock(catalog_mutex_);
   auto seen = catalog_->GetMeta("rules_digest");
+  if (!seen.ok() && !seen.status().IsNotFound()) return seen.status();
   if (seen.ok() ? *seen == digest : text.empty()) return Status::OK();
   CAIRN_RETURN_IF_ERROR(catalog_->Begin());
   Status st = catalog_->QueuePolicyCheck(kRootInode);

@@ -42,6 +42,21 @@ Result<uint64_t> LookupOrENOENT(Catalog& catalog, uint64_t parent, const std::st
   return ino;
 }
 
+// The value `found` holds, or none when it is NotFound; any other error stays an error.
+template <typename T>
+Result<std::optional<T>> IfFound(Result<T> found) {
+  if (found.ok()) return std::optional<T>(std::move(*found));
+  if (found.status().IsNotFound()) return std::optional<T>();
+  return found.status();
+}
+
+// EEXIST when `parent` has an entry `name`; a failing lookup is an error, never "absent".
+Status RefuseExisting(Catalog& catalog, uint64_t parent, const std::string& name) {
+  auto existing = IfFound(catalog.Lookup(parent, name));
+  if (!existing.ok()) return existing.status();
+  return *existing ? Status::Posix(EEXIST, name) : Status::OK();
+}
+
 // ENOTEMPTY when directory `dir` has entries; a failing query is an error too, never "empty".
 Status RefuseNonEmpty(Catalog& catalog, uint64_t dir, const std::string& name) {
   auto has_entries = catalog.HasEntries(dir);
@@ -236,7 +251,7 @@ Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& nam
   Status st = InTransaction(catalog, [&]() -> Status {
     auto dir = GetDir(catalog, parent);
     if (!dir.ok()) return dir.status();
-    if (catalog.Lookup(parent, name).ok()) return Status::Posix(EEXIST, name);
+    CAIRN_RETURN_IF_ERROR(RefuseExisting(catalog, parent, name));
     int64_t now = NowNs();
     node.mode = mode;
     node.uid = caller.uid;
@@ -254,10 +269,11 @@ Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& nam
       if (S_ISDIR(mode)) node.mode |= S_ISGID;
     }
     std::vector<uint8_t> access_acl;
-    auto default_acl = catalog.GetXattr(parent, kAclDefaultXattr);
+    auto default_acl = IfFound(catalog.GetXattr(parent, kAclDefaultXattr));
+    if (!default_acl.ok()) return default_acl.status();
     if (!S_ISLNK(mode)) {
       uint32_t perms = node.mode & 07777;
-      if (default_acl.ok() && (access_acl = *default_acl, AclApplyCreateMode(access_acl, &perms))) {
+      if (*default_acl && (access_acl = **default_acl, AclApplyCreateMode(access_acl, &perms))) {
         node.mode = (node.mode & S_IFMT) | perms;
       } else {
         access_acl.clear();
@@ -272,7 +288,7 @@ Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& nam
       CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclAccessXattr, access_acl));
     }
     if (!access_acl.empty() && S_ISDIR(mode)) {
-      CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclDefaultXattr, *default_acl));
+      CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclDefaultXattr, **default_acl));
     }
     if (S_ISDIR(mode)) dir->nlink++;
     dir->mtime_ns = dir->ctime_ns = now;
@@ -295,7 +311,7 @@ Result<InodeRecord> Filesystem::Link(uint64_t ino, uint64_t new_parent, const st
     if (IsDir(inode)) return Status::Posix(EPERM, "hard links to directories are not allowed");
     auto dir = GetDir(catalog, new_parent);
     if (!dir.ok()) return dir.status();
-    if (catalog.Lookup(new_parent, new_name).ok()) return Status::Posix(EEXIST, new_name);
+    CAIRN_RETURN_IF_ERROR(RefuseExisting(catalog, new_parent, new_name));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.InsertEntry(new_parent, new_name, ino));
     inode.nlink++;
@@ -355,10 +371,11 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
     if (!src_ino.ok()) return src_ino.status();
     auto src = catalog.GetInode(*src_ino);
     if (!src.ok()) return src.status();
-    auto dst_ino = catalog.Lookup(new_parent, new_name);
+    auto dst_ino = IfFound(catalog.Lookup(new_parent, new_name));
+    if (!dst_ino.ok()) return dst_ino.status();
     std::optional<InodeRecord> dst;
-    if (dst_ino.ok()) {
-      auto record = catalog.GetInode(*dst_ino);
+    if (*dst_ino) {
+      auto record = catalog.GetInode(**dst_ino);
       if (!record.ok()) return record.status();
       dst = *record;
     }
@@ -468,8 +485,9 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
     int64_t now = NowNs();
     if (request.mode) {
       inode.mode = (inode.mode & S_IFMT) | (*request.mode & 07777);
-      auto acl = catalog.GetXattr(ino, kAclAccessXattr);
-      if (acl.ok() && AclApplyChmod(*acl, inode.mode)) CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, kAclAccessXattr, *acl));
+      auto acl = IfFound(catalog.GetXattr(ino, kAclAccessXattr));
+      if (!acl.ok()) return acl.status();
+      if (*acl && AclApplyChmod(**acl, inode.mode)) CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, kAclAccessXattr, **acl));
     }
     if (request.uid) inode.uid = *request.uid;
     if (request.gid) inode.gid = *request.gid;
@@ -829,7 +847,9 @@ Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<con
     if (policy_key || (name.starts_with("user.") && inode->layout_id != 0)) {
       CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
     }
-    bool exists = catalog.GetXattr(ino, name).ok();
+    auto existing = IfFound(catalog.GetXattr(ino, name));
+    if (!existing.ok()) return existing.status();
+    bool exists = existing->has_value();
     if ((flags & XATTR_CREATE) && exists) return Status::Posix(EEXIST, name);
     if ((flags & XATTR_REPLACE) && !exists) return Status::Posix(ENODATA, name);
     std::vector<uint8_t> bytes(value.begin(), value.end());

@@ -86,6 +86,10 @@ void Reconciler::QueueAgeScan() {
   Catalog& catalog = archive_.catalog();
   int64_t now = NowNs();
   auto last = catalog.GetMeta("age_scan_ns");
+  if (!last.ok() && !last.status().IsNotFound()) {
+    LogError("reconciler: cannot tell when age rules were last checked: {}", last.status().message());
+    return;
+  }
   if (last.ok() && now - std::strtoll(last->c_str(), nullptr, 10) < kDayNs) return;
   Status st = InTransaction(catalog, [&]() -> Status {
     CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(kRootInode));

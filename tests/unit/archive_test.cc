@@ -448,3 +448,22 @@ TEST_CASE("Filesystem: mount keeps the staging cache's copy of a dirty file when
   REQUIRE(f.fs->EvictAll().ok());
   CHECK(f.ReadFile(ino, data.size()) == data);
 }
+
+TEST_CASE("Filesystem: create and chmod refuse when the catalog cannot read the ACLs that apply") {
+  Fixture f;
+  test::SqlFaults faults;
+  faults.Watch(f.archive->catalog().handle());
+  auto dir = f.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  faults.Arm("SELECT value FROM xattrs WHERE ino = ? AND name = ?");
+  auto made = f.fs->MakeNode(dir->ino, "f", S_IFREG | 0644, 0, Caller{});  // its default ACL is unknown
+  SetAttrRequest chmod;
+  chmod.mode = 0600;
+  auto changed = f.fs->SetAttr(dir->ino, chmod);  // its access ACL is unknown
+  faults.Disarm();
+  CHECK(faults.injected() >= 2);
+  CHECK_FALSE(made.ok());
+  CHECK_FALSE(changed.ok());
+  CHECK(f.fs->Lookup(dir->ino, "f").status().sys_errno() == ENOENT);
+  CHECK((f.fs->GetAttr(dir->ino)->mode & 07777) == 0755);
+}
