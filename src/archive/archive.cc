@@ -537,6 +537,7 @@ Result<bool> Archive::RewriteChunk(const ExtentRecord& extent, size_t index, Ext
   // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
   std::lock_guard lock(catalog_mutex_);
   auto current = catalog_->GetExtent(extent.id);
+  if (!current.ok() && !current.status().IsNotFound()) return current.status();
   if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return false;
   CAIRN_RETURN_IF_ERROR(disks_[chunk.disk]->WriteAt(chunk.offset, encoded));
   return true;
