@@ -114,7 +114,7 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
   struct Work {
     uint64_t ino;
     uint32_t disk;
-    uint64_t offset;
+    uint64_t position;  // of its first chunk, in that disk's store
   };
   std::vector<Work> work;
   size_t removed = 0;
@@ -157,7 +157,7 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
           if (!extent.ok() && extent.status().code() == Status::Code::kIOError) return extent.status();
           if (extent.ok()) {
             w.disk = extent->chunks[0].disk;
-            w.offset = extent->chunks[0].offset;
+            w.position = extent->chunks[0].locator().address;
             break;
           }
         }
@@ -168,9 +168,9 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
       if (work.empty() || work.back().ino != ino) removed++;
     }
   }
-  // One batch visits each disk once, in offset order.
+  // One batch visits each disk once, in the order of its store's layout.
   std::sort(work.begin(), work.end(),
-            [](const Work& a, const Work& b) { return std::tie(a.disk, a.offset) < std::tie(b.disk, b.offset); });
+            [](const Work& a, const Work& b) { return std::tie(a.disk, a.position) < std::tie(b.disk, b.position); });
   std::vector<uint64_t> inos;
   for (const Work& w : work) inos.push_back(w.ino);
   Progress progress;
@@ -230,8 +230,7 @@ Status Reconciler::Apply(uint64_t ino, const ProgressFn& report) {
 struct Reconciler::Job {
   InodeRecord inode;               // as planned
   std::vector<SegmentRecord> old;  // its segments as planned
-  std::string stamp;               // the new policy
-  uint64_t segment_size = 0;       // the new segment size
+  std::shared_ptr<const WritePlan> plan;  // the new policy's
   bool failed = false;             // its data could not be read: it stays as it is
 };
 
@@ -299,6 +298,12 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     queue(false);
     return false;
   }
+  auto plan = PlanWrite(policy);
+  if (!plan.ok()) {
+    LogError("reconciler: inode {} stays as it is: {}", ino, plan.status().message());
+    retry_after_[ino] = NowNs() + kFailedRetryNs;
+    return false;
+  }
   auto segments_now = catalog.GetSegments(ino);
   if (!segments_now.ok()) {  // stays queued
     LogError("reconciler: inode {}: {}", ino, segments_now.status().message());
@@ -306,14 +311,13 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   }
   job->inode = *record;
   job->old = std::move(*segments_now);
-  job->stamp = policy.Effective();
-  job->segment_size = policy.segment_size();
+  job->plan = std::move(*plan);
   return true;
 }
 
 Status Reconciler::ReadNewSegment(const Job& job, uint64_t index, std::vector<uint8_t>* data) {
-  uint64_t start = index * job.segment_size;
-  data->assign(std::min(job.segment_size, job.inode.size - start), 0);
+  uint64_t start = index * job.plan->segment_size;
+  data->assign(std::min(job.plan->segment_size, job.inode.size - start), 0);
   uint64_t old_size = job.inode.segment_size;
   for (const SegmentRecord& segment : job.old) {  // the old segments overlapping [start, end)
     uint64_t seg_start = segment.index * old_size;
@@ -389,15 +393,17 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
       if (!swap[j]) continue;
       auto inode = catalog.GetInode(batch.jobs[j].inode.ino);
       if (!inode.ok()) return inode.status();
-      auto layout = catalog.InternLayout(batch.jobs[j].stamp);
+      auto layout = catalog.InternLayout(batch.jobs[j].plan->policy_stamp);
       if (!layout.ok()) return layout.status();
-      inode->segment_size = batch.jobs[j].segment_size;
+      inode->segment_size = batch.jobs[j].plan->segment_size;
       inode->layout_id = *layout;
       CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*inode));
       // A policy change while it was being rewritten leaves it queued for another pass.
       auto policy = ResolvePolicy(catalog, inode->ino, archive_.policy_context());
       if (!policy.ok()) return policy.status();
-      if (LayoutMatches(batch.jobs[j].stamp, *policy)) CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(inode->ino));
+      if (LayoutMatches(batch.jobs[j].plan->policy_stamp, *policy)) {
+        CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(inode->ino));
+      }
     }
     return Status::OK();
   });
@@ -444,9 +450,9 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
     size_t j = batch.jobs.size();
     batch.jobs.push_back(std::move(job));
     const Job& planned = batch.jobs[j];
-    for (uint64_t index = 0; index * planned.segment_size < planned.inode.size; index++) {
+    for (uint64_t index = 0; index * planned.plan->segment_size < planned.inode.size; index++) {
       if (cancel_) return abandon(Status::OK());
-      SegmentPiece piece{ino, index, planned.segment_size, planned.stamp, {}};
+      SegmentPiece piece{ino, index, planned.plan->segment_size, planned.plan, {}};
       Status st = ReadNewSegment(planned, index, &piece.data);
       if (!st.ok()) {  // this file stays as it is; the others go on
         LogError("reconciler: inode {} stays out of policy: {}", ino, st.message());

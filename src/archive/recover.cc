@@ -14,6 +14,7 @@
 
 #include "archive/archive.h"
 #include "archive/extent_scan.h"
+#include "archive/logical_payload.h"
 #include "archive/private_files.h"
 #include "backend/member_table.h"
 #include "util/clock.h"
@@ -121,7 +122,7 @@ void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport&
   for (const auto& [id, found] : scan.extents) {
     for (const ChunkPlacement& chunk : found.record.chunks) {
       if (chunk.disk == kNoDisk) continue;
-      Status st = archive.allocator(chunk.disk).MarkUsed(chunk.offset, chunk.alloc_length);
+      Status st = archive.MarkChunkUsed(chunk);
       if (!st.ok()) report.lost.push_back(fmt::format("extent {} on disk {}: {}", id, chunk.disk, st.message()));
     }
   }
@@ -132,10 +133,11 @@ void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport&
 // new id, same payload and member table) and synced.
 Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::span<const uint8_t> payload) {
   const ExtentHeader& h = found.header;
-  auto record = archive.WriteExtentToDisk(h.kind, h.inode, h.file_offset, payload, h.policy_stamp, h.redundancy,
-                                          h.members_length);
+  auto record = archive.WriteExtentToDisk(
+      h.kind, h.inode, h.file_offset, payload,
+      ExtentEncoding{h.policy_stamp, h.redundancy, h.chain_stamp, h.logical_length, h.members_length});
   if (!record.ok()) return record.status();
-  for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.disk(chunk.disk).Sync());
+  for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.SyncDisk(chunk.disk));
   return record;
 }
 
@@ -172,14 +174,15 @@ Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverRepor
                                              "suffice: {}", found.missing, found.record.chunks.size(),
                                              payload.status().message()));
     }
-    auto table = payload.ok() ? DecodeMemberTable(std::span(*payload).last(found.header.members_length), where)
-                              : Result<MemberTable>(payload.status());
+    auto logical = payload.ok() ? LogicalPayload(found.record, std::move(*payload)) : payload;
+    auto table = logical.ok() ? DecodeMemberTable(std::span(*logical).last(found.header.members_length), where)
+                              : Result<MemberTable>(logical.status());
     if (!table.ok()) {
       report.lost.push_back(fmt::format("{}: unreadable, skipped: {}", where, table.status().message()));
       v.damage = true;
       continue;
     }
-    uint64_t data_length = found.record.payload_length - found.header.members_length;
+    uint64_t data_length = found.record.logical_length - found.header.members_length;
     for (const MemberNode& node : table->nodes) {
       v.max_ino = std::max(v.max_ino, node.ino);
       if (S_ISDIR(node.mode)) {

@@ -1,14 +1,16 @@
 // Writes a batch of file segments as extents: each large segment alone, small ones
-// packed together (one pack per policy stamp, so the stamp is true for every member),
-// all-zero ones as holes; then syncs the disks it wrote. Committing the result to the
+// packed together (one pack per write plan, so its stamp is true for every member),
+// all-zero ones as holes; each extent's logical payload goes through its plan's transform
+// chain on the way (codec/); then syncs the disks it wrote. Committing the result to the
 // catalog, or handing the space back, is the caller's (persister, reconciler).
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <memory>
 #include <vector>
 
 #include "archive/archive.h"
+#include "policy/write_plan.h"
 
 namespace cairn {
 
@@ -17,7 +19,7 @@ struct SegmentPiece {
   uint64_t ino = 0;
   uint64_t index = 0;
   uint64_t segment_size = 0;
-  std::string stamp;
+  std::shared_ptr<const WritePlan> plan;
   std::vector<uint8_t> data;
   // A segment known to be all zeros without reading it (a hole in the staging cache)
   // leaves `data` empty and gives its length here; it is written as a hole.
@@ -31,7 +33,7 @@ struct WrittenSegments {
   struct Placement {
     size_t piece;     // index into the pieces given
     size_t extent;    // index into `extents`, or kHole
-    uint64_t offset;  // of the piece in the extent's payload
+    uint64_t offset;  // of the piece in the extent's logical payload
   };
   std::vector<ExtentRecord> extents;  // written and synced, not yet in the catalog
   std::vector<Placement> placements;  // one per piece that was not skipped

@@ -36,7 +36,8 @@ CREATE TABLE xattrs(ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NUL
 CREATE TABLE extents(
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   payload_length INTEGER NOT NULL, payload_crc INTEGER NOT NULL, kind INTEGER NOT NULL,
-  refs INTEGER NOT NULL, redundancy INTEGER NOT NULL, chunks BLOB NOT NULL);
+  refs INTEGER NOT NULL, redundancy INTEGER NOT NULL, chunks BLOB NOT NULL,
+  logical_length INTEGER NOT NULL, chain TEXT NOT NULL);
 CREATE TABLE segments(
   ino INTEGER NOT NULL, idx INTEGER NOT NULL, extent INTEGER NOT NULL,
   extent_offset INTEGER NOT NULL, length INTEGER NOT NULL, cached INTEGER NOT NULL,
@@ -128,8 +129,9 @@ std::vector<ChunkPlacement> DecodeChunks(const std::vector<uint8_t>& blob) {
 }
 
 ExtentRecord ReadExtentRow(Statement& s) {
-  return ExtentRecord{s.UInt(0), s.UInt(1), static_cast<uint32_t>(s.Int(2)), static_cast<int>(s.Int(3)),
-                      s.UInt(4), DecodeRedundancy(s.UInt(5)), DecodeChunks(s.Blob(6))};
+  return ExtentRecord{s.UInt(0),  s.UInt(1), static_cast<uint32_t>(s.Int(2)), static_cast<int>(s.Int(3)),
+                      s.UInt(4),  DecodeRedundancy(s.UInt(5)), DecodeChunks(s.Blob(6)), s.UInt(7),
+                      s.Text(8)};
 }
 
 // Every row `s` yields, read by `read`; the statement's error if it fails part way.
@@ -144,7 +146,7 @@ auto Rows(Statement& s, Read read) -> Result<std::vector<decltype(read(s))>> {
 #define INODE_COLUMNS \
   "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink, layout, generation"
 #define SEGMENT_COLUMNS "ino, idx, extent, extent_offset, length, cached"
-#define EXTENT_COLUMNS "id, payload_length, payload_crc, kind, refs, redundancy, chunks"
+#define EXTENT_COLUMNS "id, payload_length, payload_crc, kind, refs, redundancy, chunks, logical_length, chain"
 
 }  // namespace
 
@@ -208,6 +210,12 @@ Status Catalog::UpgradeSchema(int from_version) {
   CAIRN_RETURN_IF_ERROR(Begin());
   Status st = from_version < 4 ? Exec("ALTER TABLE inodes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
                                : Status::OK();
+  // Extents written before the codec stage have no transform chain: logical = stored.
+  if (st.ok() && from_version < 5) {
+    st = Exec("ALTER TABLE extents ADD COLUMN logical_length INTEGER NOT NULL DEFAULT 0; "
+              "UPDATE extents SET logical_length = payload_length; "
+              "ALTER TABLE extents ADD COLUMN chain TEXT NOT NULL DEFAULT ''");
+  }
   if (st.ok()) st = SetMeta("schema_version", std::to_string(kCatalogSchemaVersion));
   if (st.ok()) st = Commit();
   if (!st.ok()) {
@@ -732,9 +740,9 @@ Result<ExtentRecord> Catalog::GetExtent(uint64_t id) {
 }
 
 Status Catalog::InsertExtent(const ExtentRecord& r) {
-  return Prepare("INSERT INTO extents(" EXTENT_COLUMNS ") VALUES(?,?,?,?,?,?,?)")
+  return Prepare("INSERT INTO extents(" EXTENT_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?)")
       .Bind(r.id, r.payload_length, r.payload_crc, r.kind, r.refs, EncodeRedundancy(r.redundancy),
-            EncodeChunks(r.chunks))
+            EncodeChunks(r.chunks), r.logical_length, r.chain_stamp)
       .Run();
 }
 

@@ -20,11 +20,13 @@
 #include "catalog/batch_journal.h"
 #include "catalog/statement.h"
 #include "catalog/wal_checkpointer.h"
+#include "store/chunk_locator.h"
 
 namespace cairn {
 
-// 4 added inodes.generation; a version 3 catalog is upgraded when opened for writing.
-constexpr int kCatalogSchemaVersion = 4;
+// 4 added inodes.generation, 5 extents.logical_length and extents.chain; older catalogs
+// (from version 3 on) are upgraded when opened for writing.
+constexpr int kCatalogSchemaVersion = 5;
 constexpr uint64_t kRootInode = 1;
 
 struct InodeRecord {
@@ -56,8 +58,9 @@ struct DirEntryRecord {
 // A segment whose bytes are all zero is stored as no extent at all (sparse files).
 constexpr uint64_t kHoleExtent = 0;
 
-// Segment `index` of inode `ino` is `length` bytes at `extent_offset` in the payload of
-// extent `extent_id`. `cached` means the staging cache also holds it (and is authoritative).
+// Segment `index` of inode `ino` is `length` bytes at `extent_offset` in the logical payload
+// of extent `extent_id` (what its transform chain decodes to). `cached` means the staging
+// cache also holds it (and is authoritative).
 struct SegmentRecord {
   uint64_t ino = 0;
   uint64_t index = 0;
@@ -81,22 +84,33 @@ struct SegmentSummary {
 // Where one chunk of an extent lives: its own on-disk extent (header + bytes).
 struct ChunkPlacement {
   uint32_t disk = 0;
+  // The chunk's locator in the store of its disk, as the catalog keeps it (a block store's
+  // byte offset and the room it reserved): use locator(), which only the store interprets.
   uint64_t offset = 0;
   uint64_t alloc_length = 0;
   uint32_t crc = 0;  // CRC32C of the chunk's bytes (before intra-disk parity)
   Digest digest{};   // their digest by the extent's checksum type (zeros for crc32c)
   bool operator==(const ChunkPlacement&) const = default;
+
+  ChunkLocator locator() const { return {offset, alloc_length}; }
+  static ChunkPlacement At(uint32_t disk, const ChunkLocator& locator, uint32_t crc, const Digest& digest) {
+    return {disk, locator.address, locator.length, crc, digest};
+  }
 };
 
-// A payload (one segment, or a pack of small ones) and the chunks that hold it.
+// A payload (one segment, or a pack of small ones) and the chunks that hold it. The logical
+// payload (file data, then the member table) goes through the transform chain (codec/) to
+// become the stored payload that the chunks hold.
 struct ExtentRecord {
   uint64_t id = 0;
-  uint64_t payload_length = 0;
-  uint32_t payload_crc = 0;
+  uint64_t payload_length = 0;  // stored bytes
+  uint32_t payload_crc = 0;     // of the stored bytes
   int kind = 1;       // an ExtentKind (backend/extent_format.h)
   uint64_t refs = 0;  // segments that point into this extent
   Redundancy redundancy;
   std::vector<ChunkPlacement> chunks;  // redundancy.chunk_count() of them, on distinct disks
+  uint64_t logical_length = 0;  // equal to payload_length when the chain is empty
+  std::string chain_stamp;      // TransformChain::Stamp(), "" for none
 };
 
 // Every call that reads or writes rows returns a Status or Result: a failing query is an

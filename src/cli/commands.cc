@@ -141,8 +141,8 @@ int CmdStatus(const Args& args) {
       size_t lost = 0;
       for (const ChunkPlacement& chunk : e.chunks) {
         disk_use[chunk.disk].first++;
-        disk_use[chunk.disk].second += chunk.alloc_length;
-        totals.extent_bytes += chunk.alloc_length;
+        disk_use[chunk.disk].second += chunk.locator().length;
+        totals.extent_bytes += chunk.locator().length;
         lost += down.contains(chunk.disk);
       }
       if (lost > 0) {
@@ -285,6 +285,10 @@ int CmdInspect(const Args& args) {
   if (header->version >= 3) {
     fmt::print("  extent payload {} bytes, crc32c {:08x}, of which member table {} bytes\n",
                header->extent_payload_length, header->extent_payload_crc, header->members_length);
+  }
+  if (header->version >= 4) {
+    fmt::print("  logical payload {} bytes, transforms {}\n", header->logical_length,
+               header->chain_stamp.empty() ? "none" : header->chain_stamp);
   }
   return 0;
 }

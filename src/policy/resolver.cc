@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "redundancy/striping.h"
 #include "util/clock.h"
 
 namespace cairn {
@@ -147,6 +146,8 @@ std::string LockCovering(const std::vector<std::vector<Level>>& chains, bool mor
   return "";
 }
 
+}  // namespace
+
 std::map<std::string, std::string> StampFields(const std::string& stamp) {
   std::map<std::string, std::string> fields;
   std::istringstream words(stamp);
@@ -157,8 +158,6 @@ std::map<std::string, std::string> StampFields(const std::string& stamp) {
   }
   return fields;
 }
-
-}  // namespace
 
 Result<std::string> PathOf(Catalog& catalog, uint64_t ino) {
   std::string path;
@@ -268,11 +267,6 @@ bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy) {
     if (it == stamped.end() || it->second != field.value) return false;
   }
   return true;
-}
-
-Result<Redundancy> RedundancyOfStamp(const std::string& stamp) {
-  auto fields = StampFields(stamp);
-  return ParseRedundancy(fields["raid"], fields["idr"], fields.contains("checksum") ? fields["checksum"] : "crc32c");
 }
 
 Result<std::string> LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key) {

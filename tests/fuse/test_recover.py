@@ -11,6 +11,7 @@ from conftest import NOBODY, KiB, MiB, assert_file_equals, cairn, make_rich_tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN_V2 = os.path.join(HERE, "..", "data", "format-v2", "archive.tar.gz")
+GOLDEN_V3 = os.path.join(HERE, "..", "data", "format-v3", "archive.tar.gz")
 RSYNC = ["rsync", "-aHAX", "--numeric-ids"]
 
 
@@ -175,13 +176,27 @@ def test_recover_reports_damaged_extents(archive):
     assert sorted(os.listdir(archive.mnt)) == ["good"]
 
 
-def test_v2_archive_still_reads(archive):
-    """An archive written by format v2 (tests/data/format-v2) mounts and reads; new files
-    in it are v3; recover brings those back and names the v2 extents it cannot place."""
+def header_versions(archive):
+    """The format version of every extent chunk header on the disks."""
+    versions = []
+    for image, offset, _, _ in extent_headers(archive):
+        with open(image, "rb") as f:
+            f.seek(offset + 8)
+            versions.append(struct.unpack("<H", f.read(2))[0])
+    return versions
+
+
+def unpack_golden(archive, tarball):
     archive.umount()
     shutil.rmtree(archive.arch)
     os.mkdir(archive.arch)
-    run(["tar", "-C", archive.arch, "-xzf", GOLDEN_V2])
+    run(["tar", "-C", archive.arch, "-xzf", tarball])
+
+
+def test_v2_archive_still_reads(archive):
+    """An archive written by format v2 (tests/data/format-v2) mounts and reads; new files
+    in it are v4; recover brings those back and names the v2 extents it cannot place."""
+    unpack_golden(archive, GOLDEN_V2)
     archive.fsck()
     archive.mount()
     want = {
@@ -192,18 +207,55 @@ def test_v2_archive_still_reads(archive):
     for path, digest in want.items():
         assert sha(archive.m(path)) == digest, path
     assert os.getxattr(archive.m("docs/small.txt"), "user.golden") == b"yes"
-    write_file(archive.m("docs", "new_v3"), random_bytes(100 * KiB, 7))
+    write_file(archive.m("docs", "new_v4"), random_bytes(100 * KiB, 7))
     archive.evict()
     for path, digest in want.items():
         assert sha(archive.m(path)) == digest, path
     archive.umount()
     archive.fsck()
+    assert sorted(set(header_versions(archive))) == [2, 4]
 
     r = recover(archive, "--force", expect=3)
     assert len(re.findall(r"format v2 has no member table", r.stdout)) == 5, r.stdout  # every golden extent
     archive.fsck()
     archive.mount()
-    assert_file_equals(archive.m("docs", "new_v3"), random_bytes(100 * KiB, 7))
+    assert_file_equals(archive.m("docs", "new_v4"), random_bytes(100 * KiB, 7))
+
+
+def test_v3_archive_still_reads_and_recovers(archive):
+    """An archive written by format v3 (tests/data/format-v3: member tables, no transform
+    chain, catalog schema 4) mounts, reads, takes v4 extents beside its own, and cairn
+    recover rebuilds all of it from both versions' member tables."""
+    unpack_golden(archive, GOLDEN_V3)
+    archive.fsck()
+    assert sorted(set(header_versions(archive))) == [3]
+    archive.mount()
+    want = {
+        "docs/small.txt": "79f9d62e5968f0fabf2b51fbf9d6cc70b1c2abf60264e96a3850a743cd029d4c",
+        "docs/sub/big.bin": "c2d1533cfebe428e9656a3552bce5ee7fbbb2ba7e26254446f9c735771bcc687",
+        "docs/sub/multi.bin": "8847d82a2e833f671fe9d65d91692382ae1fb1bd5169e2363c04d5dcaa595b8f",
+        "docs/mirrored.bin": "b5dd143209591096ead08401af020f2b2c4de4fa022b9ef4f186aecc642f2327",
+    }
+
+    def check_golden():
+        for path, digest in want.items():
+            assert sha(archive.m(path)) == digest, path
+        assert os.getxattr(archive.m("docs/small.txt"), "user.golden") == b"yes"
+        assert os.readlink(archive.m("docs/link")) == "sub/big.bin"
+
+    check_golden()
+    write_file(archive.m("docs", "sub", "new_v4"), random_bytes(700 * KiB, 8))
+    archive.evict()
+    check_golden()
+    archive.umount()
+    archive.fsck()
+    assert sorted(set(header_versions(archive))) == [3, 4]
+
+    recover(archive, "--force")
+    archive.fsck()
+    archive.mount()
+    check_golden()
+    assert_file_equals(archive.m("docs", "sub", "new_v4"), random_bytes(700 * KiB, 8))
 
 
 def test_recover_with_a_disk_missing_rebuilds_from_the_other_chunks(archive):
