@@ -44,8 +44,8 @@ class Persister {
   // about one slice's worth this round; returns those with more to persist. Serialized
   // by run_mutex_.
   Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos);
-  // The owner (uid) of each file, 0 for a file that is gone.
-  std::vector<uint32_t> OwnersOf(const std::vector<uint64_t>& inos);
+  // The owner (uid) of each file, 0 for a file that is gone; an error when the catalog fails.
+  Result<std::vector<uint32_t>> OwnersOf(const std::vector<uint64_t>& inos);
   // Reads a slice of the dirty segments of `ino` out of the staging cache (clearing their
   // dirty marks); holes are found without reading them. Returns whether more are left.
   Result<bool> Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);
