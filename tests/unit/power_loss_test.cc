@@ -1,0 +1,299 @@
+// Crash loops (power_loss.h): a step (persist, re-encode to a new policy, rebuild of a replaced
+// and a failed disk) runs with the power cut at its N-th device operation, every write, sync,
+// discard, truncate and delete of the disks and of the SQLite catalog counted, for N = 1, 2, ...
+// until a run finishes before its cut. Each cut is replayed four ways: the disks' and the
+// catalog's unsynced changes each lost (the files as at their last sync) or kept (the disk
+// write in flight torn at a sector boundary). Then the archive is reopened: every byte that
+// was fsync'd reads back, the interrupted step can finish, and fsck is clean.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <map>
+
+#include "archive/archive.h"
+#include "archive/config.h"
+#include "archive/filesystem.h"
+#include "archive/fsck.h"
+#include "archive/repair.h"
+#include "power_loss.h"
+#include "test_util.h"
+
+using namespace cairn;
+using test::PowerSupply;
+using test::Survivors;
+using test::Unsynced;
+
+namespace {
+
+constexpr uint64_t kSegment = 64 << 10;
+constexpr int kMaxCrashPoints = 400;  // a step that needs more has changed: look at the loop's cost
+constexpr Survivors kEveryFate[] = {{Unsynced::kLost, Unsynced::kLost},
+                                    {Unsynced::kKept, Unsynced::kLost},
+                                    {Unsynced::kLost, Unsynced::kKept},
+                                    {Unsynced::kKept, Unsynced::kKept}};
+
+const char* Name(Unsynced u) { return u == Unsynced::kLost ? "lost" : "kept"; }
+
+using Files = std::map<std::string, std::vector<uint8_t>>;
+
+// Where the crash loops' archives go: in memory when the machine has /dev/shm, since the
+// supply, not the file system, decides what survives, and the staging cache's real fsyncs
+// would only cost time.
+std::filesystem::path ScratchDir() {
+  std::error_code error;
+  return std::filesystem::is_directory("/dev/shm", error) ? "/dev/shm" : std::filesystem::temp_directory_path();
+}
+
+// One archive in a temporary directory whose disks and catalog run on `supply`.
+struct CrashArchive {
+  PowerSupply& supply;
+  test::TempDir tmp{ScratchDir()};
+  std::string dir = tmp / "arch";
+  bool degraded = false;
+  std::unique_ptr<Archive> archive;
+  std::unique_ptr<Filesystem> fs;
+
+  CrashArchive(PowerSupply& s, uint32_t disks) : supply(s) {
+    MkfsOptions mkfs;
+    mkfs.disk_count = disks;
+    mkfs.disk_size = 4 << 20;
+    mkfs.options.segment_size = kSegment;
+    mkfs.options.pack_threshold = 8 << 10;
+    REQUIRE(CreateArchive(dir, mkfs).ok());
+  }
+
+  Status OpenArchive() {
+    Archive::OpenOptions open;
+    open.degraded = degraded;
+    open.wrap_disk = [this](std::unique_ptr<Disk> disk, size_t) -> std::unique_ptr<Disk> {
+      return std::make_unique<test::PowerLossDisk>(std::move(disk), supply);
+    };
+    auto opened = Archive::Open(dir, open);
+    if (!opened.ok()) return opened.status();
+    archive = std::move(*opened);
+    return Status::OK();
+  }
+  void Open() {
+    REQUIRE(OpenArchive().ok());
+    fs = std::make_unique<Filesystem>(*archive);
+    REQUIRE(fs->Recover().ok());
+  }
+  // Unmounts if it can (with the power off it cannot), then drops everything in memory.
+  void Unmount() {
+    if (fs) (void)fs->Stop();
+    fs.reset();
+    archive.reset();
+  }
+
+  void Write(const std::string& name, uint64_t offset, const std::vector<uint8_t>& data) {
+    auto found = fs->Lookup(kRootInode, name);
+    InodeRecord attr;
+    auto fh = found.ok() ? fs->Open(found->ino, O_RDWR) : fs->Create(kRootInode, name, 0644, O_RDWR, Caller{}, &attr);
+    REQUIRE(fh.ok());
+    REQUIRE(*fs->Write(*fh, offset, data) == data.size());
+    REQUIRE(fs->Fsync(*fh).ok());
+    fs->Release(*fh);
+  }
+
+  // Every file of the root directory reads back (from the disks) as `files` says.
+  void CheckFiles(const Files& files) {
+    REQUIRE(fs->EvictAll().ok());
+    auto entries = fs->ReadDir(kRootInode, 0, 1000);
+    REQUIRE(entries.ok());
+    std::vector<std::string> names;
+    for (const DirEntry& e : *entries) {
+      if (e.name != "." && e.name != "..") names.push_back(e.name);
+    }
+    std::sort(names.begin(), names.end());
+    std::vector<std::string> want;
+    for (const auto& [name, data] : files) want.push_back(name);
+    REQUIRE(names == want);
+    for (const auto& [name, data] : files) {
+      INFO(name);
+      auto fh = fs->Open(fs->Lookup(kRootInode, name)->ino, O_RDONLY);
+      REQUIRE(fh.ok());
+      std::vector<uint8_t> back(data.size() + 1);
+      auto n = fs->Read(*fh, 0, back);
+      fs->Release(*fh);
+      REQUIRE(n.ok());
+      back.resize(*n);
+      REQUIRE(back == data);
+    }
+  }
+
+  // fsck of the unmounted archive finds nothing but `expected` problems.
+  void CheckFsck(const std::string& expected = "") {
+    Unmount();
+    REQUIRE(OpenArchive().ok());
+    FsckReport report = CheckArchive(*archive);
+    std::string problems;
+    for (const auto& p : report.problems) {
+      if (expected.empty() || p.find(expected) == std::string::npos) problems += p + "\n";
+    }
+    archive.reset();
+    INFO(problems);
+    REQUIRE(problems.empty());
+  }
+};
+
+// Runs `scenario(cut_at, survivors)` for every crash point and way unsynced changes survive,
+// until a run finishes before its cut; `scenario` returns whether the power was cut.
+template <typename Scenario>
+void CrashLoop(Scenario scenario) {
+  for (int cut_at = 1;; cut_at++) {
+    for (const Survivors& survivors : kEveryFate) {
+      INFO("power cut at operation " << cut_at << "; unsynced disk writes " << Name(survivors.disks)
+                                     << ", unsynced catalog writes " << Name(survivors.catalog));
+      if (!scenario(cut_at, survivors)) return;
+    }
+    REQUIRE(cut_at < kMaxCrashPoints);
+  }
+}
+
+// Restores the devices after a run cut at `cut_at`; whether it was.
+bool PowerBackOn(PowerSupply& supply, const Survivors& survivors) {
+  bool cut = supply.cut();
+  REQUIRE(supply.Restore(survivors).ok());
+  return cut;
+}
+
+}  // namespace
+
+TEST_CASE("Power loss: persisting loses no fsync'd byte, at any crash point", "[power_loss]") {
+  PowerSupply supply;
+  test::PowerLossVfs vfs(supply);
+  int operations = 0;
+  CrashLoop([&](int cut_at, const Survivors& survivors) {
+    CrashArchive a(supply, 3);
+    a.Open();
+    Files files = {{"big", test::RandomBytes(3 * kSegment + 999, 1)},
+                   {"huge", test::RandomBytes(17 * kSegment + 5, 8)},
+                   {"small", test::RandomBytes(3000, 2)},
+                   {"doomed", test::RandomBytes(kSegment + 10, 3)}};
+    for (const auto& [name, data] : files) a.Write(name, 0, data);
+    REQUIRE(a.fs->PersistAll().ok());  // the first generation on the disks
+    // The second, fsync'd to the staging cache: copy-on-write, packing, freeing, and space
+    // freed by the first of the persist's commits reused by the second.
+    auto patch = test::RandomBytes(kSegment, 4);
+    a.Write("big", kSegment / 2, patch);
+    std::copy(patch.begin(), patch.end(), files["big"].begin() + kSegment / 2);
+    files["huge"] = test::RandomBytes(17 * kSegment + 5, 9);
+    a.Write("huge", 0, files["huge"]);
+    files["small"] = test::RandomBytes(3000, 5);
+    a.Write("small", 0, files["small"]);
+    files["fresh"] = test::RandomBytes(kSegment + 5000, 6);
+    a.Write("fresh", 0, files["fresh"]);
+    files["tiny"] = test::RandomBytes(100, 7);
+    a.Write("tiny", 0, files["tiny"]);
+    REQUIRE(a.fs->Unlink(kRootInode, "doomed").ok());
+    files.erase("doomed");
+    REQUIRE(a.fs->SyncMetadata().ok());
+
+    supply.Arm(cut_at);
+    (void)a.fs->PersistAll();
+    a.Unmount();
+    operations = supply.operations();
+    bool cut = PowerBackOn(supply, survivors);
+
+    a.Open();
+    a.CheckFiles(files);
+    a.CheckFsck();
+    return cut;
+  });
+  WARN("persist: " << operations << " crash points");
+}
+
+TEST_CASE("Power loss: re-encoding to a new policy loses no byte, at any crash point", "[power_loss]") {
+  PowerSupply supply;
+  test::PowerLossVfs vfs(supply);
+  int operations = 0;
+  CrashLoop([&](int cut_at, const Survivors& survivors) {
+    CrashArchive a(supply, 3);
+    a.Open();
+    Files files = {{"big", test::RandomBytes(2 * kSegment + 999, 11)},
+                   {"small", test::RandomBytes(3000, 12)},
+                   {"tiny", test::RandomBytes(200, 13)}};
+    for (const auto& [name, data] : files) a.Write(name, 0, data);
+    REQUIRE(a.fs->PersistAll().ok());
+    const std::string mirror = "mirror-2";
+    REQUIRE(a.fs->SetXattr(kRootInode, "user.cairn.raid", {reinterpret_cast<const uint8_t*>(mirror.data()),
+                                                            mirror.size()}, 0).ok());
+    REQUIRE(a.fs->SyncMetadata().ok());
+
+    auto go_on = [](const Reconciler::Progress&) { return true; };
+    supply.Arm(cut_at);
+    (void)a.fs->ApplyPolicy("/", go_on);
+    a.Unmount();
+    operations = supply.operations();
+    bool cut = PowerBackOn(supply, survivors);
+
+    a.Open();
+    a.CheckFiles(files);
+    REQUIRE(a.fs->ApplyPolicy("/", go_on).ok());  // the interrupted re-encode finishes
+    for (const auto& [name, data] : files) {
+      auto state = a.fs->GetXattr(a.fs->Lookup(kRootInode, name)->ino, "user.cairn.state");
+      REQUIRE(state.ok());
+      CHECK(std::string(state->begin(), state->end()) == "persisted");
+    }
+    a.CheckFiles(files);
+    a.CheckFsck();
+    return cut;
+  });
+  WARN("re-encode: " << operations << " crash points");
+}
+
+TEST_CASE("Power loss: rebuilding a replaced and a failed disk loses no byte, at any crash point", "[power_loss]") {
+  PowerSupply supply;
+  test::PowerLossVfs vfs(supply);
+  int operations = 0;
+  CrashLoop([&](int cut_at, const Survivors& survivors) {
+    CrashArchive a(supply, 7);
+    a.Open();
+    const std::string rs = "rs-4-2";
+    REQUIRE(a.fs->SetXattr(kRootInode, "user.cairn.raid", {reinterpret_cast<const uint8_t*>(rs.data()), rs.size()}, 0)
+                .ok());
+    Files files = {{"a", test::RandomBytes(2 * kSegment + 77, 21)}, {"b", test::RandomBytes(kSegment, 22)},
+                   {"c", test::RandomBytes(5000, 23)}};
+    for (const auto& [name, data] : files) a.Write(name, 0, data);
+    REQUIRE(a.fs->EvictAll().ok());
+    ArchiveId id = a.archive->id();
+    a.Unmount();
+    // cairn disk replace 0, cairn disk fail 1.
+    auto config = LoadConfig(a.dir + "/cairn.conf");
+    REQUIRE(config.ok());
+    config->disks[0] = a.tmp / "new-0.img";
+    config->rebuild_disks = {0};
+    config->failed_disks = {1};
+    REQUIRE(FormatDisk(config->disks[0], 0, id, 4 << 20).ok());
+    REQUIRE(SaveConfig(a.dir, *config).ok());
+    a.degraded = true;
+
+    RepairOptions rebuild;
+    rebuild.rebuild = true;
+    rebuild.threads = 1;  // one order of operations
+    rebuild.batch_bytes = 32 << 10;
+    a.Open();
+    supply.Arm(cut_at);
+    auto report = RepairArchive(*a.archive, rebuild);
+    if (report.ok() && report->finished && report->extents_lost == 0) (void)a.archive->FinishRebuild();
+    a.Unmount();
+    operations = supply.operations();
+    bool cut = PowerBackOn(supply, survivors);
+
+    a.Open();
+    a.CheckFiles(files);  // degraded reads
+    report = RepairArchive(*a.archive, rebuild);
+    REQUIRE(report.ok());
+    CHECK(report->extents_lost == 0);
+    REQUIRE(report->finished);
+    REQUIRE(a.archive->FinishRebuild().ok());
+    a.Unmount();
+    a.Open();
+    a.CheckFiles(files);
+    a.CheckFsck("disk 1 is missing");  // failed for good; nothing is left on it
+    return cut;
+  });
+  WARN("rebuild: " << operations << " crash points");
+}
