@@ -449,6 +449,7 @@ void Archive::ReleaseUncommitted(const ExtentRecord& extent) {
 
 Status Archive::FlushCatalog(bool durable) {
   CAIRN_RETURN_IF_ERROR(catalog_->Flush(durable));
+  if (!durable) return Status::OK();  // a power loss could still undo the deletions
   for (uint64_t ino : cache_removals_) cache_.Remove(ino);
   cache_removals_.clear();
   return Status::OK();
