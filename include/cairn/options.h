@@ -48,6 +48,15 @@ struct ArchiveOptions {
   // domain.N = NAME: the failure domain (enclosure, controller, host) of disk N. Chunks of
   // one extent go to distinct domains; a disk without one is a domain of its own.
   std::map<uint32_t, std::string> disk_domains;
+  // group.NAME.type / group.NAME.disks: the disk groups, in the order cairn.conf lists them.
+  // Every disk belongs to one group; new data goes to the first. None listed: one group
+  // "default" of type pool holding every disk.
+  struct Group {
+    std::string name;
+    std::string type = "pool";    // how the group keeps its data safe; only "pool" so far
+    std::vector<uint32_t> disks;  // indices into `disks`
+  };
+  std::vector<Group> groups;
   // --- Disk lifecycle (cairn disk fail / replace, cairn rebuild)
   std::set<uint32_t> failed_disks;   // treated as missing: their chunks are rebuilt from the others
   std::set<uint32_t> rebuild_disks;  // replaced and still empty: cairn rebuild fills them

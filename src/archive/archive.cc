@@ -16,7 +16,7 @@
 #include "archive/config.h"
 #include "archive/private_files.h"
 #include "archive/rules_fit.h"
-#include "backend/extent_io.h"
+#include "group/placer.h"
 #include "redundancy/striping.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -233,7 +233,8 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   archive->cache_ = StagingCache(root + "/cache");
   CAIRN_RETURN_IF_ERROR(archive->LoadDisks(open));
   archive->repair_on_read_ = open.repair_on_read && !open.read_only && !open.check_only;
-  if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildAllocators());
+  archive->MakeGroups();
+  if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildSpaceMaps());
   archive->next_extent_id_ = archive->catalog_->MaxExtentIdEverUsed() + 1;
   if (!open.check_only && !open.read_only) CAIRN_RETURN_IF_ERROR(archive->LoadRules());
   return archive;
@@ -287,7 +288,8 @@ Status Archive::LoadRules() {
 Archive::~Archive() {
   if (catalog_) FlushCatalog(false);
   catalog_.reset();
-  disks_.clear();
+  groups_.clear();
+  stores_.clear();
   // Last: once the lock is gone, another process may open the archive.
   if (lock_fd_ >= 0) {
     if (::ftruncate(lock_fd_, 0) != 0) {
@@ -333,8 +335,7 @@ Status Archive::LoadDisks(const OpenOptions& open) {
         return Status::IOError(fmt::format("disk {}: {} (mount with -o degraded to run without it)", i, st.message()));
       }
       missing_[i] = st.message();
-      allocators_.emplace_back(0, 0);
-      disks_.push_back(MissingDisk(path, st.message()));
+      stores_.push_back(std::make_unique<BlockChunkStore>(i, MissingDisk(path, st.message()), 0, 0));
       continue;
     }
     if (sb.archive_id != id_) {
@@ -350,25 +351,50 @@ Status Archive::LoadDisks(const OpenOptions& open) {
                                           (*disk)->Size(), sb.disk_size));
       if (!open.degraded) return st;
       missing_[i] = st.message();  // what is left of it is not trusted; rebuild moves its chunks
-      allocators_.emplace_back(0, 0);
-      disks_.push_back(MissingDisk(path, st.message()));
+      stores_.push_back(std::make_unique<BlockChunkStore>(i, MissingDisk(path, st.message()), 0, 0));
       continue;
     }
-    allocators_.emplace_back(sb.data_start, sb.disk_size / kBlockSize * kBlockSize);
-    disks_.push_back(open.wrap_disk ? open.wrap_disk(std::move(*disk), i) : std::move(*disk));
+    stores_.push_back(std::make_unique<BlockChunkStore>(
+        i, open.wrap_disk ? open.wrap_disk(std::move(*disk), i) : std::move(*disk), sb.data_start,
+        sb.disk_size / kBlockSize * kBlockSize));
   }
   return Status::OK();
 }
 
-Status Archive::RebuildAllocators() {
+void Archive::MakeGroups() {
+  group_of_disk_.assign(stores_.size(), 0);
+  for (const ArchiveOptions::Group& group : EffectiveGroups(options_)) {
+    std::vector<DiskGroup::Member> members;
+    for (uint32_t d : group.disks) {  // ParseConfig checked that each is a disk of one group
+      members.push_back({d, stores_[d].get(), DomainOf(d)});
+      group_of_disk_[d] = groups_.size();
+    }
+    groups_.emplace_back(group.name, *GroupTypeNamed(group.type),  // ParseConfig checked the type
+                         std::move(members), std::make_unique<FillBalancedPlacer>());
+  }
+}
+
+uint64_t Archive::free_bytes() const {
+  uint64_t total = 0;
+  for (const DiskGroup& group : groups_) total += group.free_bytes();
+  return total;
+}
+
+uint64_t Archive::capacity() const {
+  uint64_t total = 0;
+  for (const DiskGroup& group : groups_) total += group.capacity();
+  return total;
+}
+
+Status Archive::RebuildSpaceMaps() {
   for (const ExtentRecord& e : catalog_->AllExtents()) {
     for (const ChunkPlacement& chunk : e.chunks) {
-      if (chunk.disk >= disks_.size()) {
+      if (chunk.disk >= stores_.size()) {
         return Status::Corruption(fmt::format("catalog: extent {} has a chunk on disk {}, but the archive has {} disks",
-                                              e.id, chunk.disk, disks_.size()));
+                                              e.id, chunk.disk, stores_.size()));
       }
       if (IsOut(chunk.disk)) continue;
-      Status st = allocators_[chunk.disk].MarkUsed(chunk.offset, chunk.alloc_length);
+      Status st = MarkChunkUsed(chunk);
       if (!st.ok()) {
         return Status::Corruption(fmt::format("catalog: extent {} on disk {}: {} (run cairn fsck)", e.id, chunk.disk,
                                               st.message()));
@@ -388,32 +414,13 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
   record.payload_crc = Crc32c(payload);
   record.redundancy = redundancy;
   std::vector<std::vector<uint8_t>> chunks = MakeChunks(payload, redundancy);
-  uint64_t alloc_length = ExtentAllocation(chunks[0].size(), redundancy.idr_scramble);
-  {
-    std::lock_guard lock(catalog_mutex_);
-    // Each chunk on its own disk, most free space first; a fragmented disk falls through.
-    std::vector<size_t> order(disks_.size());
-    for (size_t i = 0; i < order.size(); i++) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t x, size_t y) { return allocators_[x].free_bytes() > allocators_[y].free_bytes(); });
-    std::set<std::string> used;  // failure domains
-    for (size_t i : order) {
-      if (record.chunks.size() == chunks.size()) break;
-      // A replaced disk waiting for cairn rebuild gets nothing new: its chunks are not read.
-      if (used.contains(DomainOf(i)) || IsOut(i) || AwaitsRebuild(i)) continue;
-      if (auto offset = allocators_[i].Allocate(alloc_length)) {
-        used.insert(DomainOf(i));
-        const auto& bytes = chunks[record.chunks.size()];
-        record.chunks.push_back({static_cast<uint32_t>(i), *offset, alloc_length, Crc32c(bytes),
-                                 ComputeDigest(redundancy.checksum, bytes)});
-      }
-    }
-    if (record.chunks.size() < chunks.size()) {
-      ReleaseUncommitted(record);
-      return Status::NoSpace(fmt::format("{} chunk(s) of {} bytes need as many disks with room, in distinct failure "
-                                         "domains; only {} found among the {} disks",
-                                         chunks.size(), alloc_length, record.chunks.size(), disks_.size()));
-    }
+  auto reserved = groups_.front().Reserve(chunks.size(), chunks[0].size(), redundancy.idr_scramble, {},
+                                          [this](uint32_t disk) { return InService(disk); });
+  if (!reserved.ok()) return reserved.status();
+  for (size_t i = 0; i < chunks.size(); i++) {
+    const ReservedChunk& at = (*reserved)[i];
+    record.chunks.push_back(
+        ChunkPlacement::At(at.disk, at.locator, Crc32c(chunks[i]), ComputeDigest(redundancy.checksum, chunks[i])));
   }
   for (size_t i = 0; i < chunks.size(); i++) {
     ExtentHeader header;
@@ -431,9 +438,8 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     header.extent_payload_length = record.payload_length;
     header.extent_payload_crc = record.payload_crc;
     header.members_length = members_length;
-    Status st = WriteExtent(*disks_[record.chunks[i].disk], record.chunks[i].offset, header, chunks[i]);
+    Status st = WriteChunkAt(record.chunks[i], header, chunks[i]);
     if (!st.ok()) {
-      std::lock_guard lock(catalog_mutex_);
       ReleaseUncommitted(record);
       return st;
     }
@@ -442,9 +448,36 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
 }
 
 void Archive::ReleaseUncommitted(const ExtentRecord& extent) {
+  for (const ChunkPlacement& chunk : extent.chunks) ReleaseUncommittedChunk(chunk);
+}
+
+void Archive::ReleaseUncommittedChunk(const ChunkPlacement& chunk) {
+  Status st = stores_[chunk.disk]->Release(chunk.locator());
   // A refusal (double free) keeps the space out of use rather than risk handing it out
   // twice; it is free again after the next mount's rebuild.
-  for (const ChunkPlacement& chunk : extent.chunks) allocators_[chunk.disk].Release(chunk.offset, chunk.alloc_length);
+  if (!st.ok()) LogError("{}: {}", stores_[chunk.disk]->name(), st.message());
+}
+
+Result<ChunkPlacement> Archive::ReserveRelocation(const ExtentRecord& extent, size_t index) {
+  const ChunkPlacement& from = extent.chunks[index];
+  std::set<std::string> used;  // failure domains of the other chunks
+  for (size_t i = 0; i < extent.chunks.size(); i++) {
+    if (i != index) used.insert(DomainOf(extent.chunks[i].disk));
+  }
+  auto reserved = group_of(from.disk).Reserve(1, extent.redundancy.ChunkLength(extent.payload_length),
+                                              extent.redundancy.idr_scramble, used,
+                                              [this](uint32_t disk) { return InService(disk); });
+  if (!reserved.ok()) {
+    return Status::NoSpace(fmt::format(
+        "no disk in a failure domain without a chunk of extent {} is in service with room for chunk {}", extent.id,
+        index));
+  }
+  // Same bytes, same CRC and digest: only the place changes.
+  return ChunkPlacement::At(reserved->front().disk, reserved->front().locator, from.crc, from.digest);
+}
+
+Status Archive::WriteChunkAt(const ChunkPlacement& chunk, const ExtentHeader& header, std::span<const uint8_t> bytes) {
+  return stores_[chunk.disk]->Write(chunk.locator(), header, bytes);
 }
 
 Status Archive::FlushCatalog(bool durable) {
@@ -460,9 +493,10 @@ Status Archive::ReleaseFreedSpace() {
   CAIRN_RETURN_IF_ERROR(FlushCatalog(true));
   for (const ExtentRecord& extent : freed_) {
     for (const ChunkPlacement& chunk : extent.chunks) {
-      if (allocators_[chunk.disk].Release(chunk.offset, chunk.alloc_length).ok()) {
-        disks_[chunk.disk]->Discard(chunk.offset, chunk.alloc_length);
-      }
+      Status st = stores_[chunk.disk]->Free(chunk.locator());
+      // A refusal (double free) keeps the space out of use; it is free again after the next
+      // mount's rebuild. A failed discard leaves it free.
+      if (!st.ok()) LogWarning("{}: {}", stores_[chunk.disk]->name(), st.message());
     }
   }
   freed_.clear();
@@ -482,7 +516,7 @@ Status Archive::UnrefExtent(uint64_t extent_id) {
 Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired,
                                                ExtentHeader* header) {
   const ChunkPlacement& chunk = extent.chunks[index];
-  if (chunk.disk >= disks_.size()) {
+  if (chunk.disk >= stores_.size()) {
     return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, chunk.disk));
   }
   if (IsOut(chunk.disk)) {
@@ -493,19 +527,18 @@ Result<std::vector<uint8_t>> Archive::ReadChunk(const ExtentRecord& extent, size
   }
   const Redundancy& r = extent.redundancy;
   std::vector<uint64_t> repaired;
-  auto bytes = ReadExtent(*disks_[chunk.disk], chunk.offset,
-                          ExtentExpectation{id_, extent.id, r.ChunkLength(extent.payload_length), chunk.crc,
-                                            static_cast<uint8_t>(index), r.idr_scramble, r.checksum, chunk.digest},
-                          &repaired, header);
+  auto bytes = stores_[chunk.disk]->Read(
+      chunk.locator(),
+      ExtentExpectation{id_, extent.id, r.ChunkLength(extent.payload_length), chunk.crc, static_cast<uint8_t>(index),
+                        r.idr_scramble, r.checksum, chunk.digest},
+      &repaired, header);
   if (idr_repaired) *idr_repaired = bytes.ok() && !repaired.empty();
   return bytes;
 }
 
 Result<ExtentHeader> Archive::ReadChunkHeader(const ExtentRecord& extent, size_t index) {
   const ChunkPlacement& chunk = extent.chunks[index];
-  std::vector<uint8_t> block(kExtentHeaderSize);
-  CAIRN_RETURN_IF_ERROR(disks_[chunk.disk]->ReadAt(chunk.offset, block));
-  auto header = DecodeExtentHeader(block, fmt::format("{} offset {}", disks_[chunk.disk]->Name(), chunk.offset));
+  auto header = stores_[chunk.disk]->ReadHeader(chunk.locator());
   if (header.ok() && (header->extent_id != extent.id || header->chunk_index != index)) {
     return Status::Corruption(fmt::format("extent {} chunk {}: the header belongs to extent {} chunk {}", extent.id,
                                           index, header->extent_id, header->chunk_index));
@@ -528,12 +561,11 @@ Result<bool> Archive::RewriteChunk(const ExtentRecord& extent, size_t index, Ext
                                    std::span<const uint8_t> bytes) {
   const ChunkPlacement& chunk = extent.chunks[index];
   if (IsOut(chunk.disk)) return false;  // cairn rebuild moves it
-  std::vector<uint8_t> encoded = EncodeExtent(HeaderForChunk(header, index, chunk, bytes.size()), bytes);
   // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
   std::lock_guard lock(catalog_mutex_);
   auto current = catalog_->GetExtent(extent.id);
   if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return false;
-  CAIRN_RETURN_IF_ERROR(disks_[chunk.disk]->WriteAt(chunk.offset, encoded));
+  CAIRN_RETURN_IF_ERROR(WriteChunkAt(chunk, HeaderForChunk(header, index, chunk, bytes.size()), bytes));
   return true;
 }
 
@@ -570,7 +602,7 @@ void Archive::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>
     if (chunks.empty()) chunks = MakeChunks(payload, extent.redundancy);
     auto header = ReadAnyChunkHeader(extent);
     auto written = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : Result<bool>(header.status());
-    Status st = written.ok() && *written ? disks_[disk]->Sync() : written.status();
+    Status st = written.ok() && *written ? SyncDisk(disk) : written.status();
     if (st.ok() && *written) {
       LogInfo("repaired extent {} chunk {} on disk {} from the other chunks", extent.id, i, disk);
     } else if (!st.ok()) {

@@ -1,6 +1,6 @@
-// Archive is one opened cairn instance: its options, catalog, staging cache, disks and
-// their free-space allocators, plus the archive lock that keeps a second daemon out.
-// Thread-safe where noted; the catalog and allocators require catalog_mutex().
+// Archive is one opened cairn instance: its options, catalog, staging cache, the chunk
+// stores of its disks and the disk groups they form, plus the archive lock that keeps a
+// second daemon out. Thread-safe where noted; the catalog requires catalog_mutex().
 #pragma once
 
 #include <atomic>
@@ -13,14 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "archive/allocator.h"
 #include "backend/extent_format.h"
 #include "cache/staging_cache.h"
 #include "cairn/disk.h"
 #include "cairn/options.h"
 #include "catalog/catalog.h"
+#include "group/disk_group.h"
 #include "policy/resolver.h"
 #include "redundancy/striping.h"
+#include "store/block_chunk_store.h"
 
 namespace cairn {
 
@@ -58,8 +59,17 @@ class Archive {
   const ArchiveOptions& options() const { return options_; }
   const ArchiveId& id() const { return id_; }
   StagingCache& cache() { return cache_; }
-  size_t disk_count() const { return disks_.size(); }
-  Disk& disk(size_t index) { return *disks_[index]; }
+  size_t disk_count() const { return stores_.size(); }
+  // Disk `index` itself, for the tools that scan it block by block (fsck, recover, status).
+  Disk& disk(size_t index) { return stores_[index]->disk(); }
+  // The chunk store of disk `index`. Thread-safe.
+  ChunkStore& store(size_t index) { return *stores_[index]; }
+  // The disk groups, new data going to the first; and the group disk `index` belongs to.
+  const std::vector<DiskGroup>& groups() const { return groups_; }
+  const DiskGroup& group_of(size_t disk) const { return groups_[group_of_disk_[disk]]; }
+  // Room left for chunks and room in all, over every disk. Thread-safe.
+  uint64_t free_bytes() const;
+  uint64_t capacity() const;
 
   // The admin rules in force (ARCHIVE/rules, or built-in defaults when there is none)
   // and the rest of what policy resolution needs. Thread-safe.
@@ -76,8 +86,7 @@ class Archive {
   std::string DomainOf(size_t disk) const;
 
   std::mutex& catalog_mutex() { return catalog_mutex_; }
-  Catalog& catalog() { return *catalog_; }                              // REQUIRES: catalog_mutex held
-  SpaceAllocator& allocator(size_t disk) { return allocators_[disk]; }  // REQUIRES: catalog_mutex held
+  Catalog& catalog() { return *catalog_; }  // REQUIRES: catalog_mutex held
 
   // A fresh extent id (never reused within this archive's catalog). Thread-safe.
   uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
@@ -87,8 +96,8 @@ class Archive {
     }
   }
 
-  // Cuts `payload` into the chunks `redundancy` asks for, reserves room for each on its own
-  // disk (most free space first, skipping missing disks) and writes them there, stamped
+  // Cuts `payload` into the chunks `redundancy` asks for, has the first disk group's placer
+  // reserve room for each in its own failure domain (disks in service only) and writes them there, stamped
   // with `policy_stamp`, without syncing. The payload ends with a member table of
   // `members_length` bytes (backend/member_table.h). On success the caller owns
   // the reservation: commit the returned record to the catalog, or hand it back with
@@ -96,8 +105,21 @@ class Archive {
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                          std::span<const uint8_t> payload, const std::string& policy_stamp,
                                          const Redundancy& redundancy, uint32_t members_length = 0);
-  // Returns the space of an extent that was never committed. REQUIRES: catalog_mutex held.
+  // Returns the space of an extent that was never committed. Thread-safe.
   void ReleaseUncommitted(const ExtentRecord& extent);
+  // Reserves room for chunk `index` of `extent` on another disk of its group, in a failure
+  // domain that holds no other chunk of it (rebuild of a chunk whose disk is out). The
+  // caller writes it with WriteChunkAt, then records it or hands it back with
+  // ReleaseUncommittedChunk. Thread-safe.
+  Result<ChunkPlacement> ReserveRelocation(const ExtentRecord& extent, size_t index);
+  void ReleaseUncommittedChunk(const ChunkPlacement& chunk);
+  // Writes a chunk into room reserved for it, without syncing. Thread-safe.
+  Status WriteChunkAt(const ChunkPlacement& chunk, const ExtentHeader& header, std::span<const uint8_t> bytes);
+  // Makes the writes to disk `index` so far durable. Thread-safe.
+  Status SyncDisk(size_t index) { return stores_[index]->Sync(); }
+  // Marks the room of a chunk found on the disks as used (cairn recover, before it
+  // writes anything). Corruption when it overlaps another.
+  Status MarkChunkUsed(const ChunkPlacement& chunk) { return stores_[chunk.disk]->MarkUsed(chunk.locator()); }
   // Queues the space of an extent whose deletion is in the current transaction; it is
   // reused only after ReleaseFreedSpace() made that deletion durable, so a power loss can
   // never roll the catalog back to an extent whose blocks were overwritten.
@@ -149,6 +171,8 @@ class Archive {
   // The payload joined from `chunks` (some may be missing), each rebuilt data chunk checked
   // against its digest and the payload against its CRC.
   Result<std::vector<uint8_t>> JoinVerified(const ExtentRecord& extent, ChunkSet& chunks);
+  // Whether disk `index` takes new chunks and serves reads: neither out nor awaiting rebuild.
+  bool InService(size_t disk) const { return !IsOut(disk) && !AwaitsRebuild(disk); }
   // Disks out of service (missing at open with -o degraded, or failed since), by index,
   // with the reason. Thread-safe.
   std::map<size_t, std::string> missing_disks() const;
@@ -169,9 +193,10 @@ class Archive {
  private:
   Archive() = default;
   Status LoadDisks(const OpenOptions& open);
+  void MakeGroups();
   // Rewrites the chunks a read found bad (on disks that are there), from the payload.
   void RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed, std::span<const uint8_t> payload);
-  Status RebuildAllocators();
+  Status RebuildSpaceMaps();
 
   std::string dir_;
   ArchiveOptions options_;
@@ -180,8 +205,9 @@ class Archive {
   std::mutex catalog_mutex_;
   std::unique_ptr<Catalog> catalog_;
   StagingCache cache_{""};
-  std::vector<std::unique_ptr<Disk>> disks_;
-  std::vector<SpaceAllocator> allocators_;
+  std::vector<std::unique_ptr<BlockChunkStore>> stores_;  // by disk index
+  std::vector<DiskGroup> groups_;                          // over stores_
+  std::vector<size_t> group_of_disk_;                      // index into groups_, by disk
   mutable std::mutex missing_mutex_;
   std::map<size_t, std::string> missing_;  // guarded by missing_mutex_
   std::set<uint32_t> awaiting_rebuild_;    // guarded by missing_mutex_

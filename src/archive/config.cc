@@ -1,5 +1,7 @@
 #include "archive/config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -9,6 +11,7 @@
 
 #include "backend/extent_format.h"
 #include "catalog/record_checks.h"
+#include "group/disk_group.h"
 #include "util/size.h"
 
 namespace cairn {
@@ -58,7 +61,99 @@ Status SetSize(uint64_t& field, const std::string& key, const std::string& value
   return Status::OK();
 }
 
+// "0,2,4-7": disk indices, each once.
+Result<std::vector<uint32_t>> ParseDiskList(const std::string& key, const std::string& value) {
+  std::vector<uint32_t> disks;
+  std::istringstream list(value);
+  for (std::string item; std::getline(list, item, ',');) {
+    item = Trim(item);
+    size_t dash = item.find('-');
+    auto first = ParseCount(key, Trim(item.substr(0, dash)));
+    if (!first.ok()) return first.status();
+    auto last = dash == std::string::npos ? first : ParseCount(key, Trim(item.substr(dash + 1)));
+    if (!last.ok()) return last.status();
+    if (*last < *first) return Status::InvalidArgument(fmt::format("{} = {:?}: range {:?} runs backwards", key, value, item));
+    for (uint64_t d = *first; d <= *last; d++) {
+      if (std::find(disks.begin(), disks.end(), d) != disks.end()) {
+        return Status::InvalidArgument(fmt::format("{} = {:?} lists disk {} twice", key, value, d));
+      }
+      disks.push_back(static_cast<uint32_t>(d));
+    }
+  }
+  if (disks.empty()) return Status::InvalidArgument(fmt::format("{} needs at least one disk (e.g. 0,1,4-7)", key));
+  return disks;
+}
+
+// group.NAME.type or group.NAME.disks.
+Status SetGroupField(ArchiveOptions& o, const std::string& key, const std::string& value) {
+  std::string rest = key.substr(6);
+  size_t dot = rest.rfind('.');
+  if (dot == std::string::npos) {
+    return Status::InvalidArgument(fmt::format("{:?}: expected group.NAME.type or group.NAME.disks", key));
+  }
+  std::string name = rest.substr(0, dot);
+  std::string field = rest.substr(dot + 1);
+  if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+      })) {
+    return Status::InvalidArgument(fmt::format("{:?}: a group name is letters, digits, '-' and '_'", key));
+  }
+  if (field != "type" && field != "disks") {
+    return Status::InvalidArgument(fmt::format("{:?}: unknown group setting {:?} (known: type, disks)", key, field));
+  }
+  auto group = std::find_if(o.groups.begin(), o.groups.end(), [&](const auto& g) { return g.name == name; });
+  if (group == o.groups.end()) group = o.groups.insert(o.groups.end(), ArchiveOptions::Group{name});
+  if (field == "type") {
+    if (!GroupTypeNamed(value)) {
+      return Status::InvalidArgument(fmt::format("{} = {:?}: unknown group type (known: pool)", key, value));
+    }
+    group->type = value;
+    return Status::OK();
+  }
+  auto disks = ParseDiskList(key, value);
+  if (!disks.ok()) return disks.status();
+  group->disks = std::move(*disks);
+  return Status::OK();
+}
+
+// Every group has disks the archive has, and every disk is in exactly one group.
+Status CheckGroups(const ArchiveOptions& o, const std::string& where) {
+  if (o.groups.empty()) return Status::OK();
+  std::map<uint32_t, std::string> group_of;
+  for (const auto& group : o.groups) {
+    if (group.disks.empty()) {
+      return Status::InvalidArgument(
+          fmt::format("{}: group {} has no disks (add group.{}.disks = 0,1,...)", where, group.name, group.name));
+    }
+    for (uint32_t d : group.disks) {
+      if (d >= o.disks.size()) {
+        return Status::InvalidArgument(fmt::format("{}: group {} lists disk {}; the archive has disks 0..{}", where,
+                                                   group.name, d, o.disks.size() - 1));
+      }
+      auto [it, fresh] = group_of.emplace(d, group.name);
+      if (!fresh) {
+        return Status::InvalidArgument(fmt::format("{}: disk {} is in groups {} and {}; a disk belongs to one group",
+                                                   where, d, it->second, group.name));
+      }
+    }
+  }
+  for (uint32_t d = 0; d < o.disks.size(); d++) {
+    if (!group_of.contains(d)) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: disk {} is in no group; once groups are named, every disk belongs to one (group.NAME.disks)", where, d));
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+std::vector<ArchiveOptions::Group> EffectiveGroups(const ArchiveOptions& options) {
+  if (!options.groups.empty()) return options.groups;
+  ArchiveOptions::Group all{kDefaultGroupName, "pool", {}};
+  for (uint32_t d = 0; d < options.disks.size(); d++) all.disks.push_back(d);
+  return {all};
+}
 
 Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string& value) {
   if (key == "segment_size") return SetSize(o.segment_size, key, value, kMinSegmentSize, kMaxSegmentSize);
@@ -106,6 +201,8 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
       if (!index.ok()) return Status::InvalidArgument(fmt::format("{}:{}: {}", where, line_no, index.status().message()));
       if (value.empty()) return Status::InvalidArgument(fmt::format("{}:{}: {:?} needs a name", where, line_no, key));
       o.disk_domains[static_cast<uint32_t>(*index)] = value;
+    } else if (key.starts_with("group.")) {
+      st = SetGroupField(o, key, value);
     } else if (key == "failed_disks" || key == "rebuild_disks") {
       auto& set = key == "failed_disks" ? o.failed_disks : o.rebuild_disks;
       std::istringstream list(value);
@@ -132,6 +229,7 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
                                                  *set->rbegin(), o.disks.size() - 1));
     }
   }
+  CAIRN_RETURN_IF_ERROR(CheckGroups(o, where));
   return o;
 }
 
@@ -156,6 +254,10 @@ std::string FormatConfig(const ArchiveOptions& o) {
   out += fmt::format("log_max_size = {}\n", o.log_max_size);
   for (size_t i = 0; i < o.disks.size(); i++) out += fmt::format("disk.{} = {}\n", i, o.disks[i]);
   for (const auto& [disk, domain] : o.disk_domains) out += fmt::format("domain.{} = {}\n", disk, domain);
+  for (const auto& group : o.groups) {
+    out += fmt::format("group.{}.type = {}\ngroup.{}.disks = {}\n", group.name, group.type, group.name,
+                       fmt::join(group.disks, ","));
+  }
   if (!o.failed_disks.empty()) out += fmt::format("failed_disks = {}\n", fmt::join(o.failed_disks, ","));
   if (!o.rebuild_disks.empty()) out += fmt::format("rebuild_disks = {}\n", fmt::join(o.rebuild_disks, ","));
   return out;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cairn/options.h"
 #include "cairn/status.h"
@@ -13,6 +14,9 @@ namespace cairn {
 Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& where);
 Result<ArchiveOptions> LoadConfig(const std::string& path);
 std::string FormatConfig(const ArchiveOptions& options);
+// The archive's disk groups: those cairn.conf names, or the one group "default" of type
+// pool holding every disk.
+std::vector<ArchiveOptions::Group> EffectiveGroups(const ArchiveOptions& options);
 // Applies one tunable "key=value" (mount option or config line) to `options`.
 Status ApplyOption(ArchiveOptions& options, const std::string& key, const std::string& value);
 

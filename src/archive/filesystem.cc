@@ -907,8 +907,8 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
         // Every chunk as diskN@OFFSET, joined by '/', then +LENGTH of the segment.
         where.clear();
         for (const ChunkPlacement& chunk : extent->chunks) {
-          uint64_t at = chunk.offset + kExtentHeaderSize + (extent->chunks.size() == 1 ? segment.extent_offset : 0);
-          where += fmt::format("{}disk{}@{}", where.empty() ? "" : "/", chunk.disk, at);
+          uint64_t at = extent->chunks.size() == 1 ? segment.extent_offset : 0;
+          where += fmt::format("{}{}", where.empty() ? "" : "/", archive_.store(chunk.disk).Describe(chunk.locator(), at));
         }
         where += fmt::format("+{}", segment.length);
       }
@@ -1006,15 +1006,13 @@ Status Filesystem::DryRunRules(std::shared_ptr<const RuleSet> candidate, const s
 }
 
 uint64_t Filesystem::FreeDiskBytes() {
-  uint64_t free = 0;
-  for (size_t i = 0; i < archive_.disk_count(); i++) free += archive_.allocator(i).free_bytes();
-  return free;
+  return archive_.groups().front().free_bytes();
 }
 
 FsStats Filesystem::StatFs() {
   std::lock_guard lock(archive_.catalog_mutex());
   FsStats stats;
-  for (size_t i = 0; i < archive_.disk_count(); i++) stats.total_bytes += archive_.allocator(i).capacity();
+  stats.total_bytes = archive_.capacity();
   uint64_t free = FreeDiskBytes();
   stats.free_bytes = free > state_.dirty_bytes ? free - state_.dirty_bytes : 0;
   stats.inodes = archive_.catalog().ComputeTotals().inodes;

@@ -161,7 +161,7 @@ class Filesystem {
   Result<std::string> CheckPolicyXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value);
   // user.cairn.effective, .effective.source, .state, .location. REQUIRES: catalog mutex.
   Result<std::string> ComputedPolicyValue(uint64_t ino, const std::string& suffix);
-  // Free bytes on all disks. REQUIRES: catalog mutex.
+  // Room left in the disk group new data goes to. Thread-safe.
   uint64_t FreeDiskBytes();
 
   Archive& archive_;

@@ -110,7 +110,7 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
   struct Work {
     uint64_t ino;
     uint32_t disk;
-    uint64_t offset;
+    uint64_t position;  // of its first chunk, in that disk's store
   };
   std::vector<Work> work;
   size_t removed = 0;
@@ -146,7 +146,7 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
                                                          : catalog.GetExtent(segment.extent_id);
           if (extent.ok()) {
             w.disk = extent->chunks[0].disk;
-            w.offset = extent->chunks[0].offset;
+            w.position = extent->chunks[0].locator().address;
             break;
           }
         }
@@ -157,9 +157,9 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
       if (work.empty() || work.back().ino != ino) removed++;
     }
   }
-  // One batch visits each disk once, in offset order.
+  // One batch visits each disk once, in the order of its store's layout.
   std::sort(work.begin(), work.end(),
-            [](const Work& a, const Work& b) { return std::tie(a.disk, a.offset) < std::tie(b.disk, b.offset); });
+            [](const Work& a, const Work& b) { return std::tie(a.disk, a.position) < std::tie(b.disk, b.position); });
   std::vector<uint64_t> inos;
   for (const Work& w : work) inos.push_back(w.ino);
   Progress progress;

@@ -121,7 +121,7 @@ void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport&
   for (const auto& [id, found] : scan.extents) {
     for (const ChunkPlacement& chunk : found.record.chunks) {
       if (chunk.disk == kNoDisk) continue;
-      Status st = archive.allocator(chunk.disk).MarkUsed(chunk.offset, chunk.alloc_length);
+      Status st = archive.MarkChunkUsed(chunk);
       if (!st.ok()) report.lost.push_back(fmt::format("extent {} on disk {}: {}", id, chunk.disk, st.message()));
     }
   }
@@ -135,7 +135,7 @@ Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::sp
   auto record = archive.WriteExtentToDisk(h.kind, h.inode, h.file_offset, payload, h.policy_stamp, h.redundancy,
                                           h.members_length);
   if (!record.ok()) return record.status();
-  for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.disk(chunk.disk).Sync());
+  for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.SyncDisk(chunk.disk));
   return record;
 }
 

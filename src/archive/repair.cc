@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "backend/extent_io.h"
 #include "catalog/record_checks.h"
 #include "redundancy/striping.h"
 #include "util/clock.h"
@@ -23,7 +22,7 @@ namespace {
 
 // Catalog meta keys: where an interrupted scrub or rebuild continues.
 constexpr const char* kScrubCursor = "scrub_cursor";      // last extent id scrubbed
-constexpr const char* kRebuildCursor = "rebuild_cursor";  // "<replaced disks> <disk> <offset>", see PlanTasks
+constexpr const char* kRebuildCursor = "rebuild_cursor";  // "<replaced disks> <disk> <position>", see PlanTasks
 
 // One extent to repair. A rebuild orders them by where a lost chunk lies (on a replaced disk
 // if there is one, a position that never changes): the order chunks were allocated, so every
@@ -32,10 +31,10 @@ struct Task {
   ExtentRecord extent;
   std::vector<size_t> lost;  // rebuild: chunks on replaced or missing disks; scrub: found by reading
   uint32_t disk = 0;
-  uint64_t offset = 0;
+  uint64_t position = 0;  // of that chunk in its store
   bool in_place = false;  // its key chunk is on a replaced disk (rewritten where it is)
   bool failed = false;    // could not be repaired in this run
-  auto key() const { return std::tie(disk, offset, extent.id); }
+  auto key() const { return std::tie(disk, position, extent.id); }
 };
 
 // What one batch wrote: the disks to sync before anything is recorded, and chunks placed on
@@ -92,7 +91,7 @@ std::string Repairer::RebuildCursorPrefix() const {
 
 std::string Repairer::CursorAfter(const Task& task) const {
   if (!options_.rebuild) return std::to_string(task.extent.id);
-  return fmt::format("{} {} {}", RebuildCursorPrefix(), task.disk, task.offset);
+  return fmt::format("{} {} {}", RebuildCursorPrefix(), task.disk, task.position);
 }
 
 // The extents to repair in the order to repair them, without those an interrupted run did.
@@ -126,7 +125,7 @@ std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
       task.in_place = in_place != task.lost.end();
       const ChunkPlacement& key = extent.chunks[task.in_place ? *in_place : task.lost[0]];
       task.disk = key.disk;
-      task.offset = key.offset;
+      task.position = key.locator().address;
     }
     task.extent = std::move(extent);
     tasks.push_back(std::move(task));
@@ -139,10 +138,10 @@ std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
     done = [last](Task& t) { return t.extent.id <= last; };
   } else if (options_.rebuild && cursor.starts_with(RebuildCursorPrefix() + " ")) {
     unsigned disk = 0;
-    unsigned long long offset = 0;
-    if (std::sscanf(cursor.c_str() + RebuildCursorPrefix().size(), " %u %llu", &disk, &offset) == 2) {
-      done = [&, disk, offset](Task& t) {
-        if (!t.in_place || std::tie(t.disk, t.offset) > std::tie(disk, offset)) return false;
+    unsigned long long position = 0;
+    if (std::sscanf(cursor.c_str() + RebuildCursorPrefix().size(), " %u %llu", &disk, &position) == 2) {
+      done = [&, disk, position](Task& t) {
+        if (!t.in_place || std::tie(t.disk, t.position) > std::tie(disk, position)) return false;
         std::erase_if(t.lost, [&](size_t i) { return awaiting_.contains(t.extent.chunks[i].disk); });
         return t.lost.empty();
       };
@@ -226,7 +225,7 @@ bool Repairer::StillCurrent(const ExtentRecord& extent) {
 // (recorded in the catalog at the batch's commit).
 Result<bool> Repairer::WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
                                   std::span<const uint8_t> bytes, BatchWrites& writes) {
-  ChunkPlacement placement = extent.chunks[index];
+  const ChunkPlacement placement = extent.chunks[index];
   if (!archive_.IsOut(placement.disk)) {
     auto written = archive_.RewriteChunk(extent, index, header, bytes);
     if (written.ok() && *written) {
@@ -235,47 +234,26 @@ Result<bool> Repairer::WriteChunk(ExtentRecord& extent, size_t index, const Exte
     }
     return written;
   }
-  {
-    std::lock_guard lock(archive_.catalog_mutex());
-    std::set<std::string> used;  // failure domains of the other chunks
-    for (size_t i = 0; i < extent.chunks.size(); i++) {
-      if (i != index) used.insert(archive_.DomainOf(extent.chunks[i].disk));
-    }
-    std::optional<uint64_t> offset;
-    for (uint32_t d = 0; d < archive_.disk_count() && !offset; d++) {
-      if (used.contains(archive_.DomainOf(d)) || archive_.IsOut(d) || archive_.AwaitsRebuild(d)) continue;
-      offset = archive_.allocator(d).Allocate(placement.alloc_length);
-      if (offset) {  // same bytes, same CRC and digest: only the place changes
-        placement.disk = d;
-        placement.offset = *offset;
-      }
-    }
-    if (!offset) {
-      return Status::NoSpace(fmt::format(
-          "no disk in a failure domain without a chunk of extent {} is in service with room for chunk {}", extent.id,
-          index));
-    }
-  }
-  Status st = WriteExtent(archive_.disk(placement.disk), placement.offset,
-                          HeaderForChunk(header, index, placement, bytes.size()), bytes);
+  auto target = archive_.ReserveRelocation(extent, index);
+  if (!target.ok()) return target.status();
+  Status st = archive_.WriteChunkAt(*target, HeaderForChunk(header, index, *target, bytes.size()), bytes);
   if (!st.ok()) {
-    std::lock_guard lock(archive_.catalog_mutex());
-    archive_.allocator(placement.disk).Release(placement.offset, placement.alloc_length);
+    archive_.ReleaseUncommittedChunk(*target);
     return st;
   }
   std::lock_guard lock(mutex_);
-  writes.disks.insert(placement.disk);
-  writes.moved.push_back({extent.id, index, extent.chunks[index], placement});
-  extent.chunks[index] = placement;
+  writes.disks.insert(target->disk);
+  writes.moved.push_back({extent.id, index, placement, *target});
+  extent.chunks[index] = *target;
   return true;
 }
 
 // Makes a batch's writes durable, then records moved chunks and the cursor in one commit.
-// Space of moves that are not recorded goes back to the allocator.
+// Room of moves that are not recorded goes back to its store.
 Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
   Status st;
   for (uint32_t d : writes.disks) {
-    if (st.ok()) st = archive_.disk(d).Sync();
+    if (st.ok()) st = archive_.SyncDisk(d);
   }
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
@@ -295,7 +273,7 @@ Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
   if (!st.ok()) recorded.clear();
   for (const BatchWrites::Move& move : writes.moved) {
     if (std::find(recorded.begin(), recorded.end(), &move) == recorded.end()) {
-      archive_.allocator(move.to.disk).Release(move.to.offset, move.to.alloc_length);
+      archive_.ReleaseUncommittedChunk(move.to);
     }
   }
   writes = BatchWrites{};

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/config.h"
 #include "redundancy/striping.h"
 
 namespace cairn {
@@ -16,17 +17,21 @@ std::string DomainOf(const ArchiveOptions& options, size_t disk) {
 Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options) {
   auto redundancy = ParseRedundancy(raid, "none");
   if (!redundancy.ok()) return redundancy.status();
-  size_t disks = options.disks.size();
+  // New data goes to the first group, which is named when cairn.conf names groups.
+  const ArchiveOptions::Group group = EffectiveGroups(options).front();
+  std::string whose = options.groups.empty() ? "this archive" : fmt::format("group {} (where new data goes)", group.name);
+  size_t disks = group.disks.size();
   std::set<std::string> domains;
-  for (size_t i = 0; i < disks; i++) domains.insert(DomainOf(options, i));
+  for (uint32_t d : group.disks) domains.insert(DomainOf(options, d));
   if (redundancy->chunk_count() <= domains.size()) return Status::OK();
   if (domains.size() == disks) {
-    return Status::InvalidArgument(fmt::format("raid={} puts {} chunks on distinct disks; this archive has {} disks",
-                                               raid, redundancy->chunk_count(), disks));
+    return Status::InvalidArgument(fmt::format("raid={} puts {} chunks on distinct disks; {} has {} disks", raid,
+                                               redundancy->chunk_count(), whose, disks));
   }
-  return Status::InvalidArgument(fmt::format("raid={} puts {} chunks in distinct failure domains; this archive's {} "
-                                             "disks are in {} domains",
-                                             raid, redundancy->chunk_count(), disks, domains.size()));
+  std::string disks_of = options.groups.empty() ? fmt::format("this archive's {} disks", disks)
+                                                : fmt::format("the {} disks of {}", disks, whose);
+  return Status::InvalidArgument(fmt::format("raid={} puts {} chunks in distinct failure domains; {} are in {} domains",
+                                             raid, redundancy->chunk_count(), disks_of, domains.size()));
 }
 
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file) {

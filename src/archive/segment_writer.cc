@@ -113,7 +113,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   }
   for (uint32_t disk : disks_written) {
     if (!failure.ok()) break;
-    failure = archive.disk(disk).Sync();
+    failure = archive.SyncDisk(disk);
   }
   if (!failure.ok()) {
     std::lock_guard lock(archive.catalog_mutex());

@@ -20,6 +20,7 @@
 #include "catalog/batch_journal.h"
 #include "catalog/statement.h"
 #include "catalog/wal_checkpointer.h"
+#include "store/chunk_locator.h"
 
 namespace cairn {
 
@@ -81,11 +82,18 @@ struct SegmentSummary {
 // Where one chunk of an extent lives: its own on-disk extent (header + bytes).
 struct ChunkPlacement {
   uint32_t disk = 0;
+  // The chunk's locator in the store of its disk, as the catalog keeps it (a block store's
+  // byte offset and the room it reserved): use locator(), which only the store interprets.
   uint64_t offset = 0;
   uint64_t alloc_length = 0;
   uint32_t crc = 0;  // CRC32C of the chunk's bytes (before intra-disk parity)
   Digest digest{};   // their digest by the extent's checksum type (zeros for crc32c)
   bool operator==(const ChunkPlacement&) const = default;
+
+  ChunkLocator locator() const { return {offset, alloc_length}; }
+  static ChunkPlacement At(uint32_t disk, const ChunkLocator& locator, uint32_t crc, const Digest& digest) {
+    return {disk, locator.address, locator.length, crc, digest};
+  }
 };
 
 // A payload (one segment, or a pack of small ones) and the chunks that hold it.

@@ -137,8 +137,8 @@ int CmdStatus(const Args& args) {
       size_t lost = 0;
       for (const ChunkPlacement& chunk : e.chunks) {
         disk_use[chunk.disk].first++;
-        disk_use[chunk.disk].second += chunk.alloc_length;
-        totals.extent_bytes += chunk.alloc_length;
+        disk_use[chunk.disk].second += chunk.locator().length;
+        totals.extent_bytes += chunk.locator().length;
         lost += down.contains(chunk.disk);
       }
       if (lost > 0) {

@@ -57,19 +57,20 @@ int List(const std::string& dir) {
     for (const auto& e : a.catalog().AllExtents()) {
       for (const auto& c : e.chunks) {
         chunks[c.disk]++;
-        bytes[c.disk] += c.alloc_length;
+        bytes[c.disk] += c.locator().length;
       }
     }
   }
-  fmt::print("{:>4}  {:<30} {:>10} {:>10} {:>8}  {}\n", "disk", "path", "size", "used", "chunks", "state");
+  fmt::print("{:>4}  {:<30} {:>10} {:>10} {:>8}  {:<10} {}\n", "disk", "path", "size", "used", "chunks", "group",
+             "state");
   for (size_t i = 0; i < a.disk_count(); i++) {
     std::string state = a.options().failed_disks.contains(i) ? "failed (cairn disk fail)"
                         : a.missing_disks().contains(i)      ? "missing: " + a.missing_disks().at(i)
                         : a.AwaitsRebuild(i)                 ? "replaced, needs cairn rebuild"
                                                              : "ok";
     std::string size = a.missing_disks().contains(i) ? "-" : FormatSize(a.disk(i).Size());
-    fmt::print("{:>4}  {:<30} {:>10} {:>10} {:>8}  {}\n", i, a.options().disks[i], size, FormatSize(bytes[i]),
-               chunks[i], state);
+    fmt::print("{:>4}  {:<30} {:>10} {:>10} {:>8}  {:<10} {}\n", i, a.options().disks[i], size, FormatSize(bytes[i]),
+               chunks[i], a.group_of(i).name(), state);
   }
   return 0;
 }

@@ -84,10 +84,7 @@ struct Fixture {
     return archive->catalog().AllExtents();
   }
   uint64_t FreeBytes() {
-    uint64_t total = 0;
-    std::lock_guard lock(archive->catalog_mutex());
-    for (size_t i = 0; i < archive->disk_count(); i++) total += archive->allocator(i).free_bytes();
-    return total;
+    return archive->free_bytes();
   }
 };
 

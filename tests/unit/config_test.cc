@@ -86,3 +86,61 @@ TEST_CASE("Config: control characters in a bad line are escaped in the message")
     CHECK(m.find("\\x1b") != std::string::npos);
   }
 }
+
+TEST_CASE("Config: disk groups parse, round-trip, and default to one pool of every disk") {
+  std::string head = std::string("archive_id = ") + kId + "\n";
+  for (int i = 0; i < 6; i++) head += "disk." + std::to_string(i) + " = d" + std::to_string(i) + "\n";
+  auto none = ParseConfig(head, "cairn.conf");
+  REQUIRE(none.ok());
+  CHECK(none->groups.empty());
+  auto implicit = EffectiveGroups(*none);
+  REQUIRE(implicit.size() == 1);
+  CHECK(implicit[0].name == "default");
+  CHECK(implicit[0].type == "pool");
+  CHECK(implicit[0].disks == std::vector<uint32_t>{0, 1, 2, 3, 4, 5});
+  CHECK(FormatConfig(*none).find("group.") == std::string::npos);  // existing configs stay as they are
+
+  auto two = ParseConfig(head + "group.fast.type = pool\ngroup.fast.disks = 4, 0\ngroup.bulk_2.disks = 1-3,5\n",
+                         "cairn.conf");
+  REQUIRE(two.ok());
+  REQUIRE(two->groups.size() == 2);
+  CHECK(two->groups[0].name == "fast");  // listed first: new data goes there
+  CHECK(two->groups[0].disks == std::vector<uint32_t>{4, 0});
+  CHECK(two->groups[1].name == "bulk_2");
+  CHECK(two->groups[1].type == "pool");  // the default type
+  CHECK(two->groups[1].disks == std::vector<uint32_t>{1, 2, 3, 5});
+  CHECK(EffectiveGroups(*two).size() == 2);
+  auto again = ParseConfig(FormatConfig(*two), "x");
+  REQUIRE(again.ok());
+  REQUIRE(again->groups.size() == 2);
+  CHECK(again->groups[0].name == "fast");
+  CHECK(again->groups[0].disks == two->groups[0].disks);
+  CHECK(again->groups[1].disks == two->groups[1].disks);
+}
+
+TEST_CASE("Config: a bad disk group is refused, naming the problem") {
+  std::string head = std::string("archive_id = ") + kId + "\ndisk.0 = a\ndisk.1 = b\ndisk.2 = c\n";
+  auto message = [&](const std::string& lines) {
+    auto r = ParseConfig(head + lines, "cairn.conf");
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  CHECK(message("group.g.type = raid7\ngroup.g.disks = 0-2\n") ==
+        "cairn.conf:5: group.g.type = \"raid7\": unknown group type (known: pool)");
+  CHECK(message("group.g.colour = red\n") ==
+        "cairn.conf:5: \"group.g.colour\": unknown group setting \"colour\" (known: type, disks)");
+  CHECK(message("group.disks = 0\n") == "cairn.conf:5: \"group.disks\": expected group.NAME.type or group.NAME.disks");
+  CHECK(message("group.a b.disks = 0\n") == "cairn.conf:5: \"group.a b.disks\": a group name is letters, digits, '-' and '_'");
+  CHECK(message("group..disks = 0\n") == "cairn.conf:5: \"group..disks\": a group name is letters, digits, '-' and '_'");
+  CHECK(message("group.g.disks = 0,x\n") == "cairn.conf:5: \"group.g.disks\" = \"x\" is not a whole number");
+  CHECK(message("group.g.disks = 2-1\n") == "cairn.conf:5: group.g.disks = \"2-1\": range \"2-1\" runs backwards");
+  CHECK(message("group.g.disks = 0,1,0-2\n") == "cairn.conf:5: group.g.disks = \"0,1,0-2\" lists disk 0 twice");
+  CHECK(message("group.g.disks =\n") == "cairn.conf:5: group.g.disks needs at least one disk (e.g. 0,1,4-7)");
+  CHECK(message("group.g.type = pool\ngroup.h.disks = 0-2\n") ==
+        "cairn.conf: group g has no disks (add group.g.disks = 0,1,...)");
+  CHECK(message("group.g.disks = 0-3\n") == "cairn.conf: group g lists disk 3; the archive has disks 0..2");
+  CHECK(message("group.g.disks = 0,1\ngroup.h.disks = 1,2\n") ==
+        "cairn.conf: disk 1 is in groups g and h; a disk belongs to one group");
+  CHECK(message("group.g.disks = 0,2\n") ==
+        "cairn.conf: disk 1 is in no group; once groups are named, every disk belongs to one (group.NAME.disks)");
+  CHECK(message("group.g.disks = 0-1\ngroup.h.disks = 2\n") == "accepted");
+}

@@ -1,4 +1,4 @@
-#include "archive/allocator.h"
+#include "store/space_allocator.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "archive/allocator.h"
+#include "store/space_allocator.h"
 
 using namespace cairn;
 

@@ -1,0 +1,68 @@
+#include "group/disk_group.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "util/log.h"
+
+namespace cairn {
+
+std::optional<GroupType> GroupTypeNamed(std::string_view name) {
+  if (name == "pool") return GroupType::kPool;
+  return std::nullopt;
+}
+
+DiskGroup::DiskGroup(std::string name, GroupType type, std::vector<Member> members, std::unique_ptr<Placer> placer)
+    : name_(std::move(name)), type_(type), members_(std::move(members)), placer_(std::move(placer)) {}
+
+bool DiskGroup::Contains(uint32_t disk) const {
+  return std::any_of(members_.begin(), members_.end(), [&](const Member& m) { return m.disk == disk; });
+}
+
+Result<std::vector<ReservedChunk>> DiskGroup::Reserve(size_t chunks, uint64_t chunk_length, uint8_t idr_scramble,
+                                                      const std::set<std::string>& avoid_domains,
+                                                      const std::function<bool(uint32_t)>& in_service) const {
+  std::vector<const Member*> available;
+  std::vector<PlacementCandidate> candidates;
+  for (const Member& m : members_) {
+    if (!in_service(m.disk)) continue;
+    available.push_back(&m);
+    candidates.push_back({m.domain, m.store->free_bytes()});
+  }
+  std::vector<ReservedChunk> reserved;
+  std::vector<ChunkStore*> reserved_on;
+  auto reserve = [&](size_t i) {
+    auto locator = available[i]->store->Reserve(chunk_length, idr_scramble);
+    if (!locator) return false;
+    reserved.push_back({available[i]->disk, *locator});
+    reserved_on.push_back(available[i]->store);
+    return true;
+  };
+  placer_->Place(PlacementRequest{chunks, avoid_domains}, candidates, reserve);
+  if (reserved.size() == chunks) return reserved;
+  for (size_t i = 0; i < reserved.size(); i++) {
+    Status released = reserved_on[i]->Release(reserved[i].locator);
+    // A refusal (double free) keeps the room out of use rather than risk handing it out
+    // twice; it is free again when the next open rebuilds the space maps.
+    if (!released.ok()) LogError("{}: {}", reserved_on[i]->name(), released.message());
+  }
+  return Status::NoSpace(fmt::format("{} chunk(s) of {} bytes need as many disks with room, in distinct failure "
+                                     "domains; only {} found among the {} disks{}",
+                                     chunks, chunk_length, reserved.size(),
+                                     members_.size(), name_ == kDefaultGroupName ? "" : " of group " + name_));
+}
+
+uint64_t DiskGroup::free_bytes() const {
+  uint64_t total = 0;
+  for (const Member& m : members_) total += m.store->free_bytes();
+  return total;
+}
+
+uint64_t DiskGroup::capacity() const {
+  uint64_t total = 0;
+  for (const Member& m : members_) total += m.store->capacity();
+  return total;
+}
+
+}  // namespace cairn

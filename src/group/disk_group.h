@@ -1,0 +1,69 @@
+// DiskGroup is a set of an archive's disks that extents are spread over: it holds their
+// chunk stores and failure domains, its redundancy scheme (its type) and the Placer that
+// decides which of its disks take each chunk. Type `pool`, the only one so far: every
+// extent's chunks go to distinct failure domains of the group, as many as the file's
+// raid= asks. Thread-safe (the stores are; the group itself does not change once built).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cairn/status.h"
+#include "group/placer.h"
+#include "store/chunk_store.h"
+
+namespace cairn {
+
+enum class GroupType { kPool };
+// The type a cairn.conf group.NAME.type value names ("pool"), if any.
+std::optional<GroupType> GroupTypeNamed(std::string_view name);
+
+// The group of an archive whose cairn.conf names none: every disk, type pool.
+inline constexpr const char* kDefaultGroupName = "default";
+
+// A chunk reserved on disk `disk` (its index in the archive) of a group.
+struct ReservedChunk {
+  uint32_t disk = 0;
+  ChunkLocator locator;
+};
+
+class DiskGroup {
+ public:
+  struct Member {
+    uint32_t disk = 0;   // its index in the archive
+    ChunkStore* store;   // owned by the archive, outlives the group
+    std::string domain;  // its failure domain
+  };
+  DiskGroup(std::string name, GroupType type, std::vector<Member> members, std::unique_ptr<Placer> placer);
+
+  const std::string& name() const { return name_; }
+  GroupType type() const { return type_; }
+  const std::vector<Member>& members() const { return members_; }
+  bool Contains(uint32_t disk) const;
+
+  // Reserves room for `chunks` chunks of `chunk_length` bytes (intra-disk parity
+  // `idr_scramble`) on members in service (`in_service(disk)`), in distinct failure domains
+  // none of which is in `avoid_domains`. NoSpace saying how many were found when they do
+  // not all fit; then nothing stays reserved. The reservations are the caller's (release
+  // them through the stores, or commit them to the catalog).
+  Result<std::vector<ReservedChunk>> Reserve(size_t chunks, uint64_t chunk_length, uint8_t idr_scramble,
+                                             const std::set<std::string>& avoid_domains,
+                                             const std::function<bool(uint32_t)>& in_service) const;
+
+  uint64_t free_bytes() const;
+  uint64_t capacity() const;
+
+ private:
+  std::string name_;
+  GroupType type_;
+  std::vector<Member> members_;
+  std::unique_ptr<Placer> placer_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,77 @@
+"""Disk groups named in cairn.conf: chunks are placed and rebuilt within a group, new data goes to
+the first group, and a bad group definition stops the mount with the line and the problem."""
+import errno
+import os
+import re
+import shutil
+
+import pytest
+
+from conftest import MiB, cairn, random_bytes, read_file, write_file
+from test_redundancy import chunks_of
+
+
+def regroup(archive, disks, lines):
+    """Replaces the fixture's archive with an unmounted one of `disks` disks whose cairn.conf ends
+    with `lines`."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", str(disks), "--disk-size", "1G")
+    with open(os.path.join(archive.arch, "cairn.conf"), "a") as conf:
+        conf.write("".join(line + "\n" for line in lines))
+
+
+def test_chunks_are_placed_and_rebuilt_within_the_first_group(archive):
+    regroup(archive, 6, ["group.hot.disks = 3-5", "group.cold.type = pool", "group.cold.disks = 0-2"])
+    archive.mount()
+    os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
+    with pytest.raises(OSError) as e:  # group hot, where new data goes, has 3 of the 6 disks
+        os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-4")
+    assert e.value.errno == errno.EINVAL
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert "raid=mirror-4 puts 4 chunks on distinct disks; group hot (where new data goes) has 3 disks" in log.read()
+    files = {f"f{i}": random_bytes(size, 300 + i) for i, size in enumerate([5 * MiB, 300 * 1024, 10])}
+    for name, data in files.items():
+        write_file(archive.m(name), data)
+    archive.evict()
+    victim = chunks_of(archive.m("f0"))[0][0][0]
+    listing = cairn("disk", "list", archive.arch).stdout
+    assert re.search(r"^\s+0 .* cold\s+ok$", listing, re.M) and re.search(r"^\s+5 .* hot\s+ok$", listing, re.M), listing
+    for name in files:
+        for places in chunks_of(archive.m(name)).values():
+            assert {disk for disk, _ in places} <= {3, 4, 5} and len(places) == 2, (name, places)
+
+    cairn("disk", "fail", archive.arch, str(victim))
+    r = cairn("rebuild", archive.arch)
+    assert "0 extent(s) lost" in r.stdout and " 0 repaired" not in r.stdout, r.stdout
+    for name in files:
+        for places in chunks_of(archive.m(name)).values():
+            disks = {disk for disk, _ in places}
+            assert victim not in disks and disks <= {3, 4, 5} and len(disks) == 2, (name, places)
+    archive.evict()
+    for name, data in files.items():
+        assert read_file(archive.m(name)) == data, name
+    archive.umount()
+    # The config keeps the groups when cairn rewrites it (disk fail recorded the victim).
+    with open(os.path.join(archive.arch, "cairn.conf")) as conf:
+        text = conf.read()
+    assert "group.hot.disks = 3,4,5" in text and f"failed_disks = {victim}" in text, text
+    cairn("disk", "replace", archive.arch, str(victim), os.path.join(archive.base, "spare.img"))
+    assert "0 of 0 extents checked" in cairn("rebuild", archive.arch).stdout  # nothing left on the victim
+    archive.mount()
+
+
+@pytest.mark.no_fsck
+@pytest.mark.parametrize("lines, problem", [
+    (["group.a.disks = 0-2", "group.b.disks = 2,3"], "disk 2 is in groups a and b; a disk belongs to one group"),
+    (["group.a.disks = 0-2"], "disk 3 is in no group; once groups are named, every disk belongs to one"),
+    (["group.a.type = mirror", "group.a.disks = 0-3"], 'group.a.type = "mirror": unknown group type (known: pool)'),
+    (["group.a.disks = 0-4"], "group a lists disk 4; the archive has disks 0..3"),
+])
+def test_a_bad_group_stops_the_mount_naming_the_problem(archive, lines, problem):
+    regroup(archive, 4, lines)
+    r = cairn("mount", archive.arch, archive.mnt, check=False, timeout=120)
+    assert r.returncode != 0 and problem in r.stdout + r.stderr, r.stdout + r.stderr
+    assert not archive.is_mounted()
+    r = cairn("status", archive.arch, check=False)
+    assert r.returncode != 0 and problem in r.stdout + r.stderr, r.stdout + r.stderr

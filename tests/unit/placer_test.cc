@@ -1,0 +1,64 @@
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "group/placer.h"
+
+using namespace cairn;
+
+namespace {
+
+// Places with a reserve that succeeds except on `full` candidates, recording every call.
+struct Run {
+  std::vector<size_t> chosen;
+  std::vector<size_t> asked;
+};
+
+Run Place(const PlacementRequest& request, const std::vector<PlacementCandidate>& candidates,
+          const std::vector<size_t>& full = {}) {
+  Run run;
+  run.chosen = FillBalancedPlacer().Place(request, candidates, [&](size_t i) {
+    run.asked.push_back(i);
+    return std::find(full.begin(), full.end(), i) == full.end();
+  });
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("FillBalancedPlacer: most free space first, ties in candidate order", "[placer]") {
+  std::vector<PlacementCandidate> disks = {{"d0", 10}, {"d1", 30}, {"d2", 20}, {"d3", 30}};
+  CHECK(Place({1, {}}, disks).chosen == std::vector<size_t>{1});
+  CHECK(Place({3, {}}, disks).chosen == std::vector<size_t>{1, 3, 2});
+  CHECK(Place({4, {}}, disks).chosen == std::vector<size_t>{1, 3, 2, 0});
+  std::vector<PlacementCandidate> even = {{"a", 5}, {"b", 5}, {"c", 5}};
+  CHECK(Place({2, {}}, even).chosen == std::vector<size_t>{0, 1});
+}
+
+TEST_CASE("FillBalancedPlacer: one chunk per failure domain, avoided domains skipped", "[placer]") {
+  std::vector<PlacementCandidate> disks = {{"shelf-a", 40}, {"shelf-a", 30}, {"shelf-b", 20}, {"shelf-c", 10}};
+  Run run = Place({3, {}}, disks);
+  CHECK(run.chosen == std::vector<size_t>{0, 2, 3});
+  CHECK(run.asked == std::vector<size_t>{0, 2, 3});  // disk 1 is never asked: its shelf has a chunk
+  // Relocation: the other chunks are on shelf-a and shelf-c.
+  CHECK(Place({1, {"shelf-a", "shelf-c"}}, disks).chosen == std::vector<size_t>{2});
+  CHECK(Place({1, {"shelf-a", "shelf-b", "shelf-c"}}, disks).chosen.empty());
+}
+
+TEST_CASE("FillBalancedPlacer: a disk without room falls through to the next", "[placer]") {
+  std::vector<PlacementCandidate> disks = {{"d0", 50}, {"d1", 40}, {"d2", 30}};
+  Run run = Place({2, {}}, disks, {0});  // most free bytes, but too fragmented for the chunk
+  CHECK(run.chosen == std::vector<size_t>{1, 2});
+  CHECK(run.asked == std::vector<size_t>{0, 1, 2});
+  // A full domain does not block its other disks.
+  std::vector<PlacementCandidate> shelves = {{"a", 50}, {"a", 40}, {"b", 30}};
+  CHECK(Place({2, {}}, shelves, {0}).chosen == std::vector<size_t>{1, 2});
+}
+
+TEST_CASE("FillBalancedPlacer: fewer than asked when candidates run out", "[placer]") {
+  std::vector<PlacementCandidate> disks = {{"a", 50}, {"a", 40}, {"b", 30}};
+  CHECK(Place({3, {}}, disks).chosen == std::vector<size_t>{0, 2});
+  CHECK(Place({2, {}}, disks, {0, 1, 2}).chosen.empty());
+  CHECK(Place({2, {}}, {}).chosen.empty());
+  CHECK(Place({0, {}}, disks).asked.empty());
+}
