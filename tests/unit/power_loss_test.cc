@@ -10,6 +10,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -98,6 +99,21 @@ struct CrashArchive {
     fs.reset();
     archive.reset();
   }
+  // Runs `step` and unmounts with the power cut at operation `cut_at`, leaves on the devices
+  // what `survivors` says and opens the archive again. Whether the power was cut.
+  bool PowerCutDuring(int cut_at, const Survivors& survivors, const std::function<void()>& step) {
+    supply.Arm(cut_at);
+    step();
+    Unmount();
+    bool cut = supply.cut();
+    REQUIRE(supply.Restore(survivors).ok());
+    Open();
+    return cut;
+  }
+
+  void SetXattr(const std::string& name, const std::string& value) {
+    REQUIRE(fs->SetXattr(kRootInode, name, {reinterpret_cast<const uint8_t*>(value.data()), value.size()}, 0).ok());
+  }
 
   void Write(const std::string& name, uint64_t offset, const std::vector<uint8_t>& data) {
     auto found = fs->Lookup(kRootInode, name);
@@ -156,34 +172,29 @@ struct CrashArchive {
   }
 };
 
-// Runs `scenario(cut_at, survivors)` for every crash point and way unsynced changes survive,
-// until a run finishes before its cut; `scenario` returns whether the power was cut.
+// Runs `scenario(supply, cut_at, survivors)` for every crash point and way unsynced changes
+// survive, until a run finishes before its cut; `scenario` returns whether the power was cut.
 template <typename Scenario>
-void CrashLoop(Scenario scenario) {
+void CrashLoop(const char* step, Scenario scenario) {
+  PowerSupply supply;
+  test::PowerLossVfs vfs(supply);
   for (int cut_at = 1;; cut_at++) {
     for (const Survivors& survivors : kEveryFate) {
       INFO("power cut at operation " << cut_at << "; unsynced disk writes " << Name(survivors.disks)
                                      << ", unsynced catalog writes " << Name(survivors.catalog));
-      if (!scenario(cut_at, survivors)) return;
+      if (!scenario(supply, cut_at, survivors)) {
+        WARN(step << ": " << cut_at - 1 << " crash points");
+        return;
+      }
     }
     REQUIRE(cut_at < kMaxCrashPoints);
   }
 }
 
-// Restores the devices after a run cut at `cut_at`; whether it was.
-bool PowerBackOn(PowerSupply& supply, const Survivors& survivors) {
-  bool cut = supply.cut();
-  REQUIRE(supply.Restore(survivors).ok());
-  return cut;
-}
-
 }  // namespace
 
 TEST_CASE("Power loss: persisting loses no fsync'd byte, at any crash point", "[power_loss]") {
-  PowerSupply supply;
-  test::PowerLossVfs vfs(supply);
-  int operations = 0;
-  CrashLoop([&](int cut_at, const Survivors& survivors) {
+  CrashLoop("persist", [](PowerSupply& supply, int cut_at, const Survivors& survivors) {
     CrashArchive a(supply, 3);
     a.Open();
     Files files = {{"big", test::RandomBytes(3 * kSegment + 999, 1)},
@@ -214,41 +225,33 @@ TEST_CASE("Power loss: persisting loses no fsync'd byte, at any crash point", "[
     a.Write("shrunk", 0, files["shrunk"]);
     REQUIRE(a.fs->SyncMetadata().ok());
 
-    supply.Arm(cut_at);
     // Not made durable: a power loss may undo them, but never the bytes fsync'd before.
     Files unacknowledged = {{"scratch", files["scratch"]}, {"shrunk", files["shrunk"]}, {"steady", files["steady"]}};
     files.erase("scratch");
     files["shrunk"].resize(100);
     const std::vector<uint8_t> change(10, 0xEE);
     std::copy(change.begin(), change.end(), files["steady"].begin() + 7);
-    SetAttrRequest shrink;
-    shrink.size = 100;
-    auto steady = a.fs->Open(a.fs->Lookup(kRootInode, "steady")->ino, O_RDWR);
-    REQUIRE(steady.ok());
-    uint64_t scratch = a.fs->Lookup(kRootInode, "scratch")->ino;
-    if (a.fs->Unlink(kRootInode, "scratch").ok()) a.fs->Forget(scratch, 1000);  // the kernel forgets it: deleted
-    if (a.fs->Write(*steady, 7, change).ok()) {
-      (void)a.fs->SetAttr(a.fs->Lookup(kRootInode, "shrunk")->ino, shrink);
-    }
-    a.fs->Release(*steady);
-    (void)a.fs->PersistAll();
-    a.Unmount();
-    operations = supply.operations();
-    bool cut = PowerBackOn(supply, survivors);
-
-    a.Open();
+    bool cut = a.PowerCutDuring(cut_at, survivors, [&] {
+      SetAttrRequest shrink;
+      shrink.size = 100;
+      auto steady = a.fs->Open(a.fs->Lookup(kRootInode, "steady")->ino, O_RDWR);
+      REQUIRE(steady.ok());
+      uint64_t scratch = a.fs->Lookup(kRootInode, "scratch")->ino;
+      if (a.fs->Unlink(kRootInode, "scratch").ok()) a.fs->Forget(scratch, 1000);  // the kernel forgets it: deleted
+      if (a.fs->Write(*steady, 7, change).ok()) {
+        (void)a.fs->SetAttr(a.fs->Lookup(kRootInode, "shrunk")->ino, shrink);
+      }
+      a.fs->Release(*steady);
+      (void)a.fs->PersistAll();
+    });
     a.CheckFiles(files, unacknowledged);
     a.CheckFsck();
     return cut;
   });
-  WARN("persist: " << operations << " crash points");
 }
 
 TEST_CASE("Power loss: re-encoding to a new policy loses no byte, at any crash point", "[power_loss]") {
-  PowerSupply supply;
-  test::PowerLossVfs vfs(supply);
-  int operations = 0;
-  CrashLoop([&](int cut_at, const Survivors& survivors) {
+  CrashLoop("re-encode", [](PowerSupply& supply, int cut_at, const Survivors& survivors) {
     CrashArchive a(supply, 3);
     a.Open();
     Files files = {{"big", test::RandomBytes(2 * kSegment + 999, 11)},
@@ -256,19 +259,11 @@ TEST_CASE("Power loss: re-encoding to a new policy loses no byte, at any crash p
                    {"tiny", test::RandomBytes(200, 13)}};
     for (const auto& [name, data] : files) a.Write(name, 0, data);
     REQUIRE(a.fs->PersistAll().ok());
-    const std::string mirror = "mirror-2";
-    REQUIRE(a.fs->SetXattr(kRootInode, "user.cairn.raid", {reinterpret_cast<const uint8_t*>(mirror.data()),
-                                                            mirror.size()}, 0).ok());
+    a.SetXattr("user.cairn.raid", "mirror-2");
     REQUIRE(a.fs->SyncMetadata().ok());
 
     auto go_on = [](const Reconciler::Progress&) { return true; };
-    supply.Arm(cut_at);
-    (void)a.fs->ApplyPolicy("/", go_on);
-    a.Unmount();
-    operations = supply.operations();
-    bool cut = PowerBackOn(supply, survivors);
-
-    a.Open();
+    bool cut = a.PowerCutDuring(cut_at, survivors, [&] { (void)a.fs->ApplyPolicy("/", go_on); });
     a.CheckFiles(files);
     REQUIRE(a.fs->ApplyPolicy("/", go_on).ok());  // the interrupted re-encode finishes
     for (const auto& [name, data] : files) {
@@ -280,19 +275,13 @@ TEST_CASE("Power loss: re-encoding to a new policy loses no byte, at any crash p
     a.CheckFsck();
     return cut;
   });
-  WARN("re-encode: " << operations << " crash points");
 }
 
 TEST_CASE("Power loss: rebuilding a replaced and a failed disk loses no byte, at any crash point", "[power_loss]") {
-  PowerSupply supply;
-  test::PowerLossVfs vfs(supply);
-  int operations = 0;
-  CrashLoop([&](int cut_at, const Survivors& survivors) {
+  CrashLoop("rebuild", [](PowerSupply& supply, int cut_at, const Survivors& survivors) {
     CrashArchive a(supply, 7);
     a.Open();
-    const std::string rs = "rs-4-2";
-    REQUIRE(a.fs->SetXattr(kRootInode, "user.cairn.raid", {reinterpret_cast<const uint8_t*>(rs.data()), rs.size()}, 0)
-                .ok());
+    a.SetXattr("user.cairn.raid", "rs-4-2");
     Files files = {{"a", test::RandomBytes(2 * kSegment + 77, 21)}, {"b", test::RandomBytes(kSegment, 22)},
                    {"c", test::RandomBytes(5000, 23)}};
     for (const auto& [name, data] : files) a.Write(name, 0, data);
@@ -314,16 +303,12 @@ TEST_CASE("Power loss: rebuilding a replaced and a failed disk loses no byte, at
     rebuild.threads = 1;  // one order of operations
     rebuild.batch_bytes = 32 << 10;
     a.Open();
-    supply.Arm(cut_at);
-    auto report = RepairArchive(*a.archive, rebuild);
-    if (report.ok() && report->finished && report->extents_lost == 0) (void)a.archive->FinishRebuild();
-    a.Unmount();
-    operations = supply.operations();
-    bool cut = PowerBackOn(supply, survivors);
-
-    a.Open();
+    bool cut = a.PowerCutDuring(cut_at, survivors, [&] {
+      auto report = RepairArchive(*a.archive, rebuild);
+      if (report.ok() && report->finished && report->extents_lost == 0) (void)a.archive->FinishRebuild();
+    });
     a.CheckFiles(files);  // degraded reads
-    report = RepairArchive(*a.archive, rebuild);
+    auto report = RepairArchive(*a.archive, rebuild);
     REQUIRE(report.ok());
     CHECK(report->extents_lost == 0);
     REQUIRE(report->finished);
@@ -334,5 +319,4 @@ TEST_CASE("Power loss: rebuilding a replaced and a failed disk loses no byte, at
     a.CheckFsck("disk 1 is missing");  // failed for good; nothing is left on it
     return cut;
   });
-  WARN("rebuild: " << operations << " crash points");
 }
