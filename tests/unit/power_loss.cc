@@ -109,7 +109,8 @@ Status PowerSupply::Restore(Survivors survivors) {
     ::close(fd);
     if (!ok) return Status::FromErrno(fmt::format("restore {}", path), err);
   }
-  for (const Torn& torn : survivors.disks == Unsynced::kKept ? torn_ : std::vector<Torn>{}) {
+  for (const Torn& torn : torn_) {
+    if (survivors.disks == Unsynced::kLost) break;
     int fd = ::open(torn.path.c_str(), O_RDWR | O_CLOEXEC);
     bool ok = fd >= 0 && ::pwrite(fd, torn.prefix.data(), torn.prefix.size(), static_cast<off_t>(torn.offset)) ==
                              static_cast<ssize_t>(torn.prefix.size());

@@ -320,3 +320,36 @@ TEST_CASE("Power loss: rebuilding a replaced and a failed disk loses no byte, at
     return cut;
   });
 }
+
+TEST_CASE("PowerSupply: unsynced writes roll back or stay, the write cut by the power lands torn", "[power_loss]") {
+  for (Unsynced fate : {Unsynced::kLost, Unsynced::kKept}) {
+    INFO("unsynced disk writes " << Name(fate));
+    test::TempDir tmp(ScratchDir());
+    PowerSupply supply;
+    std::vector<uint8_t> synced(3 * 4096, 0xAA), unsynced(4096, 0xBB), cut(3 * 4096, 0xCC);
+    {
+      auto image = CreateImageDisk(tmp / "disk", 1 << 20);
+      REQUIRE(image.ok());
+      test::PowerLossDisk disk(std::move(*image), supply);
+      REQUIRE(disk.SectorSize() == 4096);
+      supply.Arm(4);
+      REQUIRE(disk.WriteAt(0, synced).ok());
+      REQUIRE(disk.Sync().ok());
+      REQUIRE(disk.WriteAt(4096, unsynced).ok());
+      CHECK_FALSE(disk.WriteAt(0, cut).ok());  // operation 4: the power goes off
+      CHECK_FALSE(disk.Sync().ok());
+      CHECK(supply.cut());
+    }
+    REQUIRE(supply.Restore({fate, Unsynced::kLost}).ok());
+    auto image = OpenImageDisk(tmp / "disk");
+    REQUIRE(image.ok());
+    std::vector<uint8_t> back(3 * 4096);
+    REQUIRE((*image)->ReadAt(0, back).ok());
+    std::vector<uint8_t> want = synced;
+    if (fate == Unsynced::kKept) {
+      std::fill(want.begin() + 4096, want.begin() + 2 * 4096, 0xBB);  // the unsynced write
+      std::fill(want.begin(), want.begin() + 4096, 0xCC);              // one of the cut write's 3 sectors
+    }
+    CHECK(Difference(back, want) == "");
+  }
+}
