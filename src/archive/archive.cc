@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -172,6 +171,15 @@ Status Archive::FailDisk(size_t disk) {
 }
 
 Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const OpenOptions& open) {
+  return OpenWithLock(dir, open, std::nullopt);
+}
+
+Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const OpenOptions& open, ArchiveLock held) {
+  return OpenWithLock(dir, open, std::move(held));
+}
+
+Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, const OpenOptions& open,
+                                                       std::optional<ArchiveLock> held) {
   std::unique_ptr<Archive> archive(new Archive());
   char* real = ::realpath(dir.c_str(), nullptr);
   if (!real) return Status::FromErrno(fmt::format("archive {}", dir), errno);
@@ -192,19 +200,13 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   if (!id.ok()) return id.status();
   archive->id_ = *id;
 
-  if (open.lock) {
-    std::string lock_path = root + "/lock";
-    archive->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
-    if (archive->lock_fd_ < 0) return Status::FromErrno(fmt::format("cannot open {}", lock_path), errno);
-    if (::flock(archive->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(archive->lock_fd_);  // not ours: the destructor must not touch the holder's pid
-      archive->lock_fd_ = -1;
-      return Status::Busy(fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first",
-                                      root, LockHolder(root)));
-    }
-    std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(archive->lock_fd_, 0) != 0 || ::pwrite(archive->lock_fd_, pid.data(), pid.size(), 0) < 0) {
-      return Status::FromErrno(fmt::format("cannot write {}", lock_path), errno);
+  if (held || open.lock) {
+    if (held) {
+      archive->lock_ = std::move(held);
+    } else {
+      auto lock = ArchiveLock::Acquire(root);
+      if (!lock.ok()) return lock.status();
+      archive->lock_ = std::move(*lock);
     }
     // Before the catalog is opened: SQLite gives its WAL the catalog's mode and owner.
     CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(root));
@@ -291,26 +293,7 @@ Archive::~Archive() {
   groups_.clear();
   stores_.clear();
   // Last: once the lock is gone, another process may open the archive.
-  if (lock_fd_ >= 0) {
-    if (::ftruncate(lock_fd_, 0) != 0) {
-      // A stale pid is harmless: the flock, not the file's content, is the lock.
-    }
-    ::close(lock_fd_);
-  }
-}
-
-int Archive::LockHolder(const std::string& dir) {
-  std::string lock_path = dir + "/lock";
-  int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  int holder = 0;
-  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
-    char buf[32] = {};
-    if (::pread(fd, buf, sizeof buf - 1, 0) > 0) holder = std::atoi(buf);
-    if (holder == 0) holder = -1;  // locked, pid not yet written
-  }
-  ::close(fd);
-  return holder;
+  lock_.reset();
 }
 
 Status Archive::LoadDisks(const OpenOptions& open) {
@@ -405,14 +388,16 @@ Status Archive::RebuildSpaceMaps() {
 }
 
 Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
-                                                std::span<const uint8_t> payload, const std::string& policy_stamp,
-                                                const Redundancy& redundancy, uint32_t members_length) {
+                                                std::span<const uint8_t> payload, const ExtentEncoding& encoding) {
+  const Redundancy& redundancy = encoding.redundancy;
   ExtentRecord record;
   record.id = NewExtentId();
   record.kind = static_cast<int>(kind);
   record.payload_length = payload.size();
   record.payload_crc = Crc32c(payload);
   record.redundancy = redundancy;
+  record.logical_length = encoding.logical_length;
+  record.chain_stamp = encoding.chain_stamp;
   std::vector<std::vector<uint8_t>> chunks = MakeChunks(payload, redundancy);
   auto reserved = groups_.front().Reserve(chunks.size(), chunks[0].size(), redundancy.idr_scramble, {},
                                           [this](uint32_t disk) { return InService(disk); });
@@ -434,10 +419,12 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
     header.digest = record.chunks[i].digest;
     header.chunk_index = static_cast<uint8_t>(i);
     header.redundancy = redundancy;
-    header.policy_stamp = policy_stamp;
+    header.policy_stamp = encoding.policy_stamp;
     header.extent_payload_length = record.payload_length;
     header.extent_payload_crc = record.payload_crc;
-    header.members_length = members_length;
+    header.members_length = encoding.members_length;
+    header.logical_length = encoding.logical_length;
+    header.chain_stamp = encoding.chain_stamp;
     Status st = WriteChunkAt(record.chunks[i], header, chunks[i]);
     if (!st.ok()) {
       ReleaseUncommitted(record);

@@ -10,9 +10,11 @@
 #include <set>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "archive/archive_lock.h"
 #include "backend/extent_format.h"
 #include "cache/staging_cache.h"
 #include "cairn/disk.h"
@@ -40,6 +42,15 @@ Status SaveConfig(const std::string& dir, const ArchiveOptions& options);
 // Adds `disk` to failed_disks in dir/cairn.conf.
 Status MarkDiskFailed(const std::string& dir, uint32_t disk);
 
+// How an extent's stored payload was made, recorded in the header of each of its chunks.
+struct ExtentEncoding {
+  std::string policy_stamp;  // the resolved policy (WritePlan::policy_stamp)
+  Redundancy redundancy;
+  std::string chain_stamp;      // the transform chain (TransformChain::Stamp()), "" for none
+  uint64_t logical_length = 0;  // of the payload the chain was given
+  uint32_t members_length = 0;  // the member table ending the logical payload (backend/member_table.h)
+};
+
 class Archive {
  public:
   struct OpenOptions {
@@ -53,6 +64,9 @@ class Archive {
     std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk> disk, size_t index)> wrap_disk;
   };
   static Result<std::unique_ptr<Archive>> Open(const std::string& dir, const OpenOptions& open);
+  // With the archive lock this process already holds (cairn recover keeps it from setting
+  // the old catalog aside to the end); open.lock is then ignored.
+  static Result<std::unique_ptr<Archive>> Open(const std::string& dir, const OpenOptions& open, ArchiveLock held);
   ~Archive();
 
   const std::string& dir() const { return dir_; }
@@ -90,21 +104,21 @@ class Archive {
 
   // A fresh extent id (never reused within this archive's catalog). Thread-safe.
   uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
+  // The highest extent id handed out so far (or found in the catalog at open). Thread-safe.
+  uint64_t MaxExtentIdUsed() const { return next_extent_id_ - 1; }
   // Makes NewExtentId() return more than `max_id` (cairn recover: ids found on the disks).
   void ReserveExtentIds(uint64_t max_id) {
     for (uint64_t next = next_extent_id_; next <= max_id && !next_extent_id_.compare_exchange_weak(next, max_id + 1);) {
     }
   }
 
-  // Cuts `payload` into the chunks `redundancy` asks for, has the first disk group's placer
-  // reserve room for each in its own failure domain (disks in service only) and writes them there, stamped
-  // with `policy_stamp`, without syncing. The payload ends with a member table of
-  // `members_length` bytes (backend/member_table.h). On success the caller owns
-  // the reservation: commit the returned record to the catalog, or hand it back with
-  // ReleaseSpace. Thread-safe.
+  // Cuts the stored `payload` into the chunks `encoding.redundancy` asks for, has the first
+  // disk group's placer reserve room for each in its own failure domain (disks in service
+  // only) and writes them there, their headers saying how the payload was made (`encoding`),
+  // without syncing. On success the caller owns the reservation: commit the returned record
+  // to the catalog, or hand it back with ReleaseUncommitted. Thread-safe.
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
-                                         std::span<const uint8_t> payload, const std::string& policy_stamp,
-                                         const Redundancy& redundancy, uint32_t members_length = 0);
+                                         std::span<const uint8_t> payload, const ExtentEncoding& encoding);
   // Returns the space of an extent that was never committed. Thread-safe.
   void ReleaseUncommitted(const ExtentRecord& extent);
   // Reserves room for chunk `index` of `extent` on another disk of its group, in a failure
@@ -188,10 +202,12 @@ class Archive {
   Status FailDisk(size_t disk);
 
   // The pid recorded in the lock file of `dir`, or 0 when no daemon holds the archive.
-  static int LockHolder(const std::string& dir);
+  static int LockHolder(const std::string& dir) { return ArchiveLock::Holder(dir); }
 
  private:
   Archive() = default;
+  static Result<std::unique_ptr<Archive>> OpenWithLock(const std::string& dir, const OpenOptions& open,
+                                                       std::optional<ArchiveLock> held);
   Status LoadDisks(const OpenOptions& open);
   void MakeGroups();
   // Rewrites the chunks a read found bad (on disks that are there), from the payload.
@@ -201,7 +217,7 @@ class Archive {
   std::string dir_;
   ArchiveOptions options_;
   ArchiveId id_{};
-  int lock_fd_ = -1;      // holds the flock while this process owns the archive
+  std::optional<ArchiveLock> lock_;  // while this process owns the archive
   std::mutex catalog_mutex_;
   std::unique_ptr<Catalog> catalog_;
   StagingCache cache_{""};

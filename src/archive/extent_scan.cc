@@ -72,13 +72,16 @@ FoundExtent Assemble(uint64_t id, const std::vector<FoundChunk>& chunks) {
   record.redundancy = first.redundancy;
   record.payload_length = first.extent_payload_length;
   record.payload_crc = first.extent_payload_crc;
+  record.logical_length = first.logical_length;
+  record.chain_stamp = first.chain_stamp;
   record.chunks.resize(first.redundancy.chunk_count(), ChunkPlacement{kNoDisk, 0, 0, 0, {}});
   std::vector<bool> have(record.chunks.size());
   for (const FoundChunk& chunk : chunks) {
     const ExtentHeader& h = chunk.header;
     size_t index = h.chunk_index;
     if (index >= have.size() || have[index] || !(h.redundancy == first.redundancy) ||
-        h.extent_payload_length != first.extent_payload_length || h.version != first.version) {
+        h.extent_payload_length != first.extent_payload_length || h.version != first.version ||
+        h.logical_length != first.logical_length || h.chain_stamp != first.chain_stamp) {
       continue;  // a stale copy (a chunk moved by a rebuild) or a conflicting header
     }
     have[index] = true;

@@ -193,7 +193,7 @@ Status Filesystem::DropSegmentsFrom(uint64_t ino, uint64_t first) {
   Catalog& catalog = archive_.catalog();
   for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
     if (segment.index < first) continue;
-    CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.extent_id));
+    CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.referenced_extent()));
     CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(ino, segment.index));
   }
   return Status::OK();
@@ -904,10 +904,12 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
       if (segment.extent_id != kHoleExtent) {
         auto extent = catalog.GetExtent(segment.extent_id);
         if (!extent.ok()) return extent.status();
-        // Every chunk as diskN@OFFSET, joined by '/', then +LENGTH of the segment.
+        // Every chunk as diskN@OFFSET, joined by '/', then +LENGTH of the segment. The segment's
+        // own bytes are pointed at when they are stored as they are, in one chunk.
         where.clear();
+        bool direct = extent->chunks.size() == 1 && extent->chain_stamp.empty();
         for (const ChunkPlacement& chunk : extent->chunks) {
-          uint64_t at = extent->chunks.size() == 1 ? segment.extent_offset : 0;
+          uint64_t at = direct ? segment.extent_offset : 0;
           where += fmt::format("{}{}", where.empty() ? "" : "/", archive_.store(chunk.disk).Describe(chunk.locator(), at));
         }
         where += fmt::format("+{}", segment.length);

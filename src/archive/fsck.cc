@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/logical_payload.h"
 #include "catalog/record_checks.h"
 
 namespace cairn {
@@ -117,14 +118,22 @@ struct Checker {
         Problem("{}", valid.message());
         if (!S_ISREG(inode->second.mode) || inode->second.segment_size == 0) continue;
       }
-      if (s.extent_id == kHoleExtent) continue;
+      if (s.extent_id == kHoleExtent) {
+        if (s.hole_record == 0) continue;
+        if (!extents.contains(s.hole_record)) {
+          Problem("inode {}: hole segment {} is recorded in missing extent {}", s.ino, s.index, s.hole_record);
+        } else {
+          refs[s.hole_record]++;
+        }
+        continue;
+      }
       auto e = extents.find(s.extent_id);
       if (e == extents.end()) {
         Problem("inode {}: segment {} points to missing extent {}", s.ino, s.index, s.extent_id);
         continue;
       }
       refs[s.extent_id]++;
-      if (s.extent_offset + s.length > e->second.payload_length && valid.ok()) {
+      if (s.extent_offset + s.length > e->second.logical_length && valid.ok()) {
         Problem("inode {}: segment {} reads past the end of extent {}", s.ino, s.index, s.extent_id);
       }
     }
@@ -204,11 +213,15 @@ struct Checker {
         bad++;
         Problem("extent {} chunk {} (disk {}): {}", e.id, i, e.chunks[i].disk, checks[i].message());
       }
-      auto payload = archive.JoinVerified(e, chunks);  // from what was read: every chunk is read once
-      if (!payload.ok()) {
-        Problem("extent {}: {}", e.id, payload.status().message());
+      auto stored = archive.JoinVerified(e, chunks);  // from what was read: every chunk is read once
+      uint64_t stored_length = stored.ok() ? stored->size() : 0;
+      auto logical = stored.ok() ? LogicalPayload(e, std::move(*stored)) : stored;
+      if (!stored.ok()) {
+        Problem("extent {}: {}", e.id, stored.status().message());
+      } else if (!logical.ok()) {
+        Problem("{}", logical.status().message());  // names the extent
       } else {
-        report.bytes_verified += payload->size();
+        report.bytes_verified += stored_length;
         if (bad > 0) report.notes.push_back(fmt::format("extent {} is degraded but readable", e.id));
       }
       if (progress) progress(++done, extents.size());

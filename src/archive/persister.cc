@@ -227,7 +227,7 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
 Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces) {
   std::unique_lock data(state_.data_lock(ino));
   InodeRecord inode;
-  std::string stamp;
+  std::shared_ptr<const WritePlan> plan;
   std::vector<uint64_t> candidates;
   {
     std::lock_guard lock(archive_.catalog_mutex());
@@ -242,17 +242,19 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     // The policy is decided now, at first persist, not at create: rsync's rename and
     // tar's late setfattr have happened by then. Later writes keep it; changing it is
     // the reconciler's job.
-    uint64_t segment_size = inode.segment_size;
     if (inode.layout_id == 0) {
       auto policy = ResolvePolicy(archive_.catalog(), ino, archive_.policy_context());
-      if (!policy.ok()) return policy.status();
-      segment_size = policy->segment_size();
-      stamp = policy->Effective();
+      auto planned = policy.ok() ? PlanWrite(*policy) : Result<std::shared_ptr<const WritePlan>>(policy.status());
+      if (!planned.ok()) return planned.status();
+      plan = std::move(*planned);
     } else {
-      auto stamped = archive_.catalog().LayoutStamp(inode.layout_id);
-      if (!stamped.ok()) return stamped.status();
-      stamp = std::move(*stamped);
+      auto stamp = archive_.catalog().LayoutStamp(inode.layout_id);
+      auto planned = stamp.ok() ? PlanOfLayout(*stamp, inode.segment_size)
+                               : Result<std::shared_ptr<const WritePlan>>(stamp.status());
+      if (!planned.ok()) return planned.status();
+      plan = std::move(*planned);
     }
+    uint64_t segment_size = plan->segment_size;
     uint64_t count = (inode.size + segment_size - 1) / segment_size;
     if (dirty.all_cached) {
       std::map<uint64_t, bool> cached;
@@ -286,7 +288,7 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
       SegmentPiece marker;
       marker.ino = ino;
       marker.segment_size = segment_size;
-      marker.stamp = stamp;
+      marker.plan = plan;
       marker.index = kMarker;
       pieces.push_back(std::move(marker));
       return false;
@@ -301,7 +303,7 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     piece.ino = ino;
     piece.index = candidates[taken];
     piece.segment_size = inode.segment_size;
-    piece.stamp = stamp;
+    piece.plan = plan;
     uint64_t start = piece.index * inode.segment_size;
     uint64_t length = std::min(inode.segment_size, inode.size - start);
     auto has_data = StagingCache::HasData((*file)->fd(), start, length);
@@ -353,13 +355,12 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     auto inode = catalog.GetInode(piece.ino);
     if (!inode.ok() || piece.index * piece.segment_size >= inode->size) continue;  // deleted or truncated meanwhile
     if (auto old = catalog.GetSegment(piece.ino, piece.index)) {
-      st = archive_.UnrefExtent(old->extent_id);
+      st = archive_.UnrefExtent(old->referenced_extent());
       if (!st.ok()) break;
     }
-    bool hole = p.extent == WrittenSegments::kHole;
-    st = catalog.PutSegment({piece.ino, piece.index, hole ? kHoleExtent : extents[p.extent].id, p.offset,
-                             piece.length(), true});
-    if (!hole) refs[p.extent]++;
+    st = catalog.PutSegment(
+        PlacedSegment(piece.ino, piece.index, p.hole, extents[p.extent].id, p.offset, piece.length(), true));
+    refs[p.extent]++;
   }
   for (size_t i = 0; i < extents.size() && st.ok(); i++) {
     extents[i].refs = refs[i];
@@ -377,7 +378,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
       if (!st.ok()) break;
     }
     inode->segment_size = piece.segment_size;
-    auto layout = catalog.InternLayout(piece.stamp);
+    auto layout = catalog.InternLayout(piece.plan->policy_stamp);
     if (!layout.ok()) {
       st = layout.status();
       break;

@@ -28,7 +28,7 @@ constexpr int64_t kFailedRetryNs = 600'000'000'000;  // an unreadable file is re
 bool SameSegments(const std::vector<SegmentRecord>& a, const std::vector<SegmentRecord>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const SegmentRecord& x, const SegmentRecord& y) {
     return x.index == y.index && x.extent_id == y.extent_id && x.extent_offset == y.extent_offset &&
-           x.length == y.length;  // `cached` changes with reads and does not matter
+           x.length == y.length && x.hole_record == y.hole_record;  // `cached` changes with reads, does not matter
   });
 }
 
@@ -213,8 +213,7 @@ Status Reconciler::Apply(uint64_t ino, const ProgressFn& report) {
 struct Reconciler::Job {
   InodeRecord inode;               // as planned
   std::vector<SegmentRecord> old;  // its segments as planned
-  std::string stamp;               // the new policy
-  uint64_t segment_size = 0;       // the new segment size
+  std::shared_ptr<const WritePlan> plan;  // the new policy's
   bool failed = false;             // its data could not be read: it stays as it is
 };
 
@@ -225,7 +224,8 @@ struct Reconciler::Batch {
     size_t job;
     uint64_t index;
     uint64_t length;
-    size_t extent;  // index into `extents`, or WrittenSegments::kHole
+    size_t extent;  // index into `extents`: the data, or the record of the hole
+    bool hole;
     uint64_t offset;
   };
   std::vector<Job> jobs;
@@ -278,16 +278,21 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     queue(false);
     return false;
   }
+  auto plan = PlanWrite(policy);
+  if (!plan.ok()) {
+    LogError("reconciler: inode {} stays as it is: {}", ino, plan.status().message());
+    retry_after_[ino] = NowNs() + kFailedRetryNs;
+    return false;
+  }
   job->inode = *record;
   job->old = catalog.GetSegments(ino);
-  job->stamp = policy.Effective();
-  job->segment_size = policy.segment_size();
+  job->plan = std::move(*plan);
   return true;
 }
 
 Status Reconciler::ReadNewSegment(const Job& job, uint64_t index, std::vector<uint8_t>* data) {
-  uint64_t start = index * job.segment_size;
-  data->assign(std::min(job.segment_size, job.inode.size - start), 0);
+  uint64_t start = index * job.plan->segment_size;
+  data->assign(std::min(job.plan->segment_size, job.inode.size - start), 0);
   uint64_t old_size = job.inode.segment_size;
   for (const SegmentRecord& segment : job.old) {  // the old segments overlapping [start, end)
     uint64_t seg_start = segment.index * old_size;
@@ -305,8 +310,8 @@ Status Reconciler::WritePending(Batch& batch) {
   if (!written.ok()) return written.status();
   for (const auto& p : written->placements) {
     const SegmentPiece& piece = batch.pending[p.piece];
-    size_t extent = p.extent == WrittenSegments::kHole ? p.extent : batch.extents.size() + p.extent;
-    batch.placed.push_back({batch.pending_job[p.piece], piece.index, piece.data.size(), extent, p.offset});
+    batch.placed.push_back(
+        {batch.pending_job[p.piece], piece.index, piece.data.size(), batch.extents.size() + p.extent, p.hole, p.offset});
   }
   batch.extents.insert(batch.extents.end(), written->extents.begin(), written->extents.end());
   batch.pending.clear();
@@ -341,17 +346,15 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
         continue;
       }
       for (const SegmentRecord& segment : job.old) {
-        if (segment.extent_id != kHoleExtent) CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.extent_id));
+        CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.referenced_extent()));
         CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(job.inode.ino, segment.index));
       }
     }
     for (const auto& p : batch.placed) {
       if (!swap[p.job]) continue;
-      bool hole = p.extent == WrittenSegments::kHole;
-      CAIRN_RETURN_IF_ERROR(catalog.PutSegment({batch.jobs[p.job].inode.ino, p.index,
-                                                hole ? kHoleExtent : batch.extents[p.extent].id, p.offset, p.length,
-                                                false}));
-      if (!hole) refs[p.extent]++;
+      CAIRN_RETURN_IF_ERROR(catalog.PutSegment(PlacedSegment(batch.jobs[p.job].inode.ino, p.index, p.hole,
+                                                             batch.extents[p.extent].id, p.offset, p.length, false)));
+      refs[p.extent]++;
     }
     for (size_t i = 0; i < batch.extents.size(); i++) {
       batch.extents[i].refs = refs[i];
@@ -361,15 +364,17 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
       if (!swap[j]) continue;
       auto inode = catalog.GetInode(batch.jobs[j].inode.ino);
       if (!inode.ok()) return inode.status();
-      auto layout = catalog.InternLayout(batch.jobs[j].stamp);
+      auto layout = catalog.InternLayout(batch.jobs[j].plan->policy_stamp);
       if (!layout.ok()) return layout.status();
-      inode->segment_size = batch.jobs[j].segment_size;
+      inode->segment_size = batch.jobs[j].plan->segment_size;
       inode->layout_id = *layout;
       CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*inode));
       // A policy change while it was being rewritten leaves it queued for another pass.
       auto policy = ResolvePolicy(catalog, inode->ino, archive_.policy_context());
       if (!policy.ok()) return policy.status();
-      if (LayoutMatches(batch.jobs[j].stamp, *policy)) CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(inode->ino));
+      if (LayoutMatches(batch.jobs[j].plan->policy_stamp, *policy)) {
+        CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(inode->ino));
+      }
     }
     return Status::OK();
   });
@@ -416,9 +421,9 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
     size_t j = batch.jobs.size();
     batch.jobs.push_back(std::move(job));
     const Job& planned = batch.jobs[j];
-    for (uint64_t index = 0; index * planned.segment_size < planned.inode.size; index++) {
+    for (uint64_t index = 0; index * planned.plan->segment_size < planned.inode.size; index++) {
       if (cancel_) return abandon(Status::OK());
-      SegmentPiece piece{ino, index, planned.segment_size, planned.stamp, {}};
+      SegmentPiece piece{ino, index, planned.plan->segment_size, planned.plan, {}};
       Status st = ReadNewSegment(planned, index, &piece.data);
       if (!st.ok()) {  // this file stays as it is; the others go on
         LogError("reconciler: inode {} stays out of policy: {}", ino, st.message());

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/logical_payload.h"
 #include "util/log.h"
 
 namespace cairn {
@@ -31,7 +32,8 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
     if (!record.ok()) return record.status();
     extent = *record;
   }
-  auto bytes = archive_.ReadExtentPayload(extent);
+  auto stored = archive_.ReadExtentPayload(extent);
+  auto bytes = stored.ok() ? LogicalPayload(extent, std::move(*stored)) : stored;
   if (!bytes.ok()) {
     LogError("read of extent {} failed: {}", extent_id, bytes.status().message());
     // Whatever went wrong (unreadable, damaged, unknown version), the reader gets EIO.

@@ -1,6 +1,6 @@
 // SegmentStore serves reads of persisted data that is not in the staging cache: it reads
-// whole extents from the disks, verifies them, and keeps the most recently used payloads
-// in memory so that a sequential read costs one disk read per extent. Thread-safe.
+// whole extents from the disks, verifies and decodes them, and keeps the most recently used
+// logical payloads in memory so that a sequential read costs one disk read per extent. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,7 @@ class SegmentStore {
 
  private:
   using Payload = std::shared_ptr<const std::vector<uint8_t>>;
-  // The verified payload of the extent `segment` points into.
+  // The verified logical payload of the extent `segment` points into.
   Result<Payload> Load(const SegmentRecord& segment);
 
   Archive& archive_;

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include <fmt/format.h>
 
-#include "redundancy/erasure_code.h"
 #include "redundancy/intra_disk.h"
 #include "util/coding.h"
 
@@ -99,24 +99,26 @@ Result<Superblock> DecodeSuperblock(std::span<const uint8_t> block, const std::s
 }
 
 // Extent header layout (little-endian), one 4096-byte block:
-//   0 magic[8] | 8 u16 version | 10 u16 header_len (fixed + stamp_len + digest_len; fixed is
-//   76 in v2, 92 in v3)
+//   0 magic[8] | 8 u16 version | 10 u16 header_len (fixed + stamp_len + digest_len + chain_len;
+//   fixed is 76 in v2, 92 in v3, 102 in v4)
 //   12 u8 kind (bits 0-3) and checksum type (bits 4-7)
 //   13 u8 chunk_index | 14 u8 scheme | 15 u8 data_chunks
 //   16 archive_id[16] | 32 u64 extent_id | 40 u64 inode | 48 u64 file_offset
 //   56 u64 payload_length | 64 u32 masked crc32c(payload) | 68 u16 stamp_len
 //   70 u8 parity_chunks | 71 u8 idr_scramble
 //   72 policy stamp[stamp_len] | digest[digest_len] (0, 8 or 32 bytes by checksum type)
-//   v3 only: u64 extent_payload_length | u32 masked extent_payload_crc | u32 members_length
+//   v3 on: u64 extent_payload_length | u32 masked extent_payload_crc | u32 members_length
+//   v4 on: u64 logical_length | u16 chain_len | chain stamp[chain_len]
 //   then u32 masked crc32c of every byte before it | zeros
 std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h) {
   std::array<uint8_t, kExtentHeaderSize> out{};
   size_t fixed = ExtentHeaderFixedBytes(h.version);
   size_t digest_len = DigestSize(h.redundancy.checksum);
-  size_t stamp_len = std::min(h.policy_stamp.size(), kExtentHeaderSize - fixed - digest_len);
+  size_t chain_len = h.version >= 4 ? std::min(h.chain_stamp.size(), kMaxChainStamp) : 0;
+  size_t stamp_len = std::min(h.policy_stamp.size(), kExtentHeaderSize - fixed - digest_len - chain_len);
   std::memcpy(out.data(), kExtentMagic, 8);
   PutFixed16(&out[8], h.version);
-  PutFixed16(&out[10], static_cast<uint16_t>(fixed + stamp_len + digest_len));
+  PutFixed16(&out[10], static_cast<uint16_t>(fixed + stamp_len + digest_len + chain_len));
   out[12] = static_cast<uint8_t>(static_cast<uint8_t>(h.kind) | static_cast<uint8_t>(h.redundancy.checksum) << 4);
   out[13] = h.chunk_index;
   out[14] = static_cast<uint8_t>(h.redundancy.scheme);
@@ -139,6 +141,12 @@ std::array<uint8_t, kExtentHeaderSize> EncodeExtentHeader(const ExtentHeader& h)
     PutFixed32(&out[end + 8], MaskCrc(h.extent_payload_crc));
     PutFixed32(&out[end + 12], h.members_length);
     end += 16;
+  }
+  if (h.version >= 4) {
+    PutFixed64(&out[end], h.logical_length);
+    PutFixed16(&out[end + 8], static_cast<uint16_t>(chain_len));
+    std::memcpy(&out[end + 10], h.chain_stamp.data(), chain_len);
+    end += 10 + chain_len;
   }
   PutFixed32(&out[end], MaskCrc(Crc32c({out.data(), end})));
   return out;
@@ -166,7 +174,11 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
   uint8_t checksum = bytes[12] >> 4;
   size_t digest_len = checksum <= static_cast<uint8_t>(kLastChecksumType)
                           ? DigestSize(static_cast<ChecksumType>(checksum)) : 0;
-  if (fixed + stamp_len + digest_len > kExtentHeaderSize || header_len != fixed + stamp_len + digest_len) {
+  // The chain stamp's length sits 24 bytes after the policy stamp and the digest (v4).
+  size_t chain_len = version >= 4 && fixed + stamp_len + digest_len <= kExtentHeaderSize
+                         ? GetFixed16(&bytes[72 + stamp_len + digest_len + 24]) : 0;
+  if (fixed + stamp_len + digest_len + chain_len > kExtentHeaderSize ||
+      header_len != fixed + stamp_len + digest_len + chain_len) {
     return Status::Corruption(
         fmt::format("{}: extent header length {} does not fit its policy stamp of {} bytes", where, header_len,
                     stamp_len));
@@ -205,24 +217,30 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
   h.policy_stamp.assign(reinterpret_cast<const char*>(&bytes[72]), stamp_len);
   h.redundancy.checksum = static_cast<ChecksumType>(checksum);
   std::memcpy(h.digest.data(), &bytes[72 + stamp_len], digest_len);
-  switch (version) {
-    case 2:
-      if (h.redundancy.scheme != Redundancy::Scheme::kReedSolomon) {
-        h.extent_payload_length = h.payload_length;
-        h.extent_payload_crc = h.payload_crc;
-      }
-      break;
-    default: {  // 3
-      size_t at = 72 + stamp_len + digest_len;
-      h.extent_payload_length = GetFixed64(&bytes[at]);
-      h.extent_payload_crc = UnmaskCrc(GetFixed32(&bytes[at + 8]));
-      h.members_length = GetFixed32(&bytes[at + 12]);
-      if (h.members_length > h.extent_payload_length) {
-        return Status::Corruption(fmt::format("{}: member table of {} bytes is longer than the {}-byte payload", where,
-                                              h.members_length, h.extent_payload_length));
-      }
-      break;
+  size_t at = 72 + stamp_len + digest_len;
+  if (version == 2) {
+    if (h.redundancy.scheme != Redundancy::Scheme::kReedSolomon) {
+      h.extent_payload_length = h.payload_length;
+      h.extent_payload_crc = h.payload_crc;
     }
+  } else {
+    h.extent_payload_length = GetFixed64(&bytes[at]);
+    h.extent_payload_crc = UnmaskCrc(GetFixed32(&bytes[at + 8]));
+    h.members_length = GetFixed32(&bytes[at + 12]);
+  }
+  h.logical_length = h.extent_payload_length;
+  if (version >= 4) {
+    h.logical_length = GetFixed64(&bytes[at + 16]);
+    h.chain_stamp.assign(reinterpret_cast<const char*>(&bytes[at + 26]), chain_len);
+    auto bad = std::find_if(h.chain_stamp.begin(), h.chain_stamp.end(), [](char c) { return c < 0x20 || c > 0x7e; });
+    if (bad != h.chain_stamp.end()) {
+      return Status::Corruption(fmt::format("{}: chain stamp has byte 0x{:02x} (printable ASCII only)", where,
+                                            static_cast<uint8_t>(*bad)));
+    }
+  }
+  if (h.members_length > h.logical_length) {
+    return Status::Corruption(fmt::format("{}: member table of {} bytes is longer than the {}-byte payload", where,
+                                          h.members_length, h.logical_length));
   }
   CAIRN_RETURN_IF_ERROR(CheckExtentHeader(h, where));
   return h;
@@ -235,55 +253,34 @@ Status CheckExtentHeader(const ExtentHeader& h, const std::string& where) {
     return Status::Corruption(fmt::format("{}: extent header: chunk_index {} but the redundancy has {} chunks", where,
                                           h.chunk_index, h.redundancy.chunk_count()));
   }
-  for (auto [field, length] : {std::pair{"payload_length", h.payload_length},
-                                std::pair{"extent_payload_length", h.extent_payload_length}}) {
-    if (length > kMaxExtentPayload) {
+  for (auto [field, length, maximum] : {std::tuple{"payload_length", h.payload_length, kMaxStoredPayload},
+                                       std::tuple{"extent_payload_length", h.extent_payload_length, kMaxStoredPayload},
+                                       std::tuple{"logical_length", h.logical_length, kMaxExtentPayload}}) {
+    if (length > maximum) {
       return Status::Corruption(fmt::format("{}: extent header: {} {} is above the maximum of {}", where, field,
-                                            length, kMaxExtentPayload));
+                                            length, maximum));
     }
   }
-  return Status::OK();
+  return CheckStoredLength(h.extent_payload_length, h.logical_length, h.chain_stamp,
+                           fmt::format("{}: extent header", where));
 }
 
-Status CheckRedundancy(const Redundancy& r) {
-  auto bad = [&](std::string_view field, uint64_t value, std::string_view allowed) {
-    return Status::Corruption(fmt::format("redundancy scheme {}: {} {} is out of range ({})",
-                                          static_cast<int>(r.scheme), field, value, allowed));
-  };
-  switch (r.scheme) {
-    case Redundancy::Scheme::kNone:
-      if (r.data_chunks != 1) return bad("data_chunks", r.data_chunks, "1 for none");
-      if (r.parity_chunks != 0) return bad("parity_chunks", r.parity_chunks, "0 for none");
-      break;
-    case Redundancy::Scheme::kMirror:
-      if (r.data_chunks != 1) return bad("data_chunks", r.data_chunks, "1 for mirror");
-      if (r.parity_chunks < 1 || r.parity_chunks >= kMaxMirrorCopies) {
-        return bad("parity_chunks", r.parity_chunks, "1..7 for mirror");
-      }
-      break;
-    case Redundancy::Scheme::kReedSolomon:
-      if (r.data_chunks < 1 || r.data_chunks > ErasureCode::kMaxDataChunks) {
-        return bad("data_chunks", r.data_chunks, "1..128 for rs");
-      }
-      if (r.parity_chunks < 1 || r.parity_chunks > ErasureCode::kMaxParityChunks) {
-        return bad("parity_chunks", r.parity_chunks, "1..32 for rs");
-      }
-      break;
-    default:
-      return Status::Corruption(fmt::format("unknown redundancy scheme {} (0 none, 1 mirror, 2 rs)",
-                                            static_cast<int>(r.scheme)));
+Status CheckStoredLength(uint64_t stored_length, uint64_t logical_length, std::string_view chain_stamp,
+                         std::string_view what) {
+  uint64_t most = logical_length;
+  if (!chain_stamp.empty()) {
+    size_t stages = std::count(chain_stamp.begin(), chain_stamp.end(), ' ') + 1;
+    for (; stages > 0 && most < stored_length; stages--) {  // stops before it could overflow
+      most = MaxStoredLength(most);
+    }
   }
-  if (r.idr_scramble > kIdrMaxScramble) return bad("idr_scramble", r.idr_scramble, "0..64");
-  if (r.checksum > kLastChecksumType) {
-    return bad("checksum", static_cast<uint64_t>(r.checksum), "0..3: crc32c, xxh3, sha256, blake3");
+  if (chain_stamp.empty() ? stored_length != logical_length : stored_length > most) {
+    return Status::Corruption(fmt::format("{}: a stored payload of {} bytes cannot hold a logical one of {} bytes {}",
+                                          what, stored_length, logical_length,
+                                          chain_stamp.empty() ? std::string("without a transform chain")
+                                                              : fmt::format("through the chain '{}'", chain_stamp)));
   }
   return Status::OK();
-}
-
-uint64_t Redundancy::ChunkLength(uint64_t payload_length) const {
-  if (scheme != Scheme::kReedSolomon) return payload_length;
-  uint64_t slice = (payload_length + data_chunks - 1) / data_chunks;
-  return (slice + 63) / 64 * 64;
 }
 
 uint64_t ExtentAllocation(uint64_t payload_length, uint8_t idr_scramble) {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <unordered_set>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -36,7 +37,8 @@ CREATE TABLE xattrs(ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NUL
 CREATE TABLE extents(
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   payload_length INTEGER NOT NULL, payload_crc INTEGER NOT NULL, kind INTEGER NOT NULL,
-  refs INTEGER NOT NULL, redundancy INTEGER NOT NULL, chunks BLOB NOT NULL);
+  refs INTEGER NOT NULL, redundancy INTEGER NOT NULL, chunks BLOB NOT NULL,
+  logical_length INTEGER NOT NULL, chain TEXT NOT NULL);
 CREATE TABLE segments(
   ino INTEGER NOT NULL, idx INTEGER NOT NULL, extent INTEGER NOT NULL,
   extent_offset INTEGER NOT NULL, length INTEGER NOT NULL, cached INTEGER NOT NULL,
@@ -84,7 +86,9 @@ InodeRecord ReadInode(Statement& s) {
 }
 
 SegmentRecord ReadSegment(Statement& s) {
-  return SegmentRecord{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.Int(5) != 0};
+  SegmentRecord r{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.Int(5) != 0};
+  if (r.extent_id == kHoleExtent) std::swap(r.extent_offset, r.hole_record);  // a hole's column holds its record
+  return r;
 }
 
 // Redundancy packed into one integer: scheme | data << 8 | parity << 16 | idr << 24 |
@@ -128,14 +132,15 @@ std::vector<ChunkPlacement> DecodeChunks(const std::vector<uint8_t>& blob) {
 }
 
 ExtentRecord ReadExtentRow(Statement& s) {
-  return ExtentRecord{s.UInt(0), s.UInt(1), static_cast<uint32_t>(s.Int(2)), static_cast<int>(s.Int(3)),
-                      s.UInt(4), DecodeRedundancy(s.UInt(5)), DecodeChunks(s.Blob(6))};
+  return ExtentRecord{s.UInt(0),  s.UInt(1), static_cast<uint32_t>(s.Int(2)), static_cast<int>(s.Int(3)),
+                      s.UInt(4),  DecodeRedundancy(s.UInt(5)), DecodeChunks(s.Blob(6)), s.UInt(7),
+                      s.Text(8)};
 }
 
 #define INODE_COLUMNS \
   "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink, layout, generation"
 #define SEGMENT_COLUMNS "ino, idx, extent, extent_offset, length, cached"
-#define EXTENT_COLUMNS "id, payload_length, payload_crc, kind, refs, redundancy, chunks"
+#define EXTENT_COLUMNS "id, payload_length, payload_crc, kind, refs, redundancy, chunks, logical_length, chain"
 
 }  // namespace
 
@@ -199,6 +204,12 @@ Status Catalog::UpgradeSchema(int from_version) {
   CAIRN_RETURN_IF_ERROR(Begin());
   Status st = from_version < 4 ? Exec("ALTER TABLE inodes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
                                : Status::OK();
+  // Extents written before the codec stage have no transform chain: logical = stored.
+  if (st.ok() && from_version < 5) {
+    st = Exec("ALTER TABLE extents ADD COLUMN logical_length INTEGER NOT NULL DEFAULT 0; "
+              "UPDATE extents SET logical_length = payload_length; "
+              "ALTER TABLE extents ADD COLUMN chain TEXT NOT NULL DEFAULT ''");
+  }
   if (st.ok()) st = SetMeta("schema_version", std::to_string(kCatalogSchemaVersion));
   if (st.ok()) st = Commit();
   if (!st.ok()) {
@@ -439,6 +450,12 @@ Status Catalog::RaiseIdFloors(uint64_t max_ino, uint64_t max_extent_id) {
   CAIRN_RETURN_IF_ERROR(
       Prepare("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'inodes'").Bind(max_ino).Run());
   return Prepare("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'extents'").Bind(max_extent_id).Run();
+}
+
+Status Catalog::RaiseEpoch(uint64_t max_generation) {
+  if (epoch_ > max_generation) return Status::OK();
+  epoch_ = max_generation + 1;
+  return SetMeta("epoch", std::to_string(epoch_));
 }
 
 Status Catalog::UpdateInode(const InodeRecord& r) {
@@ -686,7 +703,8 @@ Result<SegmentSummary> Catalog::SummarizeSegments(uint64_t ino) {
   auto& s = Prepare(
       "SELECT COUNT(*), COALESCE(SUM(idx < 0 OR length < 0 OR extent_offset < 0), 0), COALESCE(MAX(idx), 0), "
       "COALESCE((SELECT length FROM segments WHERE ino = ?1 ORDER BY idx DESC LIMIT 1), 0), "
-      "COALESCE(MAX(length), 0), COALESCE(MAX(extent_offset), 0) FROM segments WHERE ino = ?1");
+      "COALESCE(MAX(length), 0), COALESCE(MAX(CASE WHEN extent = 0 THEN 0 ELSE extent_offset END), 0) "
+      "FROM segments WHERE ino = ?1");
   s.Bind(ino);
   if (!s.Step()) {
     CAIRN_RETURN_IF_ERROR(s.status());
@@ -697,7 +715,8 @@ Result<SegmentSummary> Catalog::SummarizeSegments(uint64_t ino) {
 
 Status Catalog::PutSegment(const SegmentRecord& r) {
   return Prepare("INSERT OR REPLACE INTO segments(" SEGMENT_COLUMNS ") VALUES(?,?,?,?,?,?)")
-      .Bind(r.ino, r.index, r.extent_id, r.extent_offset, r.length, r.cached)
+      .Bind(r.ino, r.index, r.extent_id, r.extent_id == kHoleExtent ? r.hole_record : r.extent_offset, r.length,
+            r.cached)
       .Run();
 }
 
@@ -726,9 +745,9 @@ Result<ExtentRecord> Catalog::GetExtent(uint64_t id) {
 }
 
 Status Catalog::InsertExtent(const ExtentRecord& r) {
-  return Prepare("INSERT INTO extents(" EXTENT_COLUMNS ") VALUES(?,?,?,?,?,?,?)")
+  return Prepare("INSERT INTO extents(" EXTENT_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?)")
       .Bind(r.id, r.payload_length, r.payload_crc, r.kind, r.refs, EncodeRedundancy(r.redundancy),
-            EncodeChunks(r.chunks))
+            EncodeChunks(r.chunks), r.logical_length, r.chain_stamp)
       .Run();
 }
 

@@ -24,8 +24,9 @@
 
 namespace cairn {
 
-// 4 added inodes.generation; a version 3 catalog is upgraded when opened for writing.
-constexpr int kCatalogSchemaVersion = 4;
+// 4 added inodes.generation, 5 extents.logical_length and extents.chain; older catalogs
+// (from version 3 on) are upgraded when opened for writing.
+constexpr int kCatalogSchemaVersion = 5;
 constexpr uint64_t kRootInode = 1;
 
 struct InodeRecord {
@@ -57,8 +58,9 @@ struct DirEntryRecord {
 // A segment whose bytes are all zero is stored as no extent at all (sparse files).
 constexpr uint64_t kHoleExtent = 0;
 
-// Segment `index` of inode `ino` is `length` bytes at `extent_offset` in the payload of
-// extent `extent_id`. `cached` means the staging cache also holds it (and is authoritative).
+// Segment `index` of inode `ino` is `length` bytes at `extent_offset` in the logical payload
+// of extent `extent_id` (what its transform chain decodes to). `cached` means the staging
+// cache also holds it (and is authoritative).
 struct SegmentRecord {
   uint64_t ino = 0;
   uint64_t index = 0;
@@ -66,6 +68,14 @@ struct SegmentRecord {
   uint64_t extent_offset = 0;
   uint64_t length = 0;
   bool cached = false;
+  // A hole (extent_id == kHoleExtent): the extent whose member table records it, which it
+  // references so no older data of the segment outlives that record on the disks (cairn
+  // recover); 0 for none (holes persisted before they were recorded). Stored in the
+  // extent_offset column, which a hole does not use.
+  uint64_t hole_record = 0;
+
+  // The extent this row holds a reference to (0: none).
+  uint64_t referenced_extent() const { return extent_id == kHoleExtent ? hole_record : extent_id; }
 };
 
 // What the segment rows of one file add up to: enough to check them against the inode
@@ -76,7 +86,7 @@ struct SegmentSummary {
   uint64_t last_index = 0;        // the highest idx, and that segment's length
   uint64_t last_length = 0;
   uint64_t max_length = 0;        // the longest segment
-  uint64_t max_extent_offset = 0;
+  uint64_t max_extent_offset = 0;  // of the rows with data
 };
 
 // Where one chunk of an extent lives: its own on-disk extent (header + bytes).
@@ -96,15 +106,19 @@ struct ChunkPlacement {
   }
 };
 
-// A payload (one segment, or a pack of small ones) and the chunks that hold it.
+// A payload (one segment, or a pack of small ones) and the chunks that hold it. The logical
+// payload (file data, then the member table) goes through the transform chain (codec/) to
+// become the stored payload that the chunks hold.
 struct ExtentRecord {
   uint64_t id = 0;
-  uint64_t payload_length = 0;
-  uint32_t payload_crc = 0;
+  uint64_t payload_length = 0;  // stored bytes
+  uint32_t payload_crc = 0;     // of the stored bytes
   int kind = 1;       // an ExtentKind (backend/extent_format.h)
   uint64_t refs = 0;  // segments that point into this extent
   Redundancy redundancy;
   std::vector<ChunkPlacement> chunks;  // redundancy.chunk_count() of them, on distinct disks
+  uint64_t logical_length = 0;  // equal to payload_length when the chain is empty
+  std::string chain_stamp;      // TransformChain::Stamp(), "" for none
 };
 
 class Catalog {
@@ -154,6 +168,9 @@ class Catalog {
   // Makes later InsertInode / extent ids start above these (cairn recover: ids seen on the
   // disks are never handed out again, even those of extents it did not keep).
   Status RaiseIdFloors(uint64_t max_ino, uint64_t max_extent_id);
+  // Makes the epoch (the generation of inodes made or restored from now on) exceed
+  // `max_generation` (cairn recover: generations recorded on the disks).
+  Status RaiseEpoch(uint64_t max_generation);
   Status UpdateInode(const InodeRecord& record);
   Status DeleteInode(uint64_t ino);  // with its xattrs
   std::vector<uint64_t> InodesWhere(const char* condition);  // e.g. "dirty = 1"

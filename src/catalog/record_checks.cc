@@ -106,10 +106,20 @@ Status CheckExtentRecord(const ExtentRecord& e) {
   }
   Status redundancy = CheckRedundancy(e.redundancy);
   if (!redundancy.ok()) return Bad("extents row {}: {}", e.id, redundancy.message());
-  if (e.payload_length > kMaxExtentPayload) {
+  if (e.payload_length > kMaxStoredPayload) {
     return Bad("extents row {}: payload_length {} is above the maximum of {}", e.id, e.payload_length,
+               kMaxStoredPayload);
+  }
+  if (e.logical_length > kMaxExtentPayload) {
+    return Bad("extents row {}: logical_length {} is above the maximum of {}", e.id, e.logical_length,
                kMaxExtentPayload);
   }
+  if (e.chain_stamp.size() > kMaxChainStamp) {
+    return Bad("extents row {}: chain of {} bytes (at most {})", e.id, e.chain_stamp.size(), kMaxChainStamp);
+  }
+  Status lengths = CheckStoredLength(e.payload_length, e.logical_length, e.chain_stamp,
+                                     fmt::format("catalog: extents row {}", e.id));
+  if (!lengths.ok()) return lengths;
   if (e.chunks.size() != e.redundancy.chunk_count()) {
     return Bad("extents row {}: {} chunks recorded, its redundancy needs {}", e.id, e.chunks.size(),
                e.redundancy.chunk_count());

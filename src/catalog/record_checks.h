@@ -28,7 +28,8 @@ Status CheckSegmentRecord(const SegmentRecord& segment, const InodeRecord& inode
 // for. One aggregate query, however many segments the file has.
 Status CheckSegmentSummary(const InodeRecord& inode, const SegmentSummary& segments, bool complete);
 // A known kind, a valid redundancy (CheckRedundancy), payload_length at most
-// kMaxExtentPayload, one chunk per chunk_count(), each block aligned and allocated as
+// kMaxStoredPayload and logical_length at most kMaxExtentPayload as its chain allows
+// (CheckStoredLength), one chunk per chunk_count(), each block aligned and allocated as
 // ExtentAllocation() says.
 Status CheckExtentRecord(const ExtentRecord& extent);
 // A policy stamp: 1..kMaxPolicyStamp printable characters.

@@ -277,6 +277,10 @@ int CmdInspect(const Args& args) {
     fmt::print("  extent payload {} bytes, crc32c {:08x}, of which member table {} bytes\n",
                header->extent_payload_length, header->extent_payload_crc, header->members_length);
   }
+  if (header->version >= 4) {
+    fmt::print("  logical payload {} bytes, transforms {}\n", header->logical_length,
+               header->chain_stamp.empty() ? "none" : header->chain_stamp);
+  }
   return 0;
 }
 

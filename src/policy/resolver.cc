@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "redundancy/striping.h"
 #include "util/clock.h"
 
 namespace cairn {
@@ -123,6 +122,8 @@ std::string LockCovering(const std::vector<std::vector<Level>>& chains, PolicyKe
   return "";
 }
 
+}  // namespace
+
 std::map<std::string, std::string> StampFields(const std::string& stamp) {
   std::map<std::string, std::string> fields;
   std::istringstream words(stamp);
@@ -133,8 +134,6 @@ std::map<std::string, std::string> StampFields(const std::string& stamp) {
   }
   return fields;
 }
-
-}  // namespace
 
 std::string PathOf(Catalog& catalog, uint64_t ino) {
   std::string path;
@@ -236,11 +235,6 @@ bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy) {
     if (it == stamped.end() || it->second != field.value) return false;
   }
   return true;
-}
-
-Result<Redundancy> RedundancyOfStamp(const std::string& stamp) {
-  auto fields = StampFields(stamp);
-  return ParseRedundancy(fields["raid"], fields["idr"], fields.contains("checksum") ? fields["checksum"] : "crc32c");
 }
 
 Result<std::string> LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key) {

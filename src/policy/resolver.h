@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,8 +51,8 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
 // only the name of the policy may differ.
 bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy);
 
-// The redundancy a stamp's raid= and idr= fields ask for.
-Result<Redundancy> RedundancyOfStamp(const std::string& stamp);
+// The KEY=value fields of a policy stamp (an Effective() string), by key.
+std::map<std::string, std::string> StampFields(const std::string& stamp);
 
 // The admin lock covering `key` for `ino`, above any of its names: "/path
 // (trusted.cairn.lock=all)", or empty when users may set it. REQUIRES: the caller

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "codec/transform_registry.h"
 #include "util/printable.h"
 #include "util/size.h"
 
@@ -109,6 +110,26 @@ Result<std::string> CheckPlacement(std::string_view v) {
   return NotYet(PolicyKey::kPlacement, v, "one pool of disks, balanced by free space");
 }
 
+// plugins: none, or transform names separated by commas, each installed (codec/).
+Result<std::string> CheckPlugins(std::string_view v) {
+  if (v.empty() || v == "none") return std::string("none");
+  static const std::regex kName("[a-z][a-z0-9-]{0,31}");
+  std::string canonical;
+  for (size_t start = 0; start <= v.size();) {
+    size_t end = std::min(v.find(',', start), v.size());
+    std::string name(v.substr(start, end - start));
+    if (!std::regex_match(name, kName)) {
+      return Bad(PolicyKey::kPlugins, v, "none, or transform names (a-z, 0-9, '-') separated by commas");
+    }
+    if (!IsTransformRegistered(name)) {
+      return NotYet(PolicyKey::kPlugins, v, fmt::format("no transform plugin '{}' is installed", name));
+    }
+    canonical += (canonical.empty() ? "" : ",") + name;
+    start = end + 1;
+  }
+  return canonical;
+}
+
 Result<std::string> CheckSegmentSize(std::string_view v) {
   auto size = ParseSize(v);
   if (!size.ok()) return Bad(PolicyKey::kSegmentSize, v, "a size from 64K to 1G in multiples of 4K, e.g. 4M");
@@ -176,9 +197,7 @@ Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value) 
       return Bad(key, value, "crc32c, xxh3, blake3, sha256");
     case PolicyKey::kPlacement: return CheckPlacement(value);
     case PolicyKey::kSegmentSize: return CheckSegmentSize(value);
-    case PolicyKey::kPlugins:
-      if (value.empty() || value == "none") return std::string("none");
-      return NotYet(key, value, "no transform plugins are installed");
+    case PolicyKey::kPlugins: return CheckPlugins(value);
     case PolicyKey::kPolicy: return CheckName(key, value);  // whether it is defined is the rules' business
   }
   return Bad(key, value, "?");

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/extent_format.h"
 #include "cairn/status.h"
+#include "redundancy/redundancy.h"
 
 namespace cairn {
 

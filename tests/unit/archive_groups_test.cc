@@ -4,6 +4,7 @@
 
 #include "archive/archive.h"
 #include "archive/config.h"
+#include "archive_fixture.h"
 #include "redundancy/striping.h"
 #include "test_util.h"
 
@@ -46,7 +47,8 @@ TEST_CASE("Archive: new extents go to the first disk group, and raid= must fit i
         "raid=mirror-3 puts 3 chunks on distinct disks; group hot (where new data goes) has 2 disks");
   for (int round = 0; round < 6; round++) {
     auto payload = test::RandomBytes(50000, round);
-    auto extent = archive->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, "", Parse("mirror-2"));
+    auto extent = archive->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
+                                             test::PlainEncoding("", Parse("mirror-2"), payload));
     REQUIRE(extent.ok());
     std::set<uint32_t> disks;
     for (const ChunkPlacement& chunk : extent->chunks) disks.insert(chunk.disk);
@@ -56,8 +58,9 @@ TEST_CASE("Archive: new extents go to the first disk group, and raid= must fit i
     CHECK(*back == payload);
     archive->ReleaseUncommitted(*extent);
   }
-  auto wide = archive->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, test::RandomBytes(100, 9), "",
-                                         Parse("rs-2-1"));
+  auto small = test::RandomBytes(100, 9);
+  auto wide = archive->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, small,
+                                         test::PlainEncoding("", Parse("rs-2-1"), small));
   REQUIRE_FALSE(wide.ok());
   CHECK(wide.status().message().find("only 2 found among the 2 disks of group hot") != std::string::npos);
 }
@@ -66,7 +69,8 @@ TEST_CASE("Archive: a chunk relocated off a failed disk stays in its group", "[g
   test::TempDir dir;
   auto archive = OpenGrouped(dir);
   auto payload = test::RandomBytes(50000, 1);
-  auto extent = archive->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, "", Parse("mirror-2"));
+  auto extent = archive->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
+                                           test::PlainEncoding("", Parse("mirror-2"), payload));
   REQUIRE(extent.ok());
   REQUIRE(archive->FailDisk(4).ok());
   size_t on_failed = extent->chunks[0].disk == 4 ? 0 : 1;

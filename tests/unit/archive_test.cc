@@ -7,6 +7,7 @@
 #include "archive/archive.h"
 #include "archive/filesystem.h"
 #include "archive/fsck.h"
+#include "archive_fixture.h"
 #include "fault_disk.h"
 #include "test_util.h"
 
@@ -14,79 +15,8 @@ using namespace cairn;
 
 namespace {
 
-constexpr uint64_t kSegment = 64 << 10;
-
-struct Fixture {
-  test::TempDir tmp;
-  std::string dir = tmp / "arch";
-  std::unique_ptr<Archive> archive;
-  std::unique_ptr<Filesystem> fs;
-
-  Fixture() {
-    MkfsOptions mkfs;
-    mkfs.disk_count = 3;
-    mkfs.disk_size = 16 << 20;
-    mkfs.options.segment_size = kSegment;
-    mkfs.options.pack_threshold = 8 << 10;
-    REQUIRE(CreateArchive(dir, mkfs).ok());
-    Open();
-  }
-  ~Fixture() { Close(); }
-
-  void Open(test::FaultPlan* faults = nullptr) {
-    Archive::OpenOptions options;
-    if (faults) {
-      options.wrap_disk = [faults](std::unique_ptr<Disk> disk, size_t) -> std::unique_ptr<Disk> {
-        return std::make_unique<test::FaultDisk>(std::move(disk), *faults);
-      };
-    }
-    auto a = Archive::Open(dir, options);
-    REQUIRE(a.ok());
-    archive = std::move(*a);
-    fs = std::make_unique<Filesystem>(*archive);
-    REQUIRE(fs->Recover().ok());
-  }
-  void Close() {
-    if (fs) REQUIRE(fs->Stop().ok());
-    fs.reset();
-    archive.reset();
-  }
-  // Drops everything in memory without persisting: what kill -9 leaves behind.
-  void Crash() {
-    fs.reset();
-    archive.reset();
-  }
-
-  uint64_t WriteFile(const std::string& name, const std::vector<uint8_t>& data) {
-    InodeRecord attr;
-    auto fh = fs->Create(kRootInode, name, 0644, O_RDWR, Caller{}, &attr);
-    REQUIRE(fh.ok());
-    REQUIRE(*fs->Write(*fh, 0, data) == data.size());
-    fs->Release(*fh);
-    return attr.ino;
-  }
-  std::vector<uint8_t> ReadFile(uint64_t ino, size_t size) {
-    auto fh = fs->Open(ino, O_RDONLY);
-    REQUIRE(fh.ok());
-    std::vector<uint8_t> out(size + 100);
-    auto n = fs->Read(*fh, 0, out);
-    REQUIRE(n.ok());
-    out.resize(*n);
-    fs->Release(*fh);
-    return out;
-  }
-  std::vector<SegmentRecord> Segments(uint64_t ino) {
-    std::lock_guard lock(archive->catalog_mutex());
-    return archive->catalog().GetSegments(ino);
-  }
-  std::vector<ExtentRecord> Extents() {
-    std::lock_guard lock(archive->catalog_mutex());
-    return archive->catalog().AllExtents();
-  }
-  uint64_t FreeBytes() {
-    return archive->free_bytes();
-  }
-};
+using test::kSegment;
+using Fixture = test::ArchiveFixture;
 
 }  // namespace
 

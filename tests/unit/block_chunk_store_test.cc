@@ -36,6 +36,7 @@ ExtentHeader HeaderFor(uint64_t extent_id, std::span<const uint8_t> payload, con
   h.redundancy = redundancy;
   h.extent_payload_length = payload.size();
   h.extent_payload_crc = h.payload_crc;
+  h.logical_length = payload.size();  // no transform chain
   return h;
 }
 

@@ -1,5 +1,6 @@
 // The catalog when a batch cannot commit (inode numbers, generations, the replayed batch),
-// bounded parent walks in a damaged catalog, and the schema upgrade that added generations.
+// bounded parent walks in a damaged catalog, and the schema upgrades that added generations
+// and logical lengths.
 #include <catch2/catch.hpp>
 
 #include <cerrno>
@@ -141,6 +142,7 @@ TEST_CASE("Catalog: a version 3 catalog is upgraded when opened for writing") {
     char* error = nullptr;
     REQUIRE(sqlite3_exec(c->handle(),
                          "ALTER TABLE inodes DROP COLUMN generation; "
+                         "ALTER TABLE extents DROP COLUMN logical_length; ALTER TABLE extents DROP COLUMN chain; "
                          "UPDATE meta SET value = '3' WHERE CAST(key AS TEXT) = 'schema_version'",
                          nullptr, nullptr, &error) == SQLITE_OK);
   }
@@ -153,6 +155,28 @@ TEST_CASE("Catalog: a version 3 catalog is upgraded when opened for writing") {
   REQUIRE(fresh.ok());
   CHECK(*fresh > *old);
   CHECK(c->GetInode(*fresh)->generation > 0);
+}
+
+TEST_CASE("Catalog: a version 4 catalog gets logical lengths equal to the stored ones and no transform chain") {
+  test::TempDir dir;
+  const uint64_t kAlloc = ExtentAllocation(5000);
+  {
+    auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+    ExtentRecord e{7, 5000, 0xabc, 1, 1, Redundancy{}, {{0, 4096, kAlloc, 0x11}}};
+    REQUIRE(c->InsertExtent(e).ok());
+    REQUIRE(c->Flush().ok());
+    char* error = nullptr;
+    REQUIRE(sqlite3_exec(c->handle(),
+                         "ALTER TABLE extents DROP COLUMN logical_length; ALTER TABLE extents DROP COLUMN chain; "
+                         "UPDATE meta SET value = '4' WHERE CAST(key AS TEXT) = 'schema_version'",
+                         nullptr, nullptr, &error) == SQLITE_OK);
+  }
+  auto c = std::move(*Catalog::Open(dir / "c.db"));
+  CHECK(*c->GetMeta("schema_version") == std::to_string(kCatalogSchemaVersion));
+  auto extent = c->GetExtent(7);
+  REQUIRE(extent.ok());
+  CHECK(extent->logical_length == 5000);
+  CHECK(extent->chain_stamp.empty());
 }
 
 TEST_CASE("Catalog: a durable flush writes (and so syncs) the WAL even with nothing else to commit") {

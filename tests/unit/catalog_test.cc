@@ -69,6 +69,8 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
     auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
     ExtentRecord e{7, 5000, 0xabc, 1, 1, Redundancy{Redundancy::Scheme::kReedSolomon, 2, 1, 8}, {}};
     e.chunks = {{1, 4096, kAlloc, 0x11}, {0, 4096, kAlloc, 0x22}, {3, 65536, kAlloc, 0x33}};
+    e.logical_length = 4000;  // what the chain decodes the 5000 stored bytes to
+    e.chain_stamp = "squash@2";
     REQUIRE(c->InsertExtent(e).ok());
     REQUIRE(c->PutSegment({5, 0, 7, 0, 5000, true}).ok());
     REQUIRE(c->SetSegmentCached(5, 0, false).ok());
@@ -83,6 +85,8 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
   CHECK(extent->chunks.size() == 3);
   CHECK(extent->chunks[0] == ChunkPlacement{1, 4096, kAlloc, 0x11});
   CHECK(extent->chunks[2] == ChunkPlacement{3, 65536, kAlloc, 0x33});
+  CHECK(extent->logical_length == 4000);
+  CHECK(extent->chain_stamp == "squash@2");
   CHECK(extent->redundancy == Redundancy{Redundancy::Scheme::kReedSolomon, 2, 1, 8});
   CHECK(extent->payload_crc == 0xabcu);
   REQUIRE(c->SetExtentChunk(7, 1, {2, 12288, kAlloc, 0x22}).ok());

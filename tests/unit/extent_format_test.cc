@@ -35,8 +35,8 @@ TEST_CASE("ExtentHeader: encode/decode round trip") {
   ExtentHeader h = SampleHeader();
   auto bytes = EncodeExtentHeader(h);
   CHECK(std::memcmp(bytes.data(), "CAIRNEXT", 8) == 0);
-  CHECK(GetFixed16(&bytes[8]) == 3);
-  CHECK(GetFixed16(&bytes[10]) == 92 + h.policy_stamp.size());
+  CHECK(GetFixed16(&bytes[8]) == 4);
+  CHECK(GetFixed16(&bytes[10]) == 102 + h.policy_stamp.size());
   CHECK(std::memcmp(&bytes[72], h.policy_stamp.data(), h.policy_stamp.size()) == 0);
   auto decoded = DecodeExtentHeader(bytes, "test");
   REQUIRE(decoded.ok());
@@ -95,7 +95,7 @@ TEST_CASE("ExtentHeader: every anomaly is a clear error") {
   }
   SECTION("unknown kind (with a valid checksum)") {
     good[12] = 7;
-    size_t crc_at = 72 + SampleHeader().policy_stamp.size() + 16;
+    size_t crc_at = 72 + SampleHeader().policy_stamp.size() + 26;  // after the v3 and v4 fields
     PutFixed32(&good[crc_at], MaskCrc(Crc32c(std::span<const uint8_t>(good).first(crc_at))));
     CHECK(Mentions(DecodeExtentHeader(good, "x").status(), "unknown extent kind 7"));
   }
@@ -103,6 +103,7 @@ TEST_CASE("ExtentHeader: every anomaly is a clear error") {
 
 TEST_CASE("ExtentHeader: v3 fields after the digest, v2 headers still decode") {
   ExtentHeader h = SampleHeader();
+  h.version = 3;
   h.redundancy = Redundancy{Redundancy::Scheme::kReedSolomon, 4, 2, 0, ChecksumType::kXxh3};
   h.extent_payload_length = 0x0000000102030405ull;  // 5 bytes used, within kMaxExtentPayload
   h.extent_payload_crc = 0xcafef00d;
@@ -119,6 +120,8 @@ TEST_CASE("ExtentHeader: v3 fields after the digest, v2 headers still decode") {
   CHECK(back->extent_payload_length == h.extent_payload_length);
   CHECK(back->extent_payload_crc == h.extent_payload_crc);
   CHECK(back->members_length == 300);
+  CHECK(back->logical_length == h.extent_payload_length);  // v3 has no transform chain
+  CHECK(back->chain_stamp.empty());
 
   SECTION("a member table longer than the payload") {
     h.members_length = 1u << 31;
@@ -140,6 +143,60 @@ TEST_CASE("ExtentHeader: v3 fields after the digest, v2 headers still decode") {
     decoded = DecodeExtentHeader(EncodeExtentHeader(v2), "x");
     REQUIRE(decoded.ok());
     CHECK(decoded->extent_payload_length == 0);
+  }
+}
+
+TEST_CASE("ExtentHeader: v4 logical length and chain stamp after the v3 fields") {
+  ExtentHeader h = SampleHeader();
+  h.redundancy.checksum = ChecksumType::kXxh3;
+  h.extent_payload_length = 3500;
+  h.members_length = 200;
+  h.logical_length = 3000;
+  h.chain_stamp = "xor-pad@1 squash@2";
+  auto bytes = EncodeExtentHeader(h);
+  size_t at = 72 + h.policy_stamp.size() + 8 + 16;  // after the xxh3 digest and the v3 fields
+  CHECK(GetFixed16(&bytes[10]) == 102 + h.policy_stamp.size() + 8 + h.chain_stamp.size());
+  CHECK(GetFixed64(&bytes[at]) == 3000);
+  CHECK(GetFixed16(&bytes[at + 8]) == h.chain_stamp.size());
+  CHECK(std::memcmp(&bytes[at + 10], h.chain_stamp.data(), h.chain_stamp.size()) == 0);
+  size_t crc_at = at + 10 + h.chain_stamp.size();
+  CHECK(UnmaskCrc(GetFixed32(&bytes[crc_at])) == Crc32c(std::span<const uint8_t>(bytes).first(crc_at)));
+  auto back = DecodeExtentHeader(bytes, "x");
+  REQUIRE(back.ok());
+  CHECK(back->version == 4);
+  CHECK(back->logical_length == 3000);
+  CHECK(back->chain_stamp == h.chain_stamp);
+  CHECK(back->members_length == 200);
+
+  auto with_crc = [](std::array<uint8_t, kExtentHeaderSize> b, size_t crc_at) {
+    PutFixed32(&b[crc_at], MaskCrc(Crc32c(std::span<const uint8_t>(b).first(crc_at))));
+    return b;
+  };
+  SECTION("a chain length that does not agree with the header length") {
+    bytes[at + 8] ^= 0x01;
+    CHECK(Mentions(DecodeExtentHeader(bytes, "x").status(), "does not fit its policy stamp"));
+  }
+  SECTION("a chain stamp that is not printable (with a valid checksum)") {
+    bytes[at + 10 + 3] = 0x1b;
+    CHECK(Mentions(DecodeExtentHeader(with_crc(bytes, crc_at), "x").status(), "chain stamp has byte 0x1b"));
+  }
+  SECTION("a member table longer than the logical payload") {
+    h.members_length = 3001;
+    CHECK(Mentions(DecodeExtentHeader(EncodeExtentHeader(h), "x").status(), "longer than the 3000-byte payload"));
+  }
+  SECTION("stored bytes the chain cannot have made of the logical ones") {
+    h.members_length = 0;
+    h.logical_length = 10;
+    h.extent_payload_length = 9000;  // two transforms grow 10 bytes to at most 8715
+    CHECK(Mentions(DecodeExtentHeader(EncodeExtentHeader(h), "x").status(),
+                   "a stored payload of 9000 bytes cannot hold a logical one of 10 bytes through the chain"));
+    h.extent_payload_length = 8715;
+    CHECK(DecodeExtentHeader(EncodeExtentHeader(h), "x").ok());
+    h.extent_payload_length = 3500;
+    h.chain_stamp.clear();
+    h.logical_length = 3499;
+    CHECK(Mentions(DecodeExtentHeader(EncodeExtentHeader(h), "x").status(),
+                   "cannot hold a logical one of 3499 bytes without a transform chain"));
   }
 }
 
@@ -210,7 +267,7 @@ TEST_CASE("ExtentHeader: chunk fields and a strong digest round trip") {
   std::vector<uint8_t> data = {'a', 'b', 'c'};
   h.digest = ComputeDigest(ChecksumType::kSha256, data);
   auto bytes = EncodeExtentHeader(h);
-  CHECK(GetFixed16(&bytes[10]) == 92 + h.policy_stamp.size() + 32);
+  CHECK(GetFixed16(&bytes[10]) == 102 + h.policy_stamp.size() + 32);
   CHECK(bytes[12] == (1 | 2 << 4));
   auto back = DecodeExtentHeader(bytes, "x");
   REQUIRE(back.ok());

@@ -51,22 +51,33 @@ std::vector<std::vector<uint8_t>> ValidHeaders() {
     h.chunk_index = static_cast<uint8_t>(h.redundancy.chunk_count() - 1);
     h.digest.fill(0x5a);
     h.policy_stamp = std::string(s.stamp, 'p');
+    // Every other seed has a transform chain, which shrank the stored payload.
+    h.extent_payload_length = s.payload;
+    h.logical_length = out.size() % 2 ? s.payload : 2 * s.payload;
+    h.chain_stamp = out.size() % 2 ? "" : "zstd@1 aes-256-gcm@3";
     auto bytes = EncodeExtentHeader(h);
     out.emplace_back(bytes.begin(), bytes.end());
   }
   return out;
 }
 
-// Makes header_len and the header checksum agree with the (mutated) stamp length and
-// checksum type, as a writer would have: the decoder then judges the fields themselves.
+// Makes header_len and the header checksum agree with the (mutated) version, stamp and
+// chain lengths and checksum type, as a writer would have: the decoder then judges the
+// fields themselves.
 void FixUp(std::vector<uint8_t>& bytes, bool fix_length) {
   if (bytes.size() < kExtentHeaderSize) return;
+  uint16_t version = GetFixed16(&bytes[8]);
+  size_t fixed = ExtentHeaderFixedBytes(IsReadableFormat(version) ? version : 2);
   size_t stamp_len = GetFixed16(&bytes[68]);
   uint8_t checksum = bytes[12] >> 4;
   size_t digest_len = checksum <= static_cast<uint8_t>(kLastChecksumType) ? DigestSize(ChecksumType{checksum}) : 0;
   if (stamp_len > kMaxPolicyStamp) return;
-  if (fix_length) PutFixed16(&bytes[10], static_cast<uint16_t>(76 + stamp_len + digest_len));
-  size_t end = 72 + stamp_len + digest_len;
+  size_t chain_len =
+      version >= 4 && IsReadableFormat(version) ? GetFixed16(&bytes[72 + stamp_len + digest_len + 24]) : 0;
+  if (chain_len > kMaxChainStamp) return;
+  size_t header_len = fixed + stamp_len + digest_len + chain_len;
+  if (fix_length) PutFixed16(&bytes[10], static_cast<uint16_t>(header_len));
+  size_t end = header_len - 4;
   PutFixed32(&bytes[end], MaskCrc(Crc32c({bytes.data(), end})));
 }
 
@@ -95,6 +106,8 @@ void ExpectSameFields(const ExtentHeader& a, const ExtentHeader& b) {
   CHECK(a.extent_payload_length == b.extent_payload_length);
   CHECK(a.extent_payload_crc == b.extent_payload_crc);
   CHECK(a.members_length == b.members_length);
+  CHECK(a.logical_length == b.logical_length);
+  CHECK(a.chain_stamp == b.chain_stamp);
 }
 
 }  // namespace
@@ -134,9 +147,11 @@ TEST_CASE("Fuzz: the extent header parser refuses clearly or accepts only fields
     REQUIRE(ChunksNeeded(r) >= 1);
     REQUIRE(ChunksNeeded(r) <= r.chunk_count());
     REQUIRE(header->chunk_index < r.chunk_count());
-    REQUIRE(header->payload_length <= kMaxExtentPayload);
-    REQUIRE(header->extent_payload_length <= kMaxExtentPayload);
-    REQUIRE(header->members_length <= header->extent_payload_length);
+    REQUIRE(header->payload_length <= kMaxStoredPayload);
+    REQUIRE(header->extent_payload_length <= kMaxStoredPayload);
+    REQUIRE(header->logical_length <= kMaxExtentPayload);
+    REQUIRE(header->members_length <= header->logical_length);
+    REQUIRE(CheckStoredLength(header->extent_payload_length, header->logical_length, header->chain_stamp, "").ok());
     REQUIRE(header->policy_stamp.size() <= kMaxPolicyStamp);
     uint64_t chunk = r.ChunkLength(header->payload_length);  // divides by data_chunks for rs
     CHECK(chunk <= header->payload_length + 63);

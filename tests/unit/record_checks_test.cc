@@ -36,6 +36,7 @@ ExtentRecord ValidExtent(const Redundancy& r, uint64_t payload_length) {
   ExtentRecord e;
   e.id = 7;
   e.payload_length = payload_length;
+  e.logical_length = payload_length;
   e.redundancy = r;
   uint64_t alloc = ExtentAllocation(r.ChunkLength(payload_length), r.idr_scramble);
   for (size_t i = 0; i < r.chunk_count(); i++) e.chunks.push_back({static_cast<uint32_t>(i), 4096 + i * alloc, alloc, 0});
@@ -173,6 +174,22 @@ TEST_CASE("RecordChecks: extent rows") {
   CHECK(damaged([](ExtentRecord& e) { e.chunks[1].offset += 1; }).find("not block aligned") != std::string::npos);
   CHECK(damaged([](ExtentRecord& e) { e.chunks[3].alloc_length *= 2; }).find("chunk 3 allocated") !=
         std::string::npos);
+  // The logical length: what reads size their buffers and segment checks by.
+  CHECK(damaged([](ExtentRecord& e) { e.logical_length = kMaxExtentPayload + 1; })
+            .find(fmt::format("logical_length {} is above the maximum", kMaxExtentPayload + 1)) != std::string::npos);
+  CHECK(damaged([](ExtentRecord& e) { e.logical_length = 4999999; }) ==
+        "catalog: extents row 7: a stored payload of 5000000 bytes cannot hold a logical one of 4999999 bytes "
+        "without a transform chain");
+  CHECK(damaged([](ExtentRecord& e) {
+          e.chain_stamp = "squash@1";
+          e.logical_length = 100;  // no transform may grow 100 bytes to 5000000
+        }).find("through the chain 'squash@1'") != std::string::npos);
+  CHECK(damaged([](ExtentRecord& e) {
+          e.chain_stamp = "squash@1";
+          e.logical_length = 9000000;  // shrunk by compression, say
+        }).empty());
+  CHECK(damaged([](ExtentRecord& e) { e.chain_stamp = std::string(kMaxChainStamp + 1, 'a'); })
+            .find("chain of 257 bytes") != std::string::npos);
 }
 
 TEST_CASE("RecordChecks: Catalog refuses a damaged extent or layout row with Corruption") {
@@ -217,8 +234,13 @@ TEST_CASE("ExtentHeader: fields out of range are Corruption even with a good che
   bad.chunk_index = 3;
   CHECK(Mentions(decode(bad).status(), "chunk_index 3 but the redundancy has 3 chunks"));
   bad = h;
-  bad.payload_length = kMaxExtentPayload + 1;
-  CHECK(Mentions(decode(bad).status(), fmt::format("payload_length {} is above the maximum", kMaxExtentPayload + 1)));
+  bad.payload_length = kMaxStoredPayload + 1;
+  CHECK(Mentions(decode(bad).status(), fmt::format("payload_length {} is above the maximum", kMaxStoredPayload + 1)));
+  bad = h;
+  bad.logical_length = kMaxExtentPayload + 1;  // v4: what a reader would decode into
+  bad.extent_payload_length = 1000;
+  bad.chain_stamp = "z@1";
+  CHECK(Mentions(decode(bad).status(), fmt::format("logical_length {} is above the maximum", kMaxExtentPayload + 1)));
   bad = h;
   bad.extent_payload_length = UINT64_MAX;  // v3: what cairn recover would size the whole payload by
   CHECK(Mentions(decode(bad).status(), "extent_payload_length 18446744073709551615 is above the maximum"));

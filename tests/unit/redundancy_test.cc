@@ -5,6 +5,7 @@
 #include "archive/archive.h"
 #include "archive/config.h"
 #include "archive/repair.h"
+#include "archive_fixture.h"
 #include "fault_disk.h"
 #include "redundancy/intra_disk.h"
 #include "redundancy/striping.h"
@@ -28,6 +29,8 @@ Redundancy Parse(const char* raid, const char* idr = "none") {
   REQUIRE(r.ok());
   return *r;
 }
+
+using test::PlainEncoding;
 
 }  // namespace
 
@@ -115,7 +118,8 @@ TEST_CASE("Archive: degraded reads rebuild from intra-disk parity first, then fr
   REQUIRE(archive.ok());
   auto payload = test::RandomBytes(3 << 20, 5);
   Redundancy r = Parse("rs-4-2", "spc-16-1-s4");
-  auto extent = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 9, 0, payload, "raid=rs-4-2", r);
+  auto extent =
+      (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 9, 0, payload, PlainEncoding("raid=rs-4-2", r, payload));
   REQUIRE(extent.ok());
   REQUIRE(extent->chunks.size() == 6);
   auto read = [&]() { return (*archive)->ReadExtentPayload(*extent); };
@@ -165,7 +169,8 @@ TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[strip
                               "domains");
   for (int round = 0; round < 5; round++) {
     auto payload = test::RandomBytes(100000, round);
-    auto extent = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, "", Parse("rs-2-1"));
+    auto extent = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
+                                                PlainEncoding("", Parse("rs-2-1"), payload));
     REQUIRE(extent.ok());
     std::set<std::string> domains;
     for (const auto& c : extent->chunks) domains.insert((*archive)->DomainOf(c.disk));
@@ -185,8 +190,9 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
   {
     auto archive = Archive::Open(dir / "a", {});
     REQUIRE(archive.ok());
-    auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload, "checksum=sha256",
-                                                 *ParseRedundancy("mirror-2", "none", "sha256"));
+    auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
+                                                 PlainEncoding("checksum=sha256",
+                                                       *ParseRedundancy("mirror-2", "none", "sha256"), payload));
     REQUIRE(written.ok());
     extent = *written;
     extent.refs = 1;
@@ -222,7 +228,8 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
   archive = Archive::Open(dir / "a", {});
   REQUIRE(archive.ok());
   for (int round = 0; round < 4; round++) {
-    auto more = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 2, 0, payload, "", Parse("none"));
+    auto more = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 2, 0, payload,
+                                              PlainEncoding("", Parse("none"), payload));
     REQUIRE(more.ok());
     CHECK(more->chunks[0].disk != 1);
     CHECK(*(*archive)->ReadExtentPayload(*more) == payload);
@@ -248,7 +255,9 @@ struct RebuildFixture {
       for (int i = 0; i < count; i++) {
         payloads.push_back(test::RandomBytes(1 << 20, 100 + i));
         auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, uint64_t(i) << 20,
-                                                     payloads.back(), "raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"));
+                                                     payloads.back(),
+                                                     PlainEncoding("raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"),
+                                                           payloads.back()));
         REQUIRE(written.ok());
         written->refs = 1;
         extents.push_back(*written);

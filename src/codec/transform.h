@@ -1,0 +1,36 @@
+// Transform: one stage of the segment codec, a reversible change of an extent's payload
+// (compression, encryption, ...) that a plugin implements and registers by name
+// (codec/transform_registry.h). Extents record the chain of transforms that made them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "cairn/status.h"
+
+namespace cairn {
+
+// The most bytes a transform may turn `input_length` bytes into: room for the framing of
+// incompressible data or an authentication tag, and a bound readers can check.
+constexpr uint64_t MaxStoredLength(uint64_t input_length) { return input_length + input_length / 8 + 4096; }
+
+// Implementations are immutable once made and safe to call from several threads at once.
+class Transform {
+ public:
+  virtual ~Transform() = default;
+
+  // The name it is registered under and the version of its output: both are recorded in
+  // the chain stamp of every extent it encodes ("name@version"). The version changes
+  // whenever the output for the same input does; readers keep decoding older versions.
+  virtual std::string_view name() const = 0;
+  virtual uint32_t version() const = 0;
+
+  // The encoded form of `input`, at most MaxStoredLength(input.size()) bytes.
+  virtual Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input) const = 0;
+  // What Encode was given; Corruption when `encoded` is not something it made.
+  virtual Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded) const = 0;
+};
+
+}  // namespace cairn

@@ -1,0 +1,92 @@
+#include "codec/transform_chain.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "codec/transform_registry.h"
+
+namespace cairn {
+
+Result<TransformChain> TransformChain::ForWriting(const std::vector<std::string>& names) {
+  std::vector<std::shared_ptr<const Transform>> stages;
+  for (const std::string& name : names) {
+    auto stage = TransformForWriting(name);
+    if (!stage.ok()) return stage.status();
+    stages.push_back(std::move(*stage));
+  }
+  TransformChain chain(std::move(stages));
+  if (std::string stamp = chain.Stamp(); stamp.size() > kMaxChainStamp) {
+    return Status::InvalidArgument(
+        fmt::format("transform chain '{}' is {} bytes long (at most {})", stamp, stamp.size(), kMaxChainStamp));
+  }
+  return chain;
+}
+
+Result<TransformChain> TransformChain::FromStamp(std::string_view stamp) {
+  std::vector<std::shared_ptr<const Transform>> stages;
+  auto malformed = [&](std::string_view why) {
+    return Status::Corruption(fmt::format("transform chain '{}': {}", stamp, why));
+  };
+  if (stamp.size() > kMaxChainStamp) return malformed("longer than its maximum");
+  for (size_t start = 0; start < stamp.size();) {
+    size_t end = std::min(stamp.find(' ', start), stamp.size());
+    std::string_view element = stamp.substr(start, end - start);
+    size_t at = element.find('@');
+    uint32_t version = 0;
+    std::string_view digits = at == std::string_view::npos ? std::string_view() : element.substr(at + 1);
+    auto [rest, error] = std::from_chars(digits.data(), digits.data() + digits.size(), version);
+    if (at == 0 || digits.empty() || error != std::errc() || rest != digits.data() + digits.size()) {
+      return malformed(fmt::format("'{}' is not name@version", element));
+    }
+    auto stage = TransformForReading(element.substr(0, at), version);
+    if (!stage.ok()) {
+      return Status::NotSupported(fmt::format("transform chain '{}': {}", stamp, stage.status().message()));
+    }
+    stages.push_back(std::move(*stage));
+    if (end + 1 == stamp.size()) return malformed("ends with a space");
+    start = end + 1;
+  }
+  return TransformChain(std::move(stages));
+}
+
+std::string TransformChain::Stamp() const {
+  std::string out;
+  for (const auto& stage : stages_) {
+    out += fmt::format("{}{}@{}", out.empty() ? "" : " ", stage->name(), stage->version());
+  }
+  return out;
+}
+
+Result<std::vector<uint8_t>> TransformChain::Encode(std::vector<uint8_t> logical) const {
+  for (const auto& stage : stages_) {
+    auto encoded = stage->Encode(logical);
+    if (!encoded.ok()) return encoded.status();
+    if (encoded->size() > MaxStoredLength(logical.size())) {
+      return Status::InvalidArgument(fmt::format("transform {}@{} made {} bytes of {} (at most {})", stage->name(),
+                                                 stage->version(), encoded->size(), logical.size(),
+                                                 MaxStoredLength(logical.size())));
+    }
+    logical = std::move(*encoded);
+  }
+  return logical;
+}
+
+Result<std::vector<uint8_t>> TransformChain::Decode(std::vector<uint8_t> stored, uint64_t logical_length) const {
+  for (auto stage = stages_.rbegin(); stage != stages_.rend(); ++stage) {
+    auto decoded = (*stage)->Decode(stored);
+    if (!decoded.ok()) {
+      return Status::Corruption(fmt::format("transform {}@{} cannot decode: {}", (*stage)->name(), (*stage)->version(),
+                                            decoded.status().message()));
+    }
+    stored = std::move(*decoded);
+  }
+  if (stored.size() != logical_length) {
+    return Status::Corruption(fmt::format("transform chain '{}' decoded {} bytes, {} expected", Stamp(),
+                                          stored.size(), logical_length));
+  }
+  return stored;
+}
+
+}  // namespace cairn

@@ -1,0 +1,85 @@
+#include "policy/write_plan.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "redundancy/striping.h"
+
+namespace cairn {
+namespace {
+
+// The terms of a value separated by commas (or spaces); none for `none_value`.
+std::vector<std::string> Terms(const std::string& value, std::string_view none_value) {
+  std::vector<std::string> terms;
+  if (value == none_value) return terms;
+  for (size_t start = 0; start <= value.size();) {
+    size_t end = std::min(value.find_first_of(", ", start), value.size());
+    if (end > start) terms.push_back(value.substr(start, end - start));
+    start = end + 1;
+  }
+  return terms;
+}
+
+Status SetPlacement(const std::string& value, WritePlan& plan) {
+  for (const std::string& term : Terms(value, "balanced")) {
+    size_t eq = term.find('=');
+    std::string key = term.substr(0, eq);
+    std::string name = eq == std::string::npos ? "" : term.substr(eq + 1);
+    std::string* field = key == "group" ? &plan.group
+                         : key == "tier" ? &plan.placement.tier
+                         : key == "pack" ? &plan.placement.pack_tag
+                                         : nullptr;
+    if (!field || name.empty()) {
+      return Status::InvalidArgument(fmt::format("placement={}: '{}' is not group=, tier= or pack=", value, term));
+    }
+    *field = name;
+  }
+  return Status::OK();
+}
+
+Result<std::shared_ptr<WritePlan>> MakePlan(const ResolvedPolicy& policy) {
+  auto plan = std::make_shared<WritePlan>();
+  plan->segment_size = policy.segment_size();
+  auto redundancy = ParseRedundancy(policy.Get(PolicyKey::kRaid).value, policy.Get(PolicyKey::kIdr).value,
+                                    policy.Get(PolicyKey::kChecksum).value);
+  if (!redundancy.ok()) return redundancy.status();
+  plan->redundancy = *redundancy;
+  // The stage order is fixed (DESIGN.md): plugins see the data as written, then it is
+  // compressed, then encrypted.
+  for (PolicyKey key : {PolicyKey::kCompress, PolicyKey::kEncrypt}) {
+    if (const std::string& value = policy.Get(key).value; value != "off") {
+      return Status::NotSupported(fmt::format("{}={} is not available in this build", PolicyKeyName(key), value));
+    }
+  }
+  auto chain = TransformChain::ForWriting(Terms(policy.Get(PolicyKey::kPlugins).value, "none"));
+  if (!chain.ok()) return chain.status();
+  plan->chain = std::move(*chain);
+  CAIRN_RETURN_IF_ERROR(SetPlacement(policy.Get(PolicyKey::kPlacement).value, *plan));
+  plan->policy_stamp = policy.Effective();
+  return plan;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const WritePlan>> PlanWrite(const ResolvedPolicy& policy) {
+  auto plan = MakePlan(policy);
+  if (!plan.ok()) return plan.status();
+  return std::shared_ptr<const WritePlan>(std::move(*plan));
+}
+
+Result<std::shared_ptr<const WritePlan>> PlanOfLayout(const std::string& stamp, uint64_t segment_size) {
+  auto stamped = StampFields(stamp);
+  ResolvedPolicy policy;
+  for (PolicyKey key : kAllPolicyKeys) {
+    auto it = stamped.find(std::string(PolicyKeyName(key)));
+    policy.fields.push_back({key, it != stamped.end() ? it->second : DefaultPolicyValue(key, segment_size), "layout"});
+  }
+  policy.fields[static_cast<size_t>(PolicyKey::kSegmentSize)].value = std::to_string(segment_size);
+  auto plan = MakePlan(policy);
+  if (!plan.ok()) return plan.status();
+  (*plan)->policy_stamp = stamp;
+  return std::shared_ptr<const WritePlan>(std::move(*plan));
+}
+
+}  // namespace cairn

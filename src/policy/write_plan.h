@@ -1,0 +1,45 @@
+// WritePlan: what policy resolution decides for the data of a file, typed, for the write
+// path: segment size, transform chain, redundancy (with its checksum and intra-disk parity),
+// disk group, placement hints, and the policy stamp its extents record. The write path reads
+// these fields and never parses the stamp back.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cairn/status.h"
+#include "codec/transform_chain.h"
+#include "policy/resolver.h"
+#include "redundancy/redundancy.h"
+
+namespace cairn {
+
+// Where placement=... asks a file's extents to go, besides its group.
+struct PlacementHints {
+  std::string tier;      // tier=NAME: disks of that tier; "" for any
+  std::string pack_tag;  // pack=TAG: small files of one tag are packed together; "" for none
+  bool operator==(const PlacementHints&) const = default;
+};
+
+struct WritePlan {
+  uint64_t segment_size = 0;
+  TransformChain chain;    // compress=, encrypt= and plugins=: the logical payload to the stored one
+  Redundancy redundancy;   // raid=, idr= and checksum=
+  std::string group;       // placement=group=NAME; "" for the archive's disks
+  PlacementHints placement;
+  // The resolved policy as ResolvedPolicy::Effective() spells it: interned in the catalog's
+  // layouts and recorded in each extent header. One stamp, one plan.
+  std::string policy_stamp;
+};
+
+// The plan of a freshly resolved policy. NotSupported when it asks for a transform that is
+// not installed; InvalidArgument for a value the vocabulary would have refused.
+Result<std::shared_ptr<const WritePlan>> PlanWrite(const ResolvedPolicy& policy);
+
+// The plan of a file persisted before with the policy `stamp` (its layout, kept until the
+// reconciler changes it) and `segment_size`; its stamp stays as it is. Keys an old stamp
+// lacks take their defaults.
+Result<std::shared_ptr<const WritePlan>> PlanOfLayout(const std::string& stamp, uint64_t segment_size);
+
+}  // namespace cairn
