@@ -475,6 +475,7 @@ Status Archive::WriteChunkAt(const ChunkPlacement& chunk, const ExtentHeader& he
 
 Status Archive::FlushCatalog(bool durable) {
   CAIRN_RETURN_IF_ERROR(catalog_->Flush(durable));
+  if (!durable) return Status::OK();  // a power loss could still undo the deletions
   for (uint64_t ino : cache_removals_) cache_.Remove(ino);
   cache_removals_.clear();
   return Status::OK();

@@ -141,15 +141,17 @@ class Archive {
   void FreeAfterDurableCommit(const ExtentRecord& extent) {
     (catalog_->in_operation() ? op_freed_ : freed_).push_back(extent);
   }
-  // Commits the catalog's batch (durable: fsync it too), then removes the staging cache
-  // files of inodes the batch deleted. REQUIRES: catalog_mutex held.
+  // Commits the catalog's batch (durable: fsync it too); a durable flush then removes the
+  // staging cache files of the inodes deleted so far. REQUIRES: catalog_mutex held.
   Status FlushCatalog(bool durable);
-  // Removes the cache file of a deleted inode once its deletion is committed, so a crash
-  // before that commit cannot leave a live inode without its unpersisted data.
+  // Removes the cache file of a deleted inode once its deletion is durable, so neither a
+  // crash nor a power loss before that can leave a live inode without its unpersisted data.
   // REQUIRES: catalog_mutex held.
   void RemoveCacheAfterFlush(uint64_t ino) {
     (catalog_->in_operation() ? op_cache_removals_ : cache_removals_).push_back(ino);
   }
+  // Whether cache files of deleted inodes wait for a durable flush. REQUIRES: catalog_mutex held.
+  bool has_cache_removals() const { return !cache_removals_.empty(); }
   // Syncs the catalog to stable storage, then releases and discards the queued space.
   // REQUIRES: catalog_mutex held, no open transaction.
   Status ReleaseFreedSpace();

@@ -531,8 +531,10 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
   });
   if (!st.ok()) return st;
   if (truncate_cache) {
-    // The new size is committed before the cache copy shrinks (data lock held throughout).
-    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(false));
+    // The new size is committed before the cache copy shrinks (data lock held throughout),
+    // durably: a power loss must not bring back the old size over a copy already cut, whose
+    // cut bytes may have been the only copy of fsync'd data.
+    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(/*durable=*/inode.size < old_size_for_cache));
     // Growing: cut first, so bytes a failed or crashed write left past the old end read
     // as zeros, as POSIX wants for the extension.
     if (old_size_for_cache < inode.size) CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, old_size_for_cache));

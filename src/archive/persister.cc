@@ -96,9 +96,11 @@ void Persister::Run() {
       }
     }
     if (after_batch_) after_batch_();  // also when idle: a file closed since may be evictable now
-    // Commit the catalog's batch of metadata changes and make freed space reusable.
+    // Commit the catalog's batch of metadata changes; durably when that makes freed space
+    // reusable or lets the cache files of deleted inodes go.
     std::lock_guard lock(archive_.catalog_mutex());
-    Status st = archive_.has_freed_space() ? archive_.ReleaseFreedSpace() : archive_.FlushCatalog(false);
+    Status st = archive_.has_freed_space() ? archive_.ReleaseFreedSpace()
+                                           : archive_.FlushCatalog(/*durable=*/archive_.has_cache_removals());
     if (!st.ok()) LogError("cannot commit the catalog: {}", st.message());
   }
 }

@@ -9,11 +9,11 @@
 
 namespace cairn::test {
 
-// A fresh directory under /tmp, removed with everything in it when the object dies.
+// A fresh directory under /tmp (or `parent`), removed with everything in it when the object dies.
 class TempDir {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "cairn-test-XXXXXX").string();
+  explicit TempDir(const std::filesystem::path& parent = std::filesystem::temp_directory_path()) {
+    std::string pattern = (parent / "cairn-test-XXXXXX").string();
     path_ = ::mkdtemp(pattern.data());
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
