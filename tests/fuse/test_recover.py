@@ -2,10 +2,14 @@
 archives of format v2 still readable."""
 import glob
 import hashlib
+import json
 import os
 import re
 import shutil
+import sqlite3
 import struct
+
+import pytest
 
 from conftest import NOBODY, KiB, MiB, assert_file_equals, cairn, make_rich_tree, random_bytes, run, sh, write_file
 
@@ -256,6 +260,31 @@ def test_v3_archive_still_reads_and_recovers(archive):
     archive.mount()
     check_golden()
     assert_file_equals(archive.m("docs", "sub", "new_v4"), random_bytes(700 * KiB, 8))
+
+
+def catalog_schema(archive):
+    db = sqlite3.connect(f"file:{os.path.join(archive.arch, 'catalog.db')}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT CAST(value AS TEXT) FROM meta WHERE CAST(key AS TEXT) = 'schema_version'").fetchone()[0]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("tarball, schema", [(GOLDEN_V2, "3"), (GOLDEN_V3, "4")])
+def test_old_catalogs_answer_read_only_commands_before_any_mount(archive, tarball, schema):
+    """cairn status, disk list and inspect read a catalog of an older schema as it is (they
+    cannot upgrade it); fsck, which may write, upgrades it and finds it clean."""
+    unpack_golden(archive, tarball)
+    assert catalog_schema(archive) == schema
+    status = json.loads(cairn("status", archive.arch, "--json").stdout)
+    assert status, status
+    assert re.search(r"^\s+1 ", cairn("disk", "list", archive.arch).stdout, re.M)
+    image, offset, inode, length = extent_headers(archive)[0]
+    disk = sorted(glob.glob(os.path.join(archive.arch, "disks", "*.img"))).index(image)
+    r = cairn("inspect", archive.arch, "--disk", str(disk), "--offset", str(offset))
+    assert f"inode {inode}" in r.stdout, r.stdout
+    assert catalog_schema(archive) == schema  # read-only: nothing upgraded
+    archive.fsck()
 
 
 def test_recover_with_a_disk_missing_rebuilds_from_the_other_chunks(archive):
