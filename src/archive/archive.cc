@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -172,6 +171,15 @@ Status Archive::FailDisk(size_t disk) {
 }
 
 Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const OpenOptions& open) {
+  return OpenWithLock(dir, open, std::nullopt);
+}
+
+Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const OpenOptions& open, ArchiveLock held) {
+  return OpenWithLock(dir, open, std::move(held));
+}
+
+Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, const OpenOptions& open,
+                                                       std::optional<ArchiveLock> held) {
   std::unique_ptr<Archive> archive(new Archive());
   char* real = ::realpath(dir.c_str(), nullptr);
   if (!real) return Status::FromErrno(fmt::format("archive {}", dir), errno);
@@ -192,19 +200,13 @@ Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const Ope
   if (!id.ok()) return id.status();
   archive->id_ = *id;
 
-  if (open.lock) {
-    std::string lock_path = root + "/lock";
-    archive->lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
-    if (archive->lock_fd_ < 0) return Status::FromErrno(fmt::format("cannot open {}", lock_path), errno);
-    if (::flock(archive->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(archive->lock_fd_);  // not ours: the destructor must not touch the holder's pid
-      archive->lock_fd_ = -1;
-      return Status::Busy(fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first",
-                                      root, LockHolder(root)));
-    }
-    std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(archive->lock_fd_, 0) != 0 || ::pwrite(archive->lock_fd_, pid.data(), pid.size(), 0) < 0) {
-      return Status::FromErrno(fmt::format("cannot write {}", lock_path), errno);
+  if (held || open.lock) {
+    if (held) {
+      archive->lock_ = std::move(held);
+    } else {
+      auto lock = ArchiveLock::Acquire(root);
+      if (!lock.ok()) return lock.status();
+      archive->lock_ = std::move(*lock);
     }
     // Before the catalog is opened: SQLite gives its WAL the catalog's mode and owner.
     CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(root));
@@ -295,26 +297,7 @@ Archive::~Archive() {
   groups_.clear();
   stores_.clear();
   // Last: once the lock is gone, another process may open the archive.
-  if (lock_fd_ >= 0) {
-    if (::ftruncate(lock_fd_, 0) != 0) {
-      // A stale pid is harmless: the flock, not the file's content, is the lock.
-    }
-    ::close(lock_fd_);
-  }
-}
-
-int Archive::LockHolder(const std::string& dir) {
-  std::string lock_path = dir + "/lock";
-  int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  int holder = 0;
-  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
-    char buf[32] = {};
-    if (::pread(fd, buf, sizeof buf - 1, 0) > 0) holder = std::atoi(buf);
-    if (holder == 0) holder = -1;  // locked, pid not yet written
-  }
-  ::close(fd);
-  return holder;
+  lock_.reset();
 }
 
 Status Archive::LoadDisks(const OpenOptions& open) {

@@ -10,9 +10,11 @@
 #include <set>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "archive/archive_lock.h"
 #include "backend/extent_format.h"
 #include "cache/staging_cache.h"
 #include "cairn/disk.h"
@@ -63,6 +65,9 @@ class Archive {
     std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk> disk, size_t index)> wrap_disk;
   };
   static Result<std::unique_ptr<Archive>> Open(const std::string& dir, const OpenOptions& open);
+  // With the archive lock this process already holds (cairn recover keeps it from setting
+  // the old catalog aside to the end); open.lock is then ignored.
+  static Result<std::unique_ptr<Archive>> Open(const std::string& dir, const OpenOptions& open, ArchiveLock held);
   ~Archive();
 
   const std::string& dir() const { return dir_; }
@@ -104,6 +109,8 @@ class Archive {
 
   // A fresh extent id (never reused within this archive's catalog). Thread-safe.
   uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
+  // The highest extent id handed out so far (or found in the catalog at open). Thread-safe.
+  uint64_t MaxExtentIdUsed() const { return next_extent_id_ - 1; }
   // Makes NewExtentId() return more than `max_id` (cairn recover: ids found on the disks).
   void ReserveExtentIds(uint64_t max_id) {
     for (uint64_t next = next_extent_id_; next <= max_id && !next_extent_id_.compare_exchange_weak(next, max_id + 1);) {
@@ -198,10 +205,12 @@ class Archive {
   Status FailDisk(size_t disk);
 
   // The pid recorded in the lock file of `dir`, or 0 when no daemon holds the archive.
-  static int LockHolder(const std::string& dir);
+  static int LockHolder(const std::string& dir) { return ArchiveLock::Holder(dir); }
 
  private:
   Archive() = default;
+  static Result<std::unique_ptr<Archive>> OpenWithLock(const std::string& dir, const OpenOptions& open,
+                                                       std::optional<ArchiveLock> held);
   Status LoadDisks(const OpenOptions& open);
   void MakeGroups();
   // Rewrites the chunks a read found bad (on disks that are there), from the payload.
@@ -211,7 +220,7 @@ class Archive {
   std::string dir_;
   ArchiveOptions options_;
   ArchiveId id_{};
-  int lock_fd_ = -1;      // holds the flock while this process owns the archive
+  std::optional<ArchiveLock> lock_;  // while this process owns the archive
   std::mutex catalog_mutex_;
   std::unique_ptr<Catalog> catalog_;
   StagingCache cache_{""};

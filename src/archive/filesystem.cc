@@ -193,7 +193,7 @@ Status Filesystem::DropSegmentsFrom(uint64_t ino, uint64_t first) {
   Catalog& catalog = archive_.catalog();
   for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
     if (segment.index < first) continue;
-    CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.extent_id));
+    CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.referenced_extent()));
     CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(ino, segment.index));
   }
   return Status::OK();

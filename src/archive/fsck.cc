@@ -118,7 +118,15 @@ struct Checker {
         Problem("{}", valid.message());
         if (!S_ISREG(inode->second.mode) || inode->second.segment_size == 0) continue;
       }
-      if (s.extent_id == kHoleExtent) continue;
+      if (s.extent_id == kHoleExtent) {
+        if (s.hole_record == 0) continue;
+        if (!extents.contains(s.hole_record)) {
+          Problem("inode {}: hole segment {} is recorded in missing extent {}", s.ino, s.index, s.hole_record);
+        } else {
+          refs[s.hole_record]++;
+        }
+        continue;
+      }
       auto e = extents.find(s.extent_id);
       if (e == extents.end()) {
         Problem("inode {}: segment {} points to missing extent {}", s.ino, s.index, s.extent_id);

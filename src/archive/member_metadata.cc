@@ -25,6 +25,7 @@ MemberNode NodeOf(Catalog& catalog, const InodeRecord& inode) {
   node.atime_ns = inode.atime_ns;
   node.mtime_ns = inode.mtime_ns;
   node.ctime_ns = inode.ctime_ns;
+  node.generation = inode.generation;
   node.segment_size = inode.segment_size;
   node.xattrs = catalog.XattrsWithPrefix(inode.ino, {""});
   return node;
@@ -124,7 +125,7 @@ Result<DescribedInodes> DescribeInodes(Catalog& catalog, const std::set<uint64_t
 
 MemberTable MemberTableOf(const DescribedInodes& described,
                           const std::vector<std::pair<uint64_t, MemberSegment>>& segments,
-                          std::set<uint64_t>& listed) {
+                          const std::vector<std::pair<uint64_t, uint64_t>>& holes, std::set<uint64_t>& listed) {
   std::map<uint64_t, MemberNode> nodes;
   // Adds `ino` and, the first time in the batch, the entries without data below it.
   std::function<void(uint64_t)> add_directory = [&](uint64_t ino) {
@@ -139,13 +140,29 @@ MemberTable MemberTableOf(const DescribedInodes& described,
       }
     }
   };
-  for (const auto& [ino, segment] : segments) {
+  // The node of file `ino` with its directories, null when it was deleted before it was described.
+  auto add_file = [&](uint64_t ino) -> MemberNode* {
     auto it = described.nodes.find(ino);
-    if (it == described.nodes.end()) continue;  // deleted before it was described
+    if (it == described.nodes.end()) return nullptr;
     auto [node, fresh] = nodes.try_emplace(ino, it->second);
-    node->second.segments.push_back(segment);
     if (fresh) {
       for (uint64_t dir : described.ancestors.at(ino)) add_directory(dir);
+    }
+    return &node->second;
+  };
+  for (const auto& [ino, segment] : segments) {
+    if (MemberNode* node = add_file(ino)) node->segments.push_back(segment);
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> sorted_holes = holes;
+  std::sort(sorted_holes.begin(), sorted_holes.end());
+  for (const auto& [ino, index] : sorted_holes) {
+    MemberNode* node = add_file(ino);
+    if (node == nullptr) continue;
+    std::vector<MemberHoleRun>& runs = node->holes;
+    if (!runs.empty() && runs.back().first + runs.back().count == index) {
+      runs.back().count++;
+    } else if (runs.empty() || runs.back().first + runs.back().count < index) {  // once each
+      runs.push_back({index, 1});
     }
   }
   MemberTable table;

@@ -30,11 +30,12 @@ struct DescribedInodes {
 // REQUIRES: catalog mutex held.
 Result<DescribedInodes> DescribeInodes(Catalog& catalog, const std::set<uint64_t>& inos);
 
-// The member table of one extent holding `segments` (file, where its segment is). The
-// entries without data of a directory go only into the first table that has the
-// directory (`listed` remembers which did), so a batch records them once.
+// The member table of one extent holding `segments` (file, where its segment is) and
+// recording `holes` (file, segment index), as runs. The entries without data of a
+// directory go only into the first table that has the directory (`listed` remembers which
+// did), so a batch records them once.
 MemberTable MemberTableOf(const DescribedInodes& described,
                           const std::vector<std::pair<uint64_t, MemberSegment>>& segments,
-                          std::set<uint64_t>& listed);
+                          const std::vector<std::pair<uint64_t, uint64_t>>& holes, std::set<uint64_t>& listed);
 
 }  // namespace cairn

@@ -368,13 +368,12 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     auto inode = catalog.GetInode(piece.ino);
     if (!inode.ok() || piece.index * piece.segment_size >= inode->size) continue;  // deleted or truncated meanwhile
     if (auto old = catalog.GetSegment(piece.ino, piece.index)) {
-      st = archive_.UnrefExtent(old->extent_id);
+      st = archive_.UnrefExtent(old->referenced_extent());
       if (!st.ok()) break;
     }
-    bool hole = p.extent == WrittenSegments::kHole;
-    st = catalog.PutSegment({piece.ino, piece.index, hole ? kHoleExtent : extents[p.extent].id, p.offset,
-                             piece.length(), true});
-    if (!hole) refs[p.extent]++;
+    st = catalog.PutSegment(
+        PlacedSegment(piece.ino, piece.index, p.hole, extents[p.extent].id, p.offset, piece.length(), true));
+    refs[p.extent]++;
   }
   for (size_t i = 0; i < extents.size() && st.ok(); i++) {
     extents[i].refs = refs[i];

@@ -28,7 +28,7 @@ constexpr int64_t kFailedRetryNs = 600'000'000'000;  // an unreadable file is re
 bool SameSegments(const std::vector<SegmentRecord>& a, const std::vector<SegmentRecord>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const SegmentRecord& x, const SegmentRecord& y) {
     return x.index == y.index && x.extent_id == y.extent_id && x.extent_offset == y.extent_offset &&
-           x.length == y.length;  // `cached` changes with reads and does not matter
+           x.length == y.length && x.hole_record == y.hole_record;  // `cached` changes with reads, does not matter
   });
 }
 
@@ -224,7 +224,8 @@ struct Reconciler::Batch {
     size_t job;
     uint64_t index;
     uint64_t length;
-    size_t extent;  // index into `extents`, or WrittenSegments::kHole
+    size_t extent;  // index into `extents`: the data, or the record of the hole
+    bool hole;
     uint64_t offset;
   };
   std::vector<Job> jobs;
@@ -309,8 +310,8 @@ Status Reconciler::WritePending(Batch& batch) {
   if (!written.ok()) return written.status();
   for (const auto& p : written->placements) {
     const SegmentPiece& piece = batch.pending[p.piece];
-    size_t extent = p.extent == WrittenSegments::kHole ? p.extent : batch.extents.size() + p.extent;
-    batch.placed.push_back({batch.pending_job[p.piece], piece.index, piece.data.size(), extent, p.offset});
+    batch.placed.push_back(
+        {batch.pending_job[p.piece], piece.index, piece.data.size(), batch.extents.size() + p.extent, p.hole, p.offset});
   }
   batch.extents.insert(batch.extents.end(), written->extents.begin(), written->extents.end());
   batch.pending.clear();
@@ -345,17 +346,15 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
         continue;
       }
       for (const SegmentRecord& segment : job.old) {
-        if (segment.extent_id != kHoleExtent) CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.extent_id));
+        CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.referenced_extent()));
         CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(job.inode.ino, segment.index));
       }
     }
     for (const auto& p : batch.placed) {
       if (!swap[p.job]) continue;
-      bool hole = p.extent == WrittenSegments::kHole;
-      CAIRN_RETURN_IF_ERROR(catalog.PutSegment({batch.jobs[p.job].inode.ino, p.index,
-                                                hole ? kHoleExtent : batch.extents[p.extent].id, p.offset, p.length,
-                                                false}));
-      if (!hole) refs[p.extent]++;
+      CAIRN_RETURN_IF_ERROR(catalog.PutSegment(PlacedSegment(batch.jobs[p.job].inode.ino, p.index, p.hole,
+                                                             batch.extents[p.extent].id, p.offset, p.length, false)));
+      refs[p.extent]++;
     }
     for (size_t i = 0; i < batch.extents.size(); i++) {
       batch.extents[i].refs = refs[i];

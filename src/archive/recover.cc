@@ -1,11 +1,12 @@
 #include "archive/recover.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <set>
@@ -13,9 +14,11 @@
 #include <fmt/format.h>
 
 #include "archive/archive.h"
+#include "archive/archive_lock.h"
 #include "archive/extent_scan.h"
 #include "archive/logical_payload.h"
 #include "archive/private_files.h"
+#include "archive/segment_writer.h"
 #include "backend/member_table.h"
 #include "util/clock.h"
 
@@ -48,45 +51,54 @@ bool HasFiles(const std::string& dir) {
   return any;
 }
 
-// Step 1: keeps the old catalog and cache aside and makes a new, empty catalog, holding the
-// archive lock so no daemon is using them meanwhile.
-Status SetAside(const std::string& dir, bool force, RecoverReport& report) {
-  std::string lock_path = dir + "/lock";
-  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
-  if (lock < 0) return Status::FromErrno(fmt::format("cannot open {}", lock_path), errno);
-  Status st;
-  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
-    st = Status::Busy(fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first", dir,
-                                  Archive::LockHolder(dir)));
-  }
-  if (st.ok()) st = MakeArchivePrivate(dir);  // refuses the owner's symlinks before anything is written
+// Step 1: takes the archive lock, which recover holds to the end (no daemon may open a
+// half-made archive), keeps the old catalog and cache aside and makes a new, empty catalog.
+Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& report) {
+  auto lock = ArchiveLock::Acquire(dir);
+  if (!lock.ok()) return lock.status();
+  CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));  // refuses the owner's symlinks before anything is written
   struct stat owner {};
-  if (st.ok() && ::stat(dir.c_str(), &owner) != 0) st = Status::FromErrno(fmt::format("archive {}", dir), errno);
+  if (::stat(dir.c_str(), &owner) != 0) return Status::FromErrno(fmt::format("archive {}", dir), errno);
   std::string catalog = dir + "/catalog.db";
-  if (st.ok() && Exists(catalog) && !force) {
-    st = Status::Exists(fmt::format("{} exists: recover would replace it; pass --force to keep it aside as "
-                                    "catalog.db.bak-TIME and rebuild it from the disks",
-                                    catalog));
+  if (Exists(catalog) && !force) {
+    return Status::Exists(fmt::format("{} exists: recover would replace it; pass --force to keep it aside as "
+                                      "catalog.db.bak-TIME and rebuild it from the disks",
+                                      catalog));
   }
   std::string suffix = TimeSuffix();
   // A -wal or -shm left without its database would be taken for the new one's.
   for (const char* part : {"", "-wal", "-shm"}) {
-    if (st.ok() && Exists(catalog + part)) {
+    if (Exists(catalog + part)) {
       report.catalog_backup = catalog + ".bak-" + suffix;
-      st = Rename(catalog + part, report.catalog_backup + part);
+      CAIRN_RETURN_IF_ERROR(Rename(catalog + part, report.catalog_backup + part));
     }
   }
   std::string cache = dir + "/cache";
-  if (st.ok() && HasFiles(cache)) {
+  if (HasFiles(cache)) {
     report.cache_backup = cache + ".bak-" + suffix;
-    st = Rename(cache, report.cache_backup);
-    if (st.ok() && ::mkdir(cache.c_str(), 0700) != 0) st = Status::FromErrno(fmt::format("mkdir {}", cache), errno);
+    CAIRN_RETURN_IF_ERROR(Rename(cache, report.cache_backup));
+    if (::mkdir(cache.c_str(), 0700) != 0) return Status::FromErrno(fmt::format("mkdir {}", cache), errno);
   }
   // The root directory belongs to the archive's owner, as at mkfs, until a member table says otherwise.
-  if (st.ok()) st = Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs()).status();
-  if (st.ok()) st = MakeArchivePrivate(dir);
-  ::close(lock);
-  return st;
+  CAIRN_RETURN_IF_ERROR(Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs()).status());
+  CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));
+  return lock;
+}
+
+// For tests: with CAIRN_TEST_RECOVER_PAUSE naming a FIFO, recover stops between making the
+// new catalog and opening the archive: it opens the FIFO for reading (the test's open for
+// writing then returns) and goes on when the test closes its end.
+Status PauseForTest() {
+  const char* fifo = std::getenv("CAIRN_TEST_RECOVER_PAUSE");
+  if (fifo == nullptr) return Status::OK();
+  int fd = ::open(fifo, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(fmt::format("CAIRN_TEST_RECOVER_PAUSE {}", fifo), errno);
+  char byte;
+  ssize_t n;
+  while ((n = ::read(fd, &byte, 1)) > 0 || (n < 0 && errno == EINTR)) {
+  }
+  ::close(fd);
+  return Status::OK();
 }
 
 struct Newest {
@@ -94,10 +106,12 @@ struct Newest {
   MemberNode node;
 };
 
+// The newest record of a segment: its data, or that it became a hole.
 struct Placed {
   uint64_t extent = 0;
   uint64_t offset = 0;
   uint64_t length = 0;
+  bool hole = false;
 };
 
 // What the member tables say, newest version of everything.
@@ -107,6 +121,7 @@ struct Versions {
   std::map<std::pair<uint64_t, uint64_t>, Placed> segments;  // by (inode, index)
   std::map<uint64_t, ExtentRecord> records;  // by the id found: what the catalog gets (rewritten ones differ)
   uint64_t max_ino = kRootInode;
+  uint64_t max_generation = 0;
   bool damage = false;  // some extent could not be read: a segment not found may be lost, not a hole
 };
 
@@ -178,7 +193,8 @@ Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverRepor
                                              payload.status().message()));
     }
     auto logical = payload.ok() ? LogicalPayload(found.record, std::move(*payload)) : payload;
-    auto table = logical.ok() ? DecodeMemberTable(std::span(*logical).last(found.header.members_length), where)
+    auto table = logical.ok() ? DecodeMemberTable(std::span(*logical).last(found.header.members_length),
+                                                                found.header.version, where)
                               : Result<MemberTable>(logical.status());
     if (!table.ok()) {
       report.lost.push_back(fmt::format("{}: unreadable, skipped: {}", where, table.status().message()));
@@ -188,6 +204,7 @@ Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverRepor
     uint64_t data_length = found.record.logical_length - found.header.members_length;
     for (const MemberNode& node : table->nodes) {
       v.max_ino = std::max(v.max_ino, node.ino);
+      v.max_generation = std::max(v.max_generation, node.generation);
       if (S_ISDIR(node.mode)) {
         for (const std::string& path : node.paths) KeepNewest(v.directories, path, id, node);
         continue;
@@ -200,7 +217,19 @@ Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverRepor
           continue;
         }
         Placed& slot = v.segments[{node.ino, s.index}];
-        if (id > slot.extent) slot = {id, s.offset, s.length};
+        if (id > slot.extent) slot = {id, s.offset, s.length, false};
+      }
+      uint64_t segment_count = node.segment_size > 0 ? node.size / node.segment_size + 1 : 0;
+      for (const MemberHoleRun& run : node.holes) {
+        if (run.first > segment_count || run.count > segment_count - run.first) {
+          report.lost.push_back(fmt::format("{}: holes {} to {} of inode {} pass the end of the file", where,
+                                            run.first, run.first + run.count - 1, node.ino));
+          continue;
+        }
+        for (uint64_t index = run.first; index < run.first + run.count; index++) {
+          Placed& slot = v.segments[{node.ino, index}];
+          if (id > slot.extent) slot = {id, 0, 0, true};
+        }
       }
     }
   }
@@ -234,10 +263,15 @@ void CopyAttributes(const MemberNode& node, InodeRecord& r) {
 // Step 3 and 4: the catalog, from the newest versions. REQUIRES: catalog mutex held.
 class CatalogWriter {
  public:
-  CatalogWriter(Catalog& catalog, const ExtentScan& scan, const Versions& v, RecoverReport& report)
-      : catalog_(catalog), scan_(scan), v_(v), report_(report) {}
+  // `max_extent_id`: the highest id found on the disks or handed out since (Rewrite).
+  CatalogWriter(Catalog& catalog, const ExtentScan& scan, const Versions& v, uint64_t max_extent_id,
+                RecoverReport& report)
+      : catalog_(catalog), scan_(scan), v_(v), max_extent_id_(max_extent_id), report_(report) {}
 
   Status Run() {
+    // Inodes restored now and made later get generations above those seen: a file handle
+    // of a lost inode (NFS) never matches a new file with its number.
+    CAIRN_RETURN_IF_ERROR(catalog_.RaiseEpoch(v_.max_generation));
     ChooseNames();
     CAIRN_RETURN_IF_ERROR(WriteDirectories());
     for (const auto& [ino, names] : names_) CAIRN_RETURN_IF_ERROR(WriteFile(ino, names));
@@ -247,7 +281,8 @@ class CatalogWriter {
       CAIRN_RETURN_IF_ERROR(catalog_.InsertExtent(record));
     }
     report_.extents_used = refs_.size();
-    return catalog_.RaiseIdFloors(std::max(v_.max_ino, next_ino_ - 1), scan_.max_extent_id);
+    // Rewrite() handed out ids above those found: the archive's highest covers both.
+    return catalog_.RaiseIdFloors(std::max(v_.max_ino, next_ino_ - 1), max_extent_id_);
   }
 
  private:
@@ -345,7 +380,7 @@ class CatalogWriter {
     r.rdev = node.rdev;
     r.symlink = node.symlink;
     r.segment_size = node.segment_size;
-    if (!node.segments.empty()) {  // else it was recorded as an entry of a directory: no policy of its own
+    if (!node.segments.empty() || !node.holes.empty()) {  // else an entry of a directory: no policy of its own
       auto layout = catalog_.InternLayout(scan_.extents.at(newest.extent).header.policy_stamp);
       if (!layout.ok()) return layout.status();
       r.layout_id = *layout;
@@ -365,11 +400,14 @@ class CatalogWriter {
         CAIRN_RETURN_IF_ERROR(catalog_.PutSegment({ino, index, kHoleExtent, 0, 0, false}));
         continue;
       }
-      uint64_t length = std::min(placed->second.length, node.size - index * node.segment_size);
-      CAIRN_RETURN_IF_ERROR(catalog_.PutSegment(
-          {ino, index, v_.records.at(placed->second.extent).id, placed->second.offset, length, false}));
-      refs_[placed->second.extent]++;
-      report_.bytes += length;
+      const Placed& newest_segment = placed->second;
+      uint64_t rest = node.size - index * node.segment_size;
+      uint64_t length = std::min(newest_segment.hole ? node.segment_size : newest_segment.length, rest);
+      CAIRN_RETURN_IF_ERROR(catalog_.PutSegment(PlacedSegment(ino, index, newest_segment.hole,
+                                                              v_.records.at(newest_segment.extent).id,
+                                                              newest_segment.offset, length, false)));
+      refs_[newest_segment.extent]++;
+      if (!newest_segment.hole) report_.bytes += length;
     }
     if (!missing.empty()) {
       report_.lost.push_back(fmt::format("'{}': segment(s) {} not found (holes, or data in a damaged extent); "
@@ -382,6 +420,7 @@ class CatalogWriter {
   Catalog& catalog_;
   const ExtentScan& scan_;
   const Versions& v_;
+  const uint64_t max_extent_id_;
   RecoverReport& report_;
   std::map<uint64_t, std::vector<std::string>> names_;  // file -> names it gets
   std::set<std::string> directories_;                    // paths, without the root
@@ -395,11 +434,13 @@ class CatalogWriter {
 
 Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOptions& options) {
   RecoverReport report;
-  CAIRN_RETURN_IF_ERROR(SetAside(dir, options.force, report));
+  auto archive_lock = SetAside(dir, options.force, report);
+  if (!archive_lock.ok()) return archive_lock.status();
+  CAIRN_RETURN_IF_ERROR(PauseForTest());
   Archive::OpenOptions open;
   open.degraded = true;         // recover what the disks that are there hold
   open.repair_on_read = false;  // read only; cairn scrub repairs afterwards
-  auto archive = Archive::Open(dir, open);
+  auto archive = Archive::Open(dir, open, std::move(*archive_lock));
   if (!archive.ok()) return archive.status();
   ExtentScan scan = ScanDisks(**archive, [&](size_t disk, uint64_t at) {
     if (options.progress && at % (256ull << 20) < (1 << 20)) {
@@ -416,7 +457,7 @@ Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOption
   Versions versions = ReadMemberTables(**archive, scan, report, options);
   std::lock_guard lock((*archive)->catalog_mutex());
   Catalog& catalog = (*archive)->catalog();
-  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] { return CatalogWriter(catalog, scan, versions, report).Run(); }));
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] { return CatalogWriter(catalog, scan, versions, (*archive)->MaxExtentIdUsed(), report).Run(); }));
   CAIRN_RETURN_IF_ERROR(catalog.Flush(true));
   return report;
 }

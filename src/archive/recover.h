@@ -1,13 +1,15 @@
 // Recover rebuilds a lost or damaged catalog from the disks alone (cairn recover):
-//  1. refuses when ARCHIVE/catalog.db exists, unless forced: then the old catalog (with its
+//  1. takes the archive lock, held to the end so no daemon opens a half-made archive;
+//     refuses when ARCHIVE/catalog.db exists, unless forced: then the old catalog (with its
 //     -wal and -shm) and the staging cache are kept aside as catalog.db.bak-TIME and
 //     cache.bak-TIME, never deleted; a new, empty catalog takes its place;
 //  2. scans every disk for extents (ScanDisks) and reads each one's payload through the
 //     normal read path (chunks joined and verified; an extent with chunks not found is
 //     written again whole from the others), then decodes its member table;
 //  3. newest wins, by extent id (ids only grow): a file's metadata and names come from the
-//     newest extent that holds any of its segments, each segment from the newest extent
-//     holding it, each directory's metadata from the newest record of its path;
+//     newest extent that holds or records any of its segments, each segment from the newest
+//     extent holding it or recording it as a hole, each directory's metadata from the
+//     newest record of its path;
 //  4. writes directories, files, names, xattrs, segments, extents and layouts in one
 //     transaction and makes it durable; ids seen on the disks are never handed out again.
 // What it cannot recover is listed in the report (man/cairn.8 says what is out of reach).

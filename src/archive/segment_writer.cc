@@ -35,8 +35,9 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
 
   std::set<uint64_t> listed;  // directories whose entries without data a table of this batch holds
   auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> data,
-                          const std::vector<std::pair<uint64_t, MemberSegment>>& members, const WritePlan& plan) {
-    std::vector<uint8_t> table = EncodeMemberTable(MemberTableOf(described, members, listed));
+                          const std::vector<std::pair<uint64_t, MemberSegment>>& members,
+                          const std::vector<std::pair<uint64_t, uint64_t>>& holes, const WritePlan& plan) {
+    std::vector<uint8_t> table = EncodeMemberTable(MemberTableOf(described, members, holes, listed));
     std::vector<uint8_t> payload;
     payload.reserve(data.size() + table.size());
     payload.insert(payload.end(), data.begin(), data.end());
@@ -56,12 +57,14 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   };
 
   struct Pack {
+    const WritePlan* plan = nullptr;
     std::vector<uint8_t> bytes;
-    std::vector<size_t> members;
+    std::vector<size_t> members;  // pieces with data, in `bytes` in this order
+    std::vector<size_t> holes;    // all-zero pieces: recorded, no bytes
   };
   std::map<std::string, Pack> packs;  // by plan (its stamp)
   auto flush_pack = [&](Pack& pack) {
-    if (pack.members.empty()) return;
+    if (pack.members.empty() && pack.holes.empty()) return;
     std::vector<std::pair<uint64_t, MemberSegment>> members;
     uint64_t at = 0;
     for (size_t member : pack.members) {
@@ -69,32 +72,38 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
       members.push_back({piece.ino, {piece.index, at, piece.data.size()}});
       at += piece.data.size();
     }
-    if (write_extent(ExtentKind::kPack, 0, 0, pack.bytes, members, *pieces[pack.members[0]].plan)) {
+    std::vector<std::pair<uint64_t, uint64_t>> holes;
+    for (size_t hole : pack.holes) holes.emplace_back(pieces[hole].ino, pieces[hole].index);
+    if (write_extent(ExtentKind::kPack, 0, 0, pack.bytes, members, holes, *pack.plan)) {
+      size_t extent = out.extents.size() - 1;
       uint64_t offset = 0;
       for (size_t member : pack.members) {
-        out.placements.push_back({member, out.extents.size() - 1, offset});
+        out.placements.push_back({member, extent, offset, false});
         offset += pieces[member].data.size();
       }
+      for (size_t hole : pack.holes) out.placements.push_back({hole, extent, 0, true});
     }
     pack.bytes.clear();
     pack.members.clear();
+    pack.holes.clear();
   };
 
   for (size_t i = 0; i < pieces.size() && failure.ok(); i++) {
     const SegmentPiece& piece = pieces[i];
     if (skip && skip(piece)) continue;
+    Pack& pack = packs[piece.plan->policy_stamp];
+    pack.plan = piece.plan.get();
     if (IsAllZero(piece.data)) {
-      out.placements.push_back({i, WrittenSegments::kHole, 0});
+      pack.holes.push_back(i);
       continue;
     }
     if (piece.data.size() > options.pack_threshold) {
       if (write_extent(ExtentKind::kFileSegment, piece.ino, piece.index * piece.segment_size, piece.data,
-                       {{piece.ino, {piece.index, 0, piece.data.size()}}}, *piece.plan)) {
-        out.placements.push_back({i, out.extents.size() - 1, 0});
+                       {{piece.ino, {piece.index, 0, piece.data.size()}}}, {}, *piece.plan)) {
+        out.placements.push_back({i, out.extents.size() - 1, 0, false});
       }
       continue;
     }
-    Pack& pack = packs[piece.plan->policy_stamp];
     if (!pack.bytes.empty() && pack.bytes.size() + piece.data.size() > options.segment_size) flush_pack(pack);
     pack.bytes.insert(pack.bytes.end(), piece.data.begin(), piece.data.end());
     pack.members.push_back(i);

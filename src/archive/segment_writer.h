@@ -1,8 +1,10 @@
 // Writes a batch of file segments as extents: each large segment alone, small ones
 // packed together (one pack per write plan, so its stamp is true for every member),
-// all-zero ones as holes; each extent's logical payload goes through its plan's transform
-// chain on the way (codec/); then syncs the disks it wrote. Committing the result to the
-// catalog, or handing the space back, is the caller's (persister, reconciler).
+// all-zero ones as holes, recorded (no bytes) in the member table of their plan's pack, so
+// recover knows they are newer than the data they replace; each extent's logical payload
+// goes through its plan's transform chain on the way (codec/); then syncs the disks it
+// wrote. Committing the result to the catalog, or handing the space back, is the caller's
+// (persister, reconciler).
 #pragma once
 
 #include <cstdint>
@@ -29,15 +31,23 @@ struct SegmentPiece {
 };
 
 struct WrittenSegments {
-  static constexpr size_t kHole = SIZE_MAX;
   struct Placement {
     size_t piece;     // index into the pieces given
-    size_t extent;    // index into `extents`, or kHole
+    size_t extent;    // index into `extents`: the piece's data, or the record of its hole
     uint64_t offset;  // of the piece in the extent's logical payload
+    bool hole;        // all zeros: stored as no extent, referencing the one recording it
   };
   std::vector<ExtentRecord> extents;  // written and synced, not yet in the catalog
   std::vector<Placement> placements;  // one per piece that was not skipped
 };
+
+// The catalog row of a piece written to extent `extent_id` (for a hole: the extent
+// recording it) at `offset`.
+inline SegmentRecord PlacedSegment(uint64_t ino, uint64_t index, bool hole, uint64_t extent_id, uint64_t offset,
+                                   uint64_t length, bool cached) {
+  if (hole) return {ino, index, kHoleExtent, 0, length, cached, extent_id};
+  return {ino, index, extent_id, offset, length, cached};
+}
 
 // `skip(piece)` pieces are left out (the persister's markers). On failure, everything
 // written is released again. Thread-safe.

@@ -52,12 +52,15 @@ class TableReader {
   size_t at_ = 0;
 };
 
-bool ReadNode(TableReader& in, MemberNode* node) {
+// `with_holes`: the layout of format 4 and later (generation and hole runs); format 3
+// tables have neither.
+bool ReadNode(TableReader& in, bool with_holes, MemberNode* node) {
   uint16_t paths = 0, xattrs = 0;
-  uint32_t segments = 0;
+  uint32_t segments = 0, hole_runs = 0;
   if (!in.U64(&node->ino) || !in.U32(&node->mode) || !in.U32(&node->uid) || !in.U32(&node->gid) ||
-      !in.U64(&node->size) || !in.U64(&node->rdev) || !in.I64(&node->atime_ns) || !in.I64(&node->mtime_ns) || !in.I64(&node->ctime_ns) ||
-      !in.U64(&node->segment_size) || !in.U16(&paths) || !in.U16(&xattrs) || !in.U32(&segments)) {
+      !in.U64(&node->size) || !in.U64(&node->rdev) || !in.I64(&node->atime_ns) || !in.I64(&node->mtime_ns) ||
+      !in.I64(&node->ctime_ns) || (with_holes && !in.U64(&node->generation)) || !in.U64(&node->segment_size) ||
+      !in.U16(&paths) || !in.U16(&xattrs) || !in.U32(&segments) || (with_holes && !in.U32(&hole_runs))) {
     return false;
   }
   uint16_t symlink_length = 0;
@@ -85,17 +88,24 @@ bool ReadNode(TableReader& in, MemberNode* node) {
     if (!in.U64(&s.index) || !in.U64(&s.offset) || !in.U64(&s.length)) return false;
     node->segments.push_back(s);
   }
+  for (uint32_t i = 0; i < hole_runs; i++) {
+    MemberHoleRun run;
+    if (!in.U64(&run.first) || !in.U64(&run.count)) return false;
+    node->holes.push_back(run);
+  }
   return true;
 }
 
 }  // namespace
 
+// Format 4 and later (format 3 lacks the generation and the hole runs):
 // magic[8] | u32 node_count | nodes | u32 masked crc32c of every byte before it.
 // A node: u64 ino | u32 mode | u32 uid | u32 gid | u64 size | u64 rdev | i64 atime_ns |
-// i64 mtime_ns | i64 ctime_ns | u64 segment_size | u16 path_count | u16 xattr_count |
-// u32 segment_count | u16 symlink length, symlink target | u8 flags (bit 0: entries
-// truncated) | paths (u16 length, bytes) | xattrs (u16 name length, name, u32 value length,
-// value) | segments (u64 index, u64 offset, u64 length).
+// i64 mtime_ns | i64 ctime_ns | u64 generation | u64 segment_size | u16 path_count | u16 xattr_count |
+// u32 segment_count | u32 hole_run_count | u16 symlink length, symlink target | u8 flags
+// (bit 0: entries truncated) | paths (u16 length, bytes) | xattrs (u16 name length, name,
+// u32 value length, value) | segments (u64 index, u64 offset, u64 length) | hole runs (u64
+// first index, u64 count).
 std::vector<uint8_t> EncodeMemberTable(const MemberTable& table) {
   TableWriter out;
   out.Bytes({kMemberTableMagic, 8});
@@ -110,10 +120,12 @@ std::vector<uint8_t> EncodeMemberTable(const MemberTable& table) {
     out.U64(static_cast<uint64_t>(node.atime_ns));
     out.U64(static_cast<uint64_t>(node.mtime_ns));
     out.U64(static_cast<uint64_t>(node.ctime_ns));
+    out.U64(node.generation);
     out.U64(node.segment_size);
     out.U16(static_cast<uint16_t>(node.paths.size()));
     out.U16(static_cast<uint16_t>(node.xattrs.size()));
     out.U32(static_cast<uint32_t>(node.segments.size()));
+    out.U32(static_cast<uint32_t>(node.holes.size()));
     out.U16(static_cast<uint16_t>(node.symlink.size()));
     out.Bytes(node.symlink);
     out.Bytes(node.entries_truncated ? std::string_view("\x01", 1) : std::string_view("\x00", 1));
@@ -132,12 +144,17 @@ std::vector<uint8_t> EncodeMemberTable(const MemberTable& table) {
       out.U64(s.offset);
       out.U64(s.length);
     }
+    for (const MemberHoleRun& run : node.holes) {
+      out.U64(run.first);
+      out.U64(run.count);
+    }
   }
   out.U32(MaskCrc(Crc32c(out.out())));
   return std::move(out.out());
 }
 
-Result<MemberTable> DecodeMemberTable(std::span<const uint8_t> bytes, const std::string& where) {
+Result<MemberTable> DecodeMemberTable(std::span<const uint8_t> bytes, uint32_t format_version,
+                                      const std::string& where) {
   if (bytes.size() < 16 || std::memcmp(bytes.data(), kMemberTableMagic, 8) != 0) {
     return Status::Corruption(fmt::format("{}: no member table (want CAIRNMBR magic)", where));
   }
@@ -153,7 +170,7 @@ Result<MemberTable> DecodeMemberTable(std::span<const uint8_t> bytes, const std:
   bool ok = in.U32(&count);
   for (uint32_t i = 0; ok && i < count; i++) {
     MemberNode node;
-    ok = ReadNode(in, &node);
+    ok = ReadNode(in, format_version >= kFirstFormatWithHoleRuns, &node);
     table.nodes.push_back(std::move(node));
   }
   if (!ok || !in.done()) {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <unordered_set>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -85,7 +86,9 @@ InodeRecord ReadInode(Statement& s) {
 }
 
 SegmentRecord ReadSegment(Statement& s) {
-  return SegmentRecord{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.Int(5) != 0};
+  SegmentRecord r{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), s.UInt(4), s.Int(5) != 0};
+  if (r.extent_id == kHoleExtent) std::swap(r.extent_offset, r.hole_record);  // a hole's column holds its record
+  return r;
 }
 
 // Redundancy packed into one integer: scheme | data << 8 | parity << 16 | idr << 24 |
@@ -465,6 +468,12 @@ Status Catalog::RaiseIdFloors(uint64_t max_ino, uint64_t max_extent_id) {
   return Prepare("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'extents'").Bind(max_extent_id).Run();
 }
 
+Status Catalog::RaiseEpoch(uint64_t max_generation) {
+  if (epoch_ > max_generation) return Status::OK();
+  epoch_ = max_generation + 1;
+  return SetMeta("epoch", std::to_string(epoch_));
+}
+
 Status Catalog::UpdateInode(const InodeRecord& r) {
   inode_cache_.erase(r.ino);  // re-read (and re-cached) after the update succeeds
   Status st = Prepare(
@@ -710,7 +719,8 @@ Result<SegmentSummary> Catalog::SummarizeSegments(uint64_t ino) {
   auto& s = Prepare(
       "SELECT COUNT(*), COALESCE(SUM(idx < 0 OR length < 0 OR extent_offset < 0), 0), COALESCE(MAX(idx), 0), "
       "COALESCE((SELECT length FROM segments WHERE ino = ?1 ORDER BY idx DESC LIMIT 1), 0), "
-      "COALESCE(MAX(length), 0), COALESCE(MAX(extent_offset), 0) FROM segments WHERE ino = ?1");
+      "COALESCE(MAX(length), 0), COALESCE(MAX(CASE WHEN extent = 0 THEN 0 ELSE extent_offset END), 0) "
+      "FROM segments WHERE ino = ?1");
   s.Bind(ino);
   if (!s.Step()) {
     CAIRN_RETURN_IF_ERROR(s.status());
@@ -721,7 +731,8 @@ Result<SegmentSummary> Catalog::SummarizeSegments(uint64_t ino) {
 
 Status Catalog::PutSegment(const SegmentRecord& r) {
   return Prepare("INSERT OR REPLACE INTO segments(" SEGMENT_COLUMNS ") VALUES(?,?,?,?,?,?)")
-      .Bind(r.ino, r.index, r.extent_id, r.extent_offset, r.length, r.cached)
+      .Bind(r.ino, r.index, r.extent_id, r.extent_id == kHoleExtent ? r.hole_record : r.extent_offset, r.length,
+            r.cached)
       .Run();
 }
 

@@ -68,6 +68,14 @@ struct SegmentRecord {
   uint64_t extent_offset = 0;
   uint64_t length = 0;
   bool cached = false;
+  // A hole (extent_id == kHoleExtent): the extent whose member table records it, which it
+  // references so no older data of the segment outlives that record on the disks (cairn
+  // recover); 0 for none (holes persisted before they were recorded). Stored in the
+  // extent_offset column, which a hole does not use.
+  uint64_t hole_record = 0;
+
+  // The extent this row holds a reference to (0: none).
+  uint64_t referenced_extent() const { return extent_id == kHoleExtent ? hole_record : extent_id; }
 };
 
 // What the segment rows of one file add up to: enough to check them against the inode
@@ -78,7 +86,7 @@ struct SegmentSummary {
   uint64_t last_index = 0;        // the highest idx, and that segment's length
   uint64_t last_length = 0;
   uint64_t max_length = 0;        // the longest segment
-  uint64_t max_extent_offset = 0;
+  uint64_t max_extent_offset = 0;  // of the rows with data
 };
 
 // Where one chunk of an extent lives: its own on-disk extent (header + bytes).
@@ -161,6 +169,9 @@ class Catalog {
   // Makes later InsertInode / extent ids start above these (cairn recover: ids seen on the
   // disks are never handed out again, even those of extents it did not keep).
   Status RaiseIdFloors(uint64_t max_ino, uint64_t max_extent_id);
+  // Makes the epoch (the generation of inodes made or restored from now on) exceed
+  // `max_generation` (cairn recover: generations recorded on the disks).
+  Status RaiseEpoch(uint64_t max_generation);
   Status UpdateInode(const InodeRecord& record);
   Status DeleteInode(uint64_t ino);  // with its xattrs
   std::vector<uint64_t> InodesWhere(const char* condition);  // e.g. "dirty = 1"

@@ -1,5 +1,7 @@
 """cairn recover: a catalog rebuilt from the disks alone (format v3 member tables), and
 archives of format v2 still readable."""
+import errno
+import fcntl
 import glob
 import hashlib
 import json
@@ -8,15 +10,18 @@ import re
 import shutil
 import sqlite3
 import struct
+import subprocess
+import time
 
 import pytest
 
-from conftest import NOBODY, KiB, MiB, assert_file_equals, cairn, make_rich_tree, random_bytes, run, sh, write_file
+from conftest import CAIRN, NOBODY, GiB, KiB, MiB, assert_file_equals, cairn, make_rich_tree, random_bytes, run, sh, write_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN_V2 = os.path.join(HERE, "..", "data", "format-v2", "archive.tar.gz")
 GOLDEN_V3 = os.path.join(HERE, "..", "data", "format-v3", "archive.tar.gz")
 RSYNC = ["rsync", "-aHAX", "--numeric-ids"]
+TiB = 1 << 40
 
 
 def itemize(src, dst):
@@ -45,15 +50,15 @@ def sha(path):
 
 
 def extent_headers(archive):
-    """(disk image, offset, inode, payload length) of every extent chunk header on the disks."""
+    """(disk image, offset, inode, payload length, extent id) of every extent chunk header on the disks."""
     found = []
     for image in sorted(glob.glob(os.path.join(archive.arch, "disks", "*.img"))):
         with open(image, "rb") as f:
             data = f.read()
         for m in re.finditer(b"CAIRNEXT", data):
             if m.start() % 4096 == 0 and m.start() > 0:
-                inode, _, length = struct.unpack_from("<QQQ", data, m.start() + 40)
-                found.append((image, m.start(), inode, length))
+                extent_id, inode, _, length = struct.unpack_from("<QQQQ", data, m.start() + 32)
+                found.append((image, m.start(), inode, length, extent_id))
     return found
 
 
@@ -158,7 +163,7 @@ def test_recover_reports_damaged_extents(archive):
     inos = {name: os.stat(archive.m(name)).st_ino for name in ("good", "bad_header", "bad_payload")}
     archive.persist()
     archive.umount()
-    by_inode = {inode: (image, offset) for image, offset, inode, _ in extent_headers(archive)}
+    by_inode = {inode: (image, offset) for image, offset, inode, *_ in extent_headers(archive)}
     image, offset = by_inode[inos["bad_header"]]
     flip_byte(image, offset + 80)  # inside the policy stamp: the header CRC fails
     image, offset = by_inode[inos["bad_payload"]]
@@ -183,7 +188,7 @@ def test_recover_reports_damaged_extents(archive):
 def header_versions(archive):
     """The format version of every extent chunk header on the disks."""
     versions = []
-    for image, offset, _, _ in extent_headers(archive):
+    for image, offset, *_ in extent_headers(archive):
         with open(image, "rb") as f:
             f.seek(offset + 8)
             versions.append(struct.unpack("<H", f.read(2))[0])
@@ -315,3 +320,134 @@ def test_recover_with_a_disk_missing_rebuilds_from_the_other_chunks(archive):
         assert_file_equals(archive.m(name, "big"), random_bytes(5 * MiB + 1, len(name)))
         assert_file_equals(archive.m(name, "small"), random_bytes(1000, len(name) + 1))
         assert os.getxattr(archive.m(name), "user.cairn.raid") == (b"mirror-2" if name == "mirrored" else b"rs-2-1")
+
+
+def test_recover_brings_back_zeros_written_over_data_and_files_of_zeros(archive):
+    """Holes are recorded in the member tables: a segment overwritten with zeros comes back as
+    zeros, not with its older bytes (a small file's old bytes stay on the disks while its pack
+    holds a live neighbour); a file of zeros and a 1 TiB sparse file come back with their size."""
+    small, neighbour = random_bytes(100 * KiB, 21), random_bytes(50 * KiB, 22)
+    big = random_bytes(12 * MiB, 23)  # three 4 MiB segments
+    write_file(archive.m("small"), small)
+    write_file(archive.m("neighbour"), neighbour)
+    write_file(archive.m("big"), big)
+    archive.persist()
+    with open(archive.m("small"), "r+b") as f:
+        f.write(bytes(len(small)))
+    with open(archive.m("big"), "r+b") as f:
+        f.seek(4 * MiB)
+        f.write(bytes(4 * MiB))
+    write_file(archive.m("zeros"), bytes(5 * MiB + 3))
+    with open(archive.m("sparse"), "wb") as f:
+        os.ftruncate(f.fileno(), TiB)
+    archive.persist()
+    lose_catalog(archive)
+
+    r = recover(archive)
+    assert "not recovered: 0" in r.stdout, r.stdout
+    archive.fsck()
+    archive.mount()
+    assert_file_equals(archive.m("small"), bytes(len(small)))
+    assert_file_equals(archive.m("neighbour"), neighbour)
+    assert_file_equals(archive.m("big"), big[:4 * MiB] + bytes(4 * MiB) + big[8 * MiB:])
+    assert_file_equals(archive.m("zeros"), bytes(5 * MiB + 3))
+    assert os.stat(archive.m("sparse")).st_size == TiB
+    with open(archive.m("sparse"), "rb") as f:
+        for at in (0, 600 * GiB + 12345, TiB - 8192):
+            assert os.pread(f.fileno(), 8192, at) == bytes(8192), f"sparse file: bytes at {at} are not zeros"
+
+
+def test_recover_holds_the_archive_lock_until_the_catalog_is_rebuilt(archive):
+    """No daemon can open the archive between recover setting the old catalog aside and
+    rebuilding it: recover is paused there (CAIRN_TEST_RECOVER_PAUSE) while the test tries
+    the lock and a mount."""
+    data = random_bytes(300 * KiB, 31)
+    write_file(archive.m("kept"), data)
+    archive.persist()
+    lose_catalog(archive)
+    fifo = archive.s("pause")
+    os.mkfifo(fifo)
+    env = dict(os.environ, CAIRN_TEST_RECOVER_PAUSE=fifo)
+    proc = subprocess.Popen([CAIRN, "recover", archive.arch], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    writer = None
+    try:
+        # Opening the FIFO for writing succeeds once recover has opened it to read: it is paused.
+        deadline = time.monotonic() + 60
+        while writer is None:
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:
+                if e.errno != errno.ENXIO:
+                    raise
+                assert proc.poll() is None, f"recover ended before its pause: {proc.communicate()}"
+                assert time.monotonic() < deadline, "recover did not reach its pause in 60 s"
+                time.sleep(0.01)
+        assert os.path.exists(os.path.join(archive.arch, "catalog.db")), "paused before the new catalog was made"
+        with open(os.path.join(archive.arch, "lock")) as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                taken = True
+            except BlockingIOError:
+                taken = False
+        assert not taken, "the archive lock was free while recover had set the old catalog aside"
+        r = cairn("mount", archive.arch, archive.mnt, "--wait", "0", check=False, timeout=60)
+        assert r.returncode != 0 and "in use" in r.stderr, f"mounted a half-made archive: {r.stdout}{r.stderr}"
+    finally:
+        if writer is not None:
+            os.close(writer)  # recover goes on
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    archive.fsck()
+    archive.mount()
+    assert_file_equals(archive.m("kept"), data)
+
+
+def extent_headers_by_id(archive):
+    """{(extent id, disk image, offset, inode)} of every extent chunk header on the disks."""
+    return {(extent_id, image, offset, inode) for image, offset, inode, _, extent_id in extent_headers(archive)}
+
+
+def test_recover_never_hands_out_an_extent_id_that_is_on_the_disks(archive):
+    """Extents recover writes again (a disk missing) get ids above those found, and so do
+    the ones written after it, even when a rewritten extent holds nothing newest; inode
+    generations go on above those of the lost catalog."""
+    archive.remount()
+    archive.remount()  # a few epochs: the files below get generation 4
+    os.mkdir(archive.m("m"))
+    os.setxattr(archive.m("m"), "user.cairn.raid", b"mirror-2")
+    first = random_bytes(300 * KiB, 41)  # above the pack threshold: an extent of its own
+    write_file(archive.m("m", "f"), first)
+    ino = os.stat(archive.m("m", "f")).st_ino
+    archive.persist()
+    archive.umount()
+    with sqlite3.connect(os.path.join(archive.arch, "catalog.db")) as db:
+        lost_generation = db.execute("SELECT MAX(generation) FROM inodes").fetchone()[0]
+    lose_catalog(archive)
+    image = next(image for _, image, _, inode in extent_headers_by_id(archive) if inode == ino)
+    os.remove(image)  # one of the two mirror copies
+    # The first recover writes the mirrored extent again; its old copy stays on the disks left.
+    # The second finds both: the old one is written again too, but holds nothing newest.
+    recover(archive, expect=3)
+    r = recover(archive, "--force", expect=3)
+    assert "rewritten from the others as extent" in r.stdout, r.stdout
+    with sqlite3.connect(os.path.join(archive.arch, "catalog.db")) as db:
+        generations = [g for (g,) in db.execute("SELECT generation FROM inodes WHERE ino != 1")]
+    assert generations and min(generations) > lost_generation, (generations, lost_generation)
+    before = extent_headers_by_id(archive)
+    archive.mount("degraded")
+    write_file(archive.m("m", "g"), random_bytes(300 * KiB, 42))
+    archive.persist()
+    archive.umount()
+    written = extent_headers_by_id(archive) - before
+    assert written, "no new extent was written"
+    highest_before = max(extent_id for extent_id, _, _, _ in before)
+    reused = sorted(extent_id for extent_id, _, _, _ in written if extent_id <= highest_before)
+    assert not reused, f"extent id(s) {reused} handed out again (ids up to {highest_before} were on the disks)"
+    disk = re.search(r"disk-(\d+)", image).group(1)
+    cairn("disk", "replace", archive.arch, str(int(disk)), os.path.join(archive.arch, "disks", f"disk-{disk}.new"))
+    cairn("rebuild", archive.arch)
+    archive.fsck()
+    archive.mount()
+    assert_file_equals(archive.m("m", "f"), first)
+    assert_file_equals(archive.m("m", "g"), random_bytes(300 * KiB, 42))

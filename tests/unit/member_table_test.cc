@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "backend/extent_format.h"
 #include "backend/member_table.h"
 #include "util/coding.h"
 
@@ -22,10 +23,12 @@ MemberTable SampleTable() {
   file.atime_ns = 1;
   file.mtime_ns = 2;
   file.ctime_ns = -3;
+  file.generation = 6;
   file.segment_size = 4096;
   file.paths = {"d/a", "b"};
   file.xattrs = {{"user.k", "v"}};
   file.segments = {{0, 7, 5}};
+  file.holes = {{1, 3}, {9, 1}};
   MemberNode link;
   link.ino = 0x12;
   link.mode = 0120777;
@@ -40,9 +43,9 @@ MemberTable SampleTable() {
 
 TEST_CASE("MemberTable: known vector, field by field") {
   std::vector<uint8_t> bytes = EncodeMemberTable(SampleTable());
-  // magic 8 | count 4 | file: 76 fixed + 2 symlink length + 1 flags + (2+3) + (2+1) paths
-  // + (2+6+4+1) xattr + 24 segment | link: 76 + 2+1 + 1 + 2+3 | crc 4
-  REQUIRE(bytes.size() == 8 + 4 + (76 + 2 + 1 + 5 + 3 + 13 + 24) + (76 + 3 + 1 + 5) + 4);
+  // magic 8 | count 4 | file: 88 fixed + 2 symlink length + 1 flags + (2+3) + (2+1) paths
+  // + (2+6+4+1) xattr + 24 segment + 2 * 16 hole runs | link: 88 + 2+1 + 1 + 2+3 | crc 4
+  REQUIRE(bytes.size() == 8 + 4 + (88 + 2 + 1 + 5 + 3 + 13 + 24 + 32) + (88 + 3 + 1 + 5) + 4);
   CHECK(std::memcmp(bytes.data(), "CAIRNMBR", 8) == 0);
   CHECK(GetFixed32(&bytes[8]) == 2);
   const uint8_t* f = &bytes[12];
@@ -55,32 +58,38 @@ TEST_CASE("MemberTable: known vector, field by field") {
   CHECK(GetFixed64(f + 36) == 1);                  // atime
   CHECK(GetFixed64(f + 44) == 2);                  // mtime
   CHECK(GetFixed64(f + 52) == uint64_t(-3));       // ctime, two's complement
-  CHECK(GetFixed64(f + 60) == 4096);               // segment size
-  CHECK(GetFixed16(f + 68) == 2);                  // paths
-  CHECK(GetFixed16(f + 70) == 1);                  // xattrs
-  CHECK(GetFixed32(f + 72) == 1);                  // segments
-  CHECK(GetFixed16(f + 76) == 0);                  // no symlink target
-  CHECK(f[78] == 0);                               // flags
-  CHECK(GetFixed16(f + 79) == 3);
-  CHECK(std::memcmp(f + 81, "d/a", 3) == 0);
-  CHECK(GetFixed16(f + 84) == 1);
-  CHECK(f[86] == 'b');
-  CHECK(GetFixed16(f + 87) == 6);
-  CHECK(std::memcmp(f + 89, "user.k", 6) == 0);
-  CHECK(GetFixed32(f + 95) == 1);
-  CHECK(f[99] == 'v');
-  CHECK(GetFixed64(f + 100) == 0);  // segment index
-  CHECK(GetFixed64(f + 108) == 7);  // offset in the payload
-  CHECK(GetFixed64(f + 116) == 5);  // length
-  const uint8_t* l = f + 124;
+  CHECK(GetFixed64(f + 60) == 6);                  // generation
+  CHECK(GetFixed64(f + 68) == 4096);               // segment size
+  CHECK(GetFixed16(f + 76) == 2);                  // paths
+  CHECK(GetFixed16(f + 78) == 1);                  // xattrs
+  CHECK(GetFixed32(f + 80) == 1);                  // segments
+  CHECK(GetFixed32(f + 84) == 2);                  // hole runs
+  CHECK(GetFixed16(f + 88) == 0);                  // no symlink target
+  CHECK(f[90] == 0);                               // flags
+  CHECK(GetFixed16(f + 91) == 3);
+  CHECK(std::memcmp(f + 93, "d/a", 3) == 0);
+  CHECK(GetFixed16(f + 96) == 1);
+  CHECK(f[98] == 'b');
+  CHECK(GetFixed16(f + 99) == 6);
+  CHECK(std::memcmp(f + 101, "user.k", 6) == 0);
+  CHECK(GetFixed32(f + 107) == 1);
+  CHECK(f[111] == 'v');
+  CHECK(GetFixed64(f + 112) == 0);  // segment index
+  CHECK(GetFixed64(f + 120) == 7);  // offset in the payload
+  CHECK(GetFixed64(f + 128) == 5);  // length
+  CHECK(GetFixed64(f + 136) == 1);  // hole run: first index
+  CHECK(GetFixed64(f + 144) == 3);  // and count
+  CHECK(GetFixed64(f + 152) == 9);
+  CHECK(GetFixed64(f + 160) == 1);
+  const uint8_t* l = f + 168;
   CHECK(GetFixed64(l) == 0x12);
-  CHECK(GetFixed16(l + 76) == 1);
-  CHECK(l[78] == 'a');
-  CHECK(l[79] == 1);                // flags: entries truncated
+  CHECK(GetFixed16(l + 88) == 1);
+  CHECK(l[90] == 'a');
+  CHECK(l[91] == 1);                // flags: entries truncated
   CHECK(UnmaskCrc(GetFixed32(&bytes[bytes.size() - 4])) ==
         Crc32c(std::span<const uint8_t>(bytes).first(bytes.size() - 4)));
 
-  auto back = DecodeMemberTable(bytes, "extent 9");
+  auto back = DecodeMemberTable(bytes, kFormatVersion, "extent 9");
   REQUIRE(back.ok());
   CHECK(*back == SampleTable());
 }
@@ -88,28 +97,28 @@ TEST_CASE("MemberTable: known vector, field by field") {
 TEST_CASE("MemberTable: every anomaly is a clear error") {
   std::vector<uint8_t> good = EncodeMemberTable(SampleTable());
   SECTION("empty table round trips") {
-    auto empty = DecodeMemberTable(EncodeMemberTable({}), "x");
+    auto empty = DecodeMemberTable(EncodeMemberTable({}), kFormatVersion, "x");
     REQUIRE(empty.ok());
     CHECK(empty->nodes.empty());
   }
   SECTION("bad magic") {
     good[3] ^= 1;
-    CHECK(Mentions(DecodeMemberTable(good, "extent 9").status(), "extent 9: no member table"));
+    CHECK(Mentions(DecodeMemberTable(good, kFormatVersion, "extent 9").status(), "extent 9: no member table"));
   }
   SECTION("truncated") {
-    CHECK(Mentions(DecodeMemberTable(std::span(good).first(10), "x").status(), "no member table"));
-    CHECK(Mentions(DecodeMemberTable(std::span(good).first(good.size() - 1), "x").status(), "checksum mismatch"));
+    CHECK(Mentions(DecodeMemberTable(std::span(good).first(10), kFormatVersion, "x").status(), "no member table"));
+    CHECK(Mentions(DecodeMemberTable(std::span(good).first(good.size() - 1), kFormatVersion, "x").status(), "checksum mismatch"));
   }
   SECTION("flipped bit") {
     for (size_t byte = 8; byte < good.size(); byte += 5) {
       auto copy = good;
       copy[byte] ^= 0x04;
-      CHECK_FALSE(DecodeMemberTable(copy, "x").ok());
+      CHECK_FALSE(DecodeMemberTable(copy, kFormatVersion, "x").ok());
     }
   }
   SECTION("lengths that do not add up (with a valid checksum)") {
     PutFixed32(&good[8], 3);  // one node more than there is
     PutFixed32(&good[good.size() - 4], MaskCrc(Crc32c(std::span<const uint8_t>(good).first(good.size() - 4))));
-    CHECK(Mentions(DecodeMemberTable(good, "x").status(), "lengths do not add up"));
+    CHECK(Mentions(DecodeMemberTable(good, kFormatVersion, "x").status(), "lengths do not add up"));
   }
 }

@@ -1,0 +1,65 @@
+#include "archive/archive_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "archive/private_files.h"
+
+namespace cairn {
+
+Result<ArchiveLock> ArchiveLock::Acquire(const std::string& dir) {
+  std::string path = dir + "/lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
+  if (fd < 0) return Status::FromErrno(fmt::format("cannot open {}", path), errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);  // not ours: the holder's pid stays
+    return Status::Busy(
+        fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first", dir, Holder(dir)));
+  }
+  ArchiveLock lock(fd);
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    return Status::FromErrno(fmt::format("cannot write {}", path), errno);
+  }
+  return lock;
+}
+
+int ArchiveLock::Holder(const std::string& dir) {
+  std::string path = dir + "/lock";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int holder = 0;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    char buf[32] = {};
+    if (::pread(fd, buf, sizeof buf - 1, 0) > 0) holder = std::atoi(buf);
+    if (holder == 0) holder = -1;  // locked, pid not yet written
+  }
+  ::close(fd);
+  return holder;
+}
+
+ArchiveLock& ArchiveLock::operator=(ArchiveLock&& other) noexcept {
+  if (this != &other) {
+    Release();
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void ArchiveLock::Release() {
+  if (fd_ < 0) return;
+  if (::ftruncate(fd_, 0) != 0) {
+    // A stale pid is harmless: the flock, not the file's content, is the lock.
+  }
+  ::close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace cairn
