@@ -287,10 +287,10 @@ def test_old_catalogs_answer_read_only_commands_before_any_mount(archive, tarbal
     assert sum(d["extents"] for d in status["disks"]) >= status["extents"], status
     listing = cairn("disk", "list", archive.arch).stdout
     assert sum(int(line.split()[-3]) for line in listing.splitlines()[1:]) >= status["extents"], listing
-    image, offset, inode, length = extent_headers(archive)[0]
+    image, offset, inode, _, extent_id = extent_headers(archive)[0]
     disk = sorted(glob.glob(os.path.join(archive.arch, "disks", "*.img"))).index(image)
     r = cairn("inspect", archive.arch, "--disk", str(disk), "--offset", str(offset))
-    assert f"inode {inode}" in r.stdout, r.stdout
+    assert f"extent {extent_id} at" in r.stdout and f"inode {inode}" in r.stdout, r.stdout
     assert catalog_schema(archive) == schema  # read-only: nothing upgraded
     archive.fsck()
 
