@@ -75,15 +75,18 @@ class Result {
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T& operator*() { return *value_; }
-  const T& operator*() const { return *value_; }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
+  // The value. REQUIRES: ok() (asserted in debug builds): check before use.
+  T& value() & { return Checked(), *value_; }
+  const T& value() const& { return Checked(), *value_; }
+  T&& value() && { return Checked(), std::move(*value_); }
+  T& operator*() { return value(); }
+  const T& operator*() const { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
 
  private:
+  void Checked() const { assert(ok() && "Result::value() of an error"); }
+
   Status status_;
   std::optional<T> value_;
 };

@@ -237,7 +237,9 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
   archive->repair_on_read_ = open.repair_on_read && !open.read_only && !open.check_only;
   archive->MakeGroups();
   if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildSpaceMaps());
-  archive->next_extent_id_ = archive->catalog_->MaxExtentIdEverUsed() + 1;
+  auto max_extent_id = archive->catalog_->MaxExtentIdEverUsed();
+  if (!max_extent_id.ok()) return max_extent_id.status();
+  archive->next_extent_id_ = *max_extent_id + 1;
   if (!open.check_only && !open.read_only) CAIRN_RETURN_IF_ERROR(archive->LoadRules());
   return archive;
 }
@@ -278,6 +280,7 @@ Status Archive::LoadRules() {
                                    text.size());
   std::lock_guard lock(catalog_mutex_);
   auto seen = catalog_->GetMeta("rules_digest");
+  if (!seen.ok() && !seen.status().IsNotFound()) return seen.status();
   if (seen.ok() ? *seen == digest : text.empty()) return Status::OK();
   CAIRN_RETURN_IF_ERROR(catalog_->Begin());
   Status st = catalog_->QueuePolicyCheck(kRootInode);
@@ -374,7 +377,10 @@ uint64_t Archive::capacity() const {
 }
 
 Status Archive::RebuildSpaceMaps() {
-  for (const ExtentRecord& e : catalog_->AllExtents()) {
+  // A failed scan must fail the open: space of the extents it missed would be handed out again.
+  auto extents = catalog_->AllExtents();
+  if (!extents.ok()) return extents.status();
+  for (const ExtentRecord& e : *extents) {
     for (const ChunkPlacement& chunk : e.chunks) {
       if (chunk.disk >= stores_.size()) {
         return Status::Corruption(fmt::format("catalog: extent {} has a chunk on disk {}, but the archive has {} disks",
@@ -564,6 +570,7 @@ Result<bool> Archive::RewriteChunk(const ExtentRecord& extent, size_t index, Ext
   // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
   std::lock_guard lock(catalog_mutex_);
   auto current = catalog_->GetExtent(extent.id);
+  if (!current.ok() && !current.status().IsNotFound()) return current.status();
   if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return false;
   CAIRN_RETURN_IF_ERROR(WriteChunkAt(chunk, HeaderForChunk(header, index, chunk, bytes.size()), bytes));
   return true;

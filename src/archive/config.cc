@@ -72,7 +72,9 @@ Result<std::vector<uint32_t>> ParseDiskList(const std::string& key, const std::s
     if (!first.ok()) return first.status();
     auto last = dash == std::string::npos ? first : ParseCount(key, Trim(item.substr(dash + 1)));
     if (!last.ok()) return last.status();
-    if (*last < *first) return Status::InvalidArgument(fmt::format("{} = {:?}: range {:?} runs backwards", key, value, item));
+    if (*last < *first) {
+      return Status::InvalidArgument(fmt::format("{} = {:?}: range {:?} runs backwards", key, value, item));
+    }
     for (uint64_t d = *first; d <= *last; d++) {
       if (std::find(disks.begin(), disks.end(), d) != disks.end()) {
         return Status::InvalidArgument(fmt::format("{} = {:?} lists disk {} twice", key, value, d));

@@ -30,6 +30,7 @@ bool IsDir(const InodeRecord& r) { return S_ISDIR(r.mode); }
 
 Result<InodeRecord> GetDir(Catalog& catalog, uint64_t ino) {
   auto dir = catalog.GetInode(ino);
+  if (!dir.ok() && !dir.status().IsNotFound()) return dir.status();
   if (!dir.ok()) return Status::Posix(ENOENT, fmt::format("directory inode {} does not exist", ino));
   if (!IsDir(*dir)) return Status::Posix(ENOTDIR, fmt::format("inode {} is not a directory", ino));
   return dir;
@@ -39,6 +40,28 @@ Result<uint64_t> LookupOrENOENT(Catalog& catalog, uint64_t parent, const std::st
   auto ino = catalog.Lookup(parent, name);
   if (!ino.ok() && ino.status().IsNotFound()) return Status::Posix(ENOENT, name);
   return ino;
+}
+
+// The value `found` holds, or none when it is NotFound; any other error stays an error.
+template <typename T>
+Result<std::optional<T>> IfFound(Result<T> found) {
+  if (found.ok()) return std::optional<T>(std::move(*found));
+  if (found.status().IsNotFound()) return std::optional<T>();
+  return found.status();
+}
+
+// EEXIST when `parent` has an entry `name`; a failing lookup is an error, never "absent".
+Status RefuseExisting(Catalog& catalog, uint64_t parent, const std::string& name) {
+  auto existing = IfFound(catalog.Lookup(parent, name));
+  if (!existing.ok()) return existing.status();
+  return *existing ? Status::Posix(EEXIST, name) : Status::OK();
+}
+
+// ENOTEMPTY when directory `dir` has entries; a failing query is an error too, never "empty".
+Status RefuseNonEmpty(Catalog& catalog, uint64_t dir, const std::string& name) {
+  auto has_entries = catalog.HasEntries(dir);
+  if (!has_entries.ok()) return has_entries.status();
+  return *has_entries ? Status::Posix(ENOTEMPTY, name) : Status::OK();
 }
 
 }  // namespace
@@ -71,21 +94,24 @@ Status Filesystem::Recover() {
     std::lock_guard lock(archive_.catalog_mutex());
     Catalog& catalog = archive_.catalog();
     // Files unlinked while open when the daemon stopped: nothing can reach them now.
-    for (uint64_t ino : catalog.InodesWhere("nlink = 0 AND ino != 1")) {
-      CAIRN_RETURN_IF_ERROR(MaybeDelete(ino));
-    }
+    auto orphans = catalog.InodesWhere("nlink = 0 AND ino != 1");
+    if (!orphans.ok()) return orphans.status();
+    for (uint64_t ino : *orphans) CAIRN_RETURN_IF_ERROR(MaybeDelete(ino));
     // Dirty files, and files whose data never reached the disks (their creation was
     // committed but not the dirty mark): the staging cache holds their only copy.
     std::string incomplete = fmt::format(
         "dirty = 1 OR (mode & {} = {} AND size > 0 AND (size + COALESCE(NULLIF(segment_size, 0), {}) - 1) / "
         "COALESCE(NULLIF(segment_size, 0), {}) > (SELECT COUNT(*) FROM segments s WHERE s.ino = inodes.ino))",
         S_IFMT, S_IFREG, archive_.options().segment_size, archive_.options().segment_size);
-    for (uint64_t ino : catalog.InodesWhere(incomplete.c_str())) {
+    auto unpersisted = catalog.InodesWhere(incomplete.c_str());
+    if (!unpersisted.ok()) return unpersisted.status();
+    for (uint64_t ino : *unpersisted) {
       auto inode = catalog.GetInode(ino);
       auto segments = catalog.SummarizeSegments(ino);
       Status valid = !inode.ok()      ? inode.status()
                      : !segments.ok() ? segments.status()
                                       : CheckSegmentSummary(*inode, *segments, false);
+      if (!valid.ok() && !valid.IsCorruption()) return valid;  // a failing query: not a damaged row
       if (!valid.ok()) {  // persisting it would loop or allocate by damaged sizes, or write zeros over data
         LogError("inode {} is left unpersisted, its catalog rows are damaged: {} (see cairn fsck)", ino,
                  valid.message());
@@ -94,13 +120,19 @@ Status Filesystem::Recover() {
       state_.dirty[ino].all_cached = true;
       state_.persist_queue[ino] = 0;
     }
+    Status lookup;  // a failing query must not remove the cache's copy of a live file
     archive_.cache().ForEach([&](uint64_t ino, uint64_t bytes, int64_t mtime) {
-      if (!catalog.GetInode(ino).ok()) {
-        archive_.cache().Remove(ino);
+      auto inode = catalog.GetInode(ino);
+      if (!inode.ok() && !inode.status().IsNotFound()) {
+        if (lookup.ok()) lookup = inode.status();
+      } else if (!inode.ok()) {
+        Status removed = archive_.cache().Remove(ino);
+        if (!removed.ok()) LogError("staging cache: {}", removed.message());
       } else if (!state_.dirty.contains(ino)) {
         cached.push_back({mtime, {ino, bytes}});
       }
     });
+    CAIRN_RETURN_IF_ERROR(lookup);
     std::sort(cached.begin(), cached.end());
     for (const auto& [mtime, entry] : cached) state_.TouchCached(entry.first, entry.second);
     CAIRN_RETURN_IF_ERROR(archive_.ReleaseFreedSpace());
@@ -191,7 +223,9 @@ Status Filesystem::MaybeDelete(uint64_t ino) {
 
 Status Filesystem::DropSegmentsFrom(uint64_t ino, uint64_t first) {
   Catalog& catalog = archive_.catalog();
-  for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
+  auto segments = catalog.GetSegments(ino);
+  if (!segments.ok()) return segments.status();
+  for (const SegmentRecord& segment : *segments) {
     if (segment.index < first) continue;
     CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.referenced_extent()));
     CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(ino, segment.index));
@@ -217,7 +251,7 @@ Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& nam
   Status st = InTransaction(catalog, [&]() -> Status {
     auto dir = GetDir(catalog, parent);
     if (!dir.ok()) return dir.status();
-    if (catalog.Lookup(parent, name).ok()) return Status::Posix(EEXIST, name);
+    CAIRN_RETURN_IF_ERROR(RefuseExisting(catalog, parent, name));
     int64_t now = NowNs();
     node.mode = mode;
     node.uid = caller.uid;
@@ -235,10 +269,11 @@ Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& nam
       if (S_ISDIR(mode)) node.mode |= S_ISGID;
     }
     std::vector<uint8_t> access_acl;
-    auto default_acl = catalog.GetXattr(parent, kAclDefaultXattr);
+    auto default_acl = IfFound(catalog.GetXattr(parent, kAclDefaultXattr));
+    if (!default_acl.ok()) return default_acl.status();
     if (!S_ISLNK(mode)) {
       uint32_t perms = node.mode & 07777;
-      if (default_acl.ok() && (access_acl = *default_acl, AclApplyCreateMode(access_acl, &perms))) {
+      if (*default_acl && (access_acl = **default_acl, AclApplyCreateMode(access_acl, &perms))) {
         node.mode = (node.mode & S_IFMT) | perms;
       } else {
         access_acl.clear();
@@ -253,7 +288,7 @@ Result<InodeRecord> Filesystem::MakeNode(uint64_t parent, const std::string& nam
       CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclAccessXattr, access_acl));
     }
     if (!access_acl.empty() && S_ISDIR(mode)) {
-      CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclDefaultXattr, *default_acl));
+      CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclDefaultXattr, **default_acl));
     }
     if (S_ISDIR(mode)) dir->nlink++;
     dir->mtime_ns = dir->ctime_ns = now;
@@ -276,7 +311,7 @@ Result<InodeRecord> Filesystem::Link(uint64_t ino, uint64_t new_parent, const st
     if (IsDir(inode)) return Status::Posix(EPERM, "hard links to directories are not allowed");
     auto dir = GetDir(catalog, new_parent);
     if (!dir.ok()) return dir.status();
-    if (catalog.Lookup(new_parent, new_name).ok()) return Status::Posix(EEXIST, new_name);
+    CAIRN_RETURN_IF_ERROR(RefuseExisting(catalog, new_parent, new_name));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.InsertEntry(new_parent, new_name, ino));
     inode.nlink++;
@@ -306,7 +341,7 @@ Status Filesystem::RemoveName(uint64_t parent, const std::string& name, bool dir
     auto inode = catalog.GetInode(*ino);
     if (!inode.ok()) return inode.status();
     if (IsDir(*inode) != directory) return Status::Posix(directory ? ENOTDIR : EISDIR, name);
-    if (directory && catalog.HasEntries(*ino)) return Status::Posix(ENOTEMPTY, name);
+    if (directory) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, *ino, name));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
     CAIRN_RETURN_IF_ERROR(DropLink(*inode, now));
@@ -336,10 +371,11 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
     if (!src_ino.ok()) return src_ino.status();
     auto src = catalog.GetInode(*src_ino);
     if (!src.ok()) return src.status();
-    auto dst_ino = catalog.Lookup(new_parent, new_name);
+    auto dst_ino = IfFound(catalog.Lookup(new_parent, new_name));
+    if (!dst_ino.ok()) return dst_ino.status();
     std::optional<InodeRecord> dst;
-    if (dst_ino.ok()) {
-      auto record = catalog.GetInode(*dst_ino);
+    if (*dst_ino) {
+      auto record = catalog.GetInode(**dst_ino);
       if (!record.ok()) return record.status();
       dst = *record;
     }
@@ -373,7 +409,7 @@ Status Filesystem::Rename(uint64_t parent, const std::string& name, uint64_t new
       if (dst) {
         if (IsDir(*src) && !IsDir(*dst)) return Status::Posix(ENOTDIR, new_name);
         if (!IsDir(*src) && IsDir(*dst)) return Status::Posix(EISDIR, new_name);
-        if (IsDir(*dst) && catalog.HasEntries(dst->ino)) return Status::Posix(ENOTEMPTY, new_name);
+        if (IsDir(*dst)) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, dst->ino, new_name));
         CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(new_parent, new_name));
         CAIRN_RETURN_IF_ERROR(DropLink(*dst, now));
         if (IsDir(*dst)) to_dir->nlink--;
@@ -426,7 +462,9 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       uint64_t segment_size = SegmentSizeOf(*inode);
       boundary = *request.size / segment_size;
       auto segment = archive_.catalog().GetSegment(ino, boundary);
-      need_fetch = *request.size < inode->size && *request.size % segment_size != 0 && segment && !segment->cached;
+      if (!segment.ok()) return segment.status();
+      need_fetch =
+          *request.size < inode->size && *request.size % segment_size != 0 && *segment && !(*segment)->cached;
     }
     if (need_fetch) {
       auto file = archive_.cache().Open(ino);
@@ -447,8 +485,9 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
     int64_t now = NowNs();
     if (request.mode) {
       inode.mode = (inode.mode & S_IFMT) | (*request.mode & 07777);
-      auto acl = catalog.GetXattr(ino, kAclAccessXattr);
-      if (acl.ok() && AclApplyChmod(*acl, inode.mode)) CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, kAclAccessXattr, *acl));
+      auto acl = IfFound(catalog.GetXattr(ino, kAclAccessXattr));
+      if (!acl.ok()) return acl.status();
+      if (*acl && AclApplyChmod(**acl, inode.mode)) CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, kAclAccessXattr, **acl));
     }
     if (request.uid) inode.uid = *request.uid;
     if (request.gid) inode.gid = *request.gid;
@@ -572,7 +611,9 @@ Status Filesystem::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t 
     uint64_t segment_size;
     {
       std::lock_guard lock(archive_.catalog_mutex());
-      segment = archive_.catalog().GetSegment(ino, index);
+      auto found = archive_.catalog().GetSegment(ino, index);
+      if (!found.ok()) return found.status();
+      segment = std::move(*found);
       auto inode = archive_.catalog().GetInode(ino);
       if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
       if (segment) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segment, *inode));
@@ -609,7 +650,9 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
     length = std::min<uint64_t>(dst.size(), inode->size - offset);
     segment_size = SegmentSizeOf(*inode);
     for (uint64_t i = offset / segment_size; i <= (offset + length - 1) / segment_size; i++) {
-      segments.push_back(archive_.catalog().GetSegment(fh->ino, i));
+      auto segment = archive_.catalog().GetSegment(fh->ino, i);
+      if (!segment.ok()) return segment.status();
+      segments.push_back(std::move(*segment));
       if (segments.back()) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segments.back(), *inode));
     }
   }
@@ -758,8 +801,11 @@ Result<std::vector<DirEntry>> Filesystem::ReadDir(uint64_t dir, uint64_t cookie,
   auto record = GetDir(catalog, dir);
   if (!record.ok()) return record.status();
   std::vector<DirEntry> out;
-  for (auto& entry : catalog.ListEntries(dir, cookie, limit)) {
+  auto entries = catalog.ListEntries(dir, cookie, limit);
+  if (!entries.ok()) return entries.status();
+  for (auto& entry : *entries) {
     auto inode = catalog.GetInode(entry.ino);
+    if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();
     if (!inode.ok()) {
       LogError("directory {}: entry '{}' points to missing inode {}", dir, entry.name, entry.ino);
       continue;
@@ -801,7 +847,9 @@ Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<con
     if (policy_key || (name.starts_with("user.") && inode->layout_id != 0)) {
       CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
     }
-    bool exists = catalog.GetXattr(ino, name).ok();
+    auto existing = IfFound(catalog.GetXattr(ino, name));
+    if (!existing.ok()) return existing.status();
+    bool exists = existing->has_value();
     if ((flags & XATTR_CREATE) && exists) return Status::Posix(EEXIST, name);
     if ((flags & XATTR_REPLACE) && !exists) return Status::Posix(ENODATA, name);
     std::vector<uint8_t> bytes(value.begin(), value.end());
@@ -901,18 +949,22 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
   }
   if (suffix == "location") {
     std::string out;
-    for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
+    auto segments = catalog.GetSegments(ino);
+    if (!segments.ok()) return segments.status();
+    for (const SegmentRecord& segment : *segments) {
       std::string where = "hole";
       if (segment.extent_id != kHoleExtent) {
         auto extent = catalog.GetExtent(segment.extent_id);
         if (!extent.ok()) return extent.status();
-        // Every chunk as diskN@OFFSET, joined by '/', then +LENGTH of the segment. The segment's
-        // own bytes are pointed at when they are stored as they are, in one chunk.
+        // Every chunk as its store describes it (diskN@OFFSET), joined by '/', then +LENGTH of
+        // the segment. The segment's own bytes are pointed at when they are stored as they are,
+        // in one chunk.
         where.clear();
         bool direct = extent->chunks.size() == 1 && extent->chain_stamp.empty();
         for (const ChunkPlacement& chunk : extent->chunks) {
           uint64_t at = direct ? segment.extent_offset : 0;
-          where += fmt::format("{}{}", where.empty() ? "" : "/", archive_.store(chunk.disk).Describe(chunk.locator(), at));
+          std::string place = archive_.store(chunk.disk).Describe(chunk.locator(), at);
+          where += fmt::format("{}{}", where.empty() ? "" : "/", place);
         }
         where += fmt::format("+{}", segment.length);
       }
@@ -926,8 +978,12 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
 
 Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino, const Caller& caller) {
   std::lock_guard lock(archive_.catalog_mutex());
-  if (!archive_.catalog().GetInode(ino).ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
-  std::vector<std::string> names = archive_.catalog().ListXattrs(ino);
+  auto inode = archive_.catalog().GetInode(ino);
+  if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();
+  if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  auto listed = archive_.catalog().ListXattrs(ino);
+  if (!listed.ok()) return listed.status();
+  std::vector<std::string> names = std::move(*listed);
   std::erase_if(names, [&](const std::string& name) { return !XattrListed(name, caller.uid == 0); });
   return names;
 }
@@ -984,7 +1040,7 @@ Status Filesystem::DryRunRules(std::shared_ptr<const RuleSet> candidate, const s
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   Status st;
-  catalog.VisitTree(*root, [&](const InodeRecord& inode) {
+  Status walked = catalog.VisitTree(*root, [&](const InodeRecord& inode) {
     if (!S_ISREG(inode.mode)) return true;
     auto before = ResolvePolicy(catalog, inode.ino, now);
     auto after = ResolvePolicy(catalog, inode.ino, then);
@@ -1003,23 +1059,29 @@ Status Filesystem::DryRunRules(std::shared_ptr<const RuleSet> candidate, const s
     if (changes.empty()) return true;
     auto stamp = inode.layout_id != 0 ? catalog.LayoutStamp(inode.layout_id) : Result<std::string>(std::string());
     bool reencode = inode.layout_id != 0 && stamp.ok() && !LayoutMatches(*stamp, *after);
-    return report(fmt::format("{}:{}{}", PathOf(catalog, inode.ino), changes,
-                              reencode ? " [persisted: would be re-encoded]" : ""));
+    auto path = PathOf(catalog, inode.ino);
+    if (!path.ok()) {
+      st = path.status();
+      return false;
+    }
+    return report(fmt::format("{}:{}{}", *path, changes, reencode ? " [persisted: would be re-encoded]" : ""));
   });
-  return st;
+  return walked.ok() ? st : walked;
 }
 
 uint64_t Filesystem::FreeDiskBytes() {
   return archive_.groups().front().free_bytes();
 }
 
-FsStats Filesystem::StatFs() {
+Result<FsStats> Filesystem::StatFs() {
   std::lock_guard lock(archive_.catalog_mutex());
   FsStats stats;
   stats.total_bytes = archive_.capacity();
   uint64_t free = FreeDiskBytes();
   stats.free_bytes = free > state_.dirty_bytes ? free - state_.dirty_bytes : 0;
-  stats.inodes = archive_.catalog().ComputeTotals().inodes;
+  auto totals = archive_.catalog().ComputeTotals();
+  if (!totals.ok()) return totals.status();
+  stats.inodes = totals->inodes;
   return stats;
 }
 
@@ -1037,11 +1099,14 @@ Status Filesystem::EvictFiles(const std::vector<uint64_t>& inos) {
         auto live = state_.live.find(ino);
         bool open = live != state_.live.end() && live->second.nopen > 0;
         auto inode = catalog.GetInode(ino);
+        if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();
         if (!inode.ok()) state_.DropCached(ino);
         if (open || state_.dirty.contains(ino) || !inode.ok()) continue;
         uint64_t segment_size = SegmentSizeOf(*inode);
         uint64_t count = (inode->size + segment_size - 1) / segment_size;
-        if (catalog.GetSegments(ino).size() != count) continue;  // not fully persisted yet
+        auto segments = catalog.GetSegments(ino);
+        if (!segments.ok()) return segments.status();
+        if (segments->size() != count) continue;  // not fully persisted yet
         CAIRN_RETURN_IF_ERROR(catalog.SetSegmentsCached(ino, false));
         state_.DropCached(ino);
         evicted.push_back(ino);
@@ -1063,12 +1128,14 @@ Status Filesystem::EvictCleanSegments(uint64_t ino) {
     std::lock_guard lock(archive_.catalog_mutex());
     Catalog& catalog = archive_.catalog();
     auto inode = catalog.GetInode(ino);
-    if (!inode.ok()) return Status::OK();
+    if (!inode.ok()) return inode.status().IsNotFound() ? Status::OK() : inode.status();
     auto dirty = state_.dirty.find(ino);
     if (dirty != state_.dirty.end() && dirty->second.all_cached) return Status::OK();
     uint64_t segment_size = SegmentSizeOf(*inode);
     CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
-      for (const SegmentRecord& segment : catalog.GetSegments(ino)) {
+      auto segments = catalog.GetSegments(ino);
+      if (!segments.ok()) return segments.status();
+      for (const SegmentRecord& segment : *segments) {
         if (!segment.cached || (dirty != state_.dirty.end() && dirty->second.segments.contains(segment.index))) {
           continue;
         }

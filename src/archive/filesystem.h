@@ -107,7 +107,7 @@ class Filesystem {
   Result<std::vector<std::string>> ListXattrs(uint64_t ino, const Caller& caller);
   Status RemoveXattr(uint64_t ino, const std::string& name);
 
-  FsStats StatFs();
+  Result<FsStats> StatFs();
 
   // Persists every dirty file now and waits (cairn persist).
   Status PersistAll() { return persister_.PersistAll(); }

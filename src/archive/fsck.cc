@@ -22,6 +22,10 @@ struct Checker {
   void Problem(fmt::format_string<Args...> f, Args&&... args) {
     report.problems.push_back(fmt::format(f, std::forward<Args>(args)...));
   }
+  // A failed catalog query is a problem: what it would have returned went unchecked.
+  void Unread(const std::string& what, const Status& st) {
+    if (!st.ok()) Problem("catalog: cannot read {}, not checked: {}", what, st.message());
+  }
 
   void CheckSqlite() {
     Statement s(catalog.handle(), "PRAGMA integrity_check");
@@ -30,6 +34,7 @@ struct Checker {
       std::string line = s.Text(0);
       if (line != "ok") Problem("catalog: sqlite integrity: {}", line);
     }
+    Unread("the integrity check", s.status());
   }
 
   std::map<uint64_t, InodeRecord> LoadInodes() {
@@ -38,9 +43,13 @@ struct Checker {
     s.Bind();
     std::vector<uint64_t> inos;
     while (s.Step()) inos.push_back(s.UInt(0));
+    Unread("the inodes", s.status());
     for (uint64_t ino : inos) {
       auto inode = catalog.GetInode(ino);
-      if (!inode.ok()) continue;
+      if (!inode.ok()) {
+        Unread(fmt::format("inode {}", ino), inode.status());
+        continue;
+      }
       Status valid = CheckInodeRecord(*inode);
       if (!valid.ok()) Problem("{}", valid.message());
       inodes[ino] = *inode;
@@ -69,6 +78,7 @@ struct Checker {
       names[ino]++;
       if (S_ISDIR(child->second.mode)) subdirs[parent]++;
     }
+    Unread("the directory entries", s.status());
     if (!inodes.contains(kRootInode)) Problem("root directory (inode 1) is missing");
     for (const auto& [ino, inode] : inodes) {
       uint64_t n = names[ino];
@@ -96,7 +106,9 @@ struct Checker {
 
   void CheckExtentsAndSegments(const std::map<uint64_t, InodeRecord>& inodes) {
     std::map<uint64_t, ExtentRecord> extents;
-    for (const ExtentRecord& e : catalog.AllExtents()) {
+    auto all_extents = catalog.AllExtents();
+    Unread("the extents", all_extents.status());
+    for (const ExtentRecord& e : all_extents.ok() ? *all_extents : std::vector<ExtentRecord>()) {
       Status valid = CheckExtentRecord(e);
       if (!valid.ok()) {
         Problem("{}", valid.message());
@@ -106,7 +118,9 @@ struct Checker {
     }
     std::map<uint64_t, uint64_t> refs;
     std::map<uint64_t, uint64_t> segment_count;
-    for (const SegmentRecord& s : catalog.AllSegments()) {
+    auto segments = catalog.AllSegments();
+    Unread("the segments", segments.status());
+    for (const SegmentRecord& s : segments.ok() ? *segments : std::vector<SegmentRecord>()) {
       auto inode = inodes.find(s.ino);
       if (inode == inodes.end()) {
         Problem("segment {} of missing inode {} (extent {})", s.index, s.ino, s.extent_id);
@@ -198,7 +212,9 @@ struct Checker {
   }
 
   void VerifyExtentData(const std::function<void(uint64_t, uint64_t)>& progress) {
-    auto extents = catalog.AllExtents();
+    auto all_extents = catalog.AllExtents();
+    if (!all_extents.ok()) return;  // reported by CheckExtentsAndSegments
+    const std::vector<ExtentRecord>& extents = *all_extents;
     uint64_t done = 0;
     for (const ExtentRecord& e : extents) {
       if (damaged_extents.contains(e.id)) {  // reported with its row; reading it would trust damaged fields

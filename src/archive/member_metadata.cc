@@ -13,7 +13,7 @@ namespace {
 constexpr size_t kMaxNames = 1024;   // names of one file recorded (hard links)
 constexpr size_t kMaxDepth = 4096;   // a deeper chain of directories is a catalog loop
 
-MemberNode NodeOf(Catalog& catalog, const InodeRecord& inode) {
+Result<MemberNode> NodeOf(Catalog& catalog, const InodeRecord& inode) {
   MemberNode node;
   node.ino = inode.ino;
   node.mode = inode.mode;
@@ -27,7 +27,9 @@ MemberNode NodeOf(Catalog& catalog, const InodeRecord& inode) {
   node.ctime_ns = inode.ctime_ns;
   node.generation = inode.generation;
   node.segment_size = inode.segment_size;
-  node.xattrs = catalog.XattrsWithPrefix(inode.ino, {""});
+  auto xattrs = catalog.XattrsWithPrefix(inode.ino, {""});
+  if (!xattrs.ok()) return xattrs.status();
+  node.xattrs = std::move(*xattrs);
   return node;
 }
 
@@ -48,7 +50,11 @@ Status ListEntriesWithoutData(Catalog& catalog, uint64_t dir, DescribedInodes& o
   for (const auto& [name, inode] : *entries) {
     std::string path = above.empty() ? name : above + "/" + name;
     auto [node, fresh] = out.nodes.try_emplace(inode.ino);
-    if (fresh) node->second = NodeOf(catalog, inode);
+    if (fresh) {
+      auto described = NodeOf(catalog, inode);
+      if (!described.ok()) return described.status();
+      node->second = std::move(*described);
+    }
     if (fresh && S_ISDIR(inode.mode)) {
       out.parents[inode.ino] = dir;
       node->second.paths = {path};
@@ -74,7 +80,9 @@ Result<std::string> DescribeDirectory(Catalog& catalog, uint64_t dir, DescribedI
   for (uint64_t at = dir; !out.nodes.contains(at);) {
     auto inode = catalog.GetInode(at);
     if (!inode.ok()) return inode.status();
-    out.nodes[at] = NodeOf(catalog, *inode);
+    auto node = NodeOf(catalog, *inode);
+    if (!node.ok()) return node.status();
+    out.nodes[at] = std::move(*node);
     if (at == kRootInode) {
       out.nodes[at].paths = {""};
       break;
@@ -110,7 +118,9 @@ Result<DescribedInodes> DescribeInodes(Catalog& catalog, const std::set<uint64_t
     }
     auto names = catalog.NamesOf(ino, kMaxNames);
     if (!names.ok()) return names.status();
-    MemberNode node = NodeOf(catalog, *inode);
+    auto described = NodeOf(catalog, *inode);
+    if (!described.ok()) return described.status();
+    MemberNode node = std::move(*described);
     std::set<uint64_t> above;
     for (const auto& [parent, name] : *names) {
       auto path = DescribeDirectory(catalog, parent, out, above);

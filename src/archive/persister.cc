@@ -170,11 +170,12 @@ Status Persister::PersistAll() {
   }
 }
 
-std::vector<uint32_t> Persister::OwnersOf(const std::vector<uint64_t>& inos) {
+Result<std::vector<uint32_t>> Persister::OwnersOf(const std::vector<uint64_t>& inos) {
   std::vector<uint32_t> owners;
   std::lock_guard lock(archive_.catalog_mutex());
   for (uint64_t ino : inos) {
     auto inode = archive_.catalog().GetInode(ino);
+    if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();
     owners.push_back(inode.ok() ? inode->uid : 0);  // a deleted file: Snapshot drops it
   }
   return owners;
@@ -182,7 +183,9 @@ std::vector<uint32_t> Persister::OwnersOf(const std::vector<uint64_t>& inos) {
 
 Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t>& inos) {
   std::lock_guard run(run_mutex_);
-  std::vector<uint32_t> owners = OwnersOf(inos);
+  auto found_owners = OwnersOf(inos);
+  if (!found_owners.ok()) return found_owners.status();
+  const std::vector<uint32_t>& owners = *found_owners;
   std::map<uint32_t, uint64_t> spent;  // by owner, this round
   const uint64_t owner_budget = kSegmentsPerCommit * archive_.options().segment_size;
   const uint64_t piece_cost = archive_.options().segment_size / kPieceCostDivisor;
@@ -247,6 +250,11 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto record = archive_.catalog().GetInode(ino);
+    auto catalog_failure = [ino](const Status& st) {
+      LogError("inode {}: cannot read its catalog record: {}", ino, st.message());
+      return st;
+    };
+    if (!record.ok() && !record.status().IsNotFound()) return catalog_failure(record.status());  // still dirty: tried again
     auto dirty_it = state_.dirty.find(ino);
     if (!record.ok() || dirty_it == state_.dirty.end()) {
       state_.EraseDirty(ino);
@@ -266,8 +274,10 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     uint64_t segment_size = plan->segment_size;
     uint64_t count = (inode.size + segment_size - 1) / segment_size;
     if (dirty.all_cached) {
+      auto segments = archive_.catalog().GetSegments(ino);
+      if (!segments.ok()) return catalog_failure(segments.status());
       std::map<uint64_t, bool> cached;
-      for (const auto& s : archive_.catalog().GetSegments(ino)) cached[s.index] = s.cached;
+      for (const auto& s : *segments) cached[s.index] = s.cached;
       for (uint64_t i = 0; i < count; i++) {
         auto it = cached.find(i);
         if (it == cached.end() || it->second) dirty.segments.insert(i);
@@ -366,9 +376,18 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     if (!st.ok()) break;
     const SegmentPiece& piece = pieces[p.piece];
     auto inode = catalog.GetInode(piece.ino);
+    if (!inode.ok() && !inode.status().IsNotFound()) {
+      st = inode.status();
+      break;
+    }
     if (!inode.ok() || piece.index * piece.segment_size >= inode->size) continue;  // deleted or truncated meanwhile
-    if (auto old = catalog.GetSegment(piece.ino, piece.index)) {
-      st = archive_.UnrefExtent(old->referenced_extent());
+    auto old = catalog.GetSegment(piece.ino, piece.index);
+    if (!old.ok()) {
+      st = old.status();
+      break;
+    }
+    if (*old) {
+      st = archive_.UnrefExtent((*old)->referenced_extent());
       if (!st.ok()) break;
     }
     st = catalog.PutSegment(
@@ -383,7 +402,11 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     if (!st.ok()) break;
     if (inodes.contains(piece.ino)) continue;
     auto inode = catalog.GetInode(piece.ino);
-    if (!inode.ok()) continue;
+    if (!inode.ok() && !inode.status().IsNotFound()) {
+      st = inode.status();
+      break;
+    }
+    if (!inode.ok()) continue;  // deleted meanwhile
     if (inode->layout_id != 0) {
       // Rewritten data keeps the file's layout; whether a new size or age calls for
       // another one is the reconciler's question.

@@ -44,8 +44,8 @@ class Persister {
   // about one slice's worth this round; returns those with more to persist. Serialized
   // by run_mutex_.
   Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos);
-  // The owner (uid) of each file, 0 for a file that is gone.
-  std::vector<uint32_t> OwnersOf(const std::vector<uint64_t>& inos);
+  // The owner (uid) of each file, 0 for a file that is gone; an error when the catalog fails.
+  Result<std::vector<uint32_t>> OwnersOf(const std::vector<uint64_t>& inos);
   // The write plan of `inode`: its layout's, or, at first persist, its policy's; refused
   // when it names a disk group the archive does not have.
   Result<std::shared_ptr<const WritePlan>> PlanOf(const InodeRecord& inode);

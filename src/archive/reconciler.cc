@@ -86,6 +86,10 @@ void Reconciler::QueueAgeScan() {
   Catalog& catalog = archive_.catalog();
   int64_t now = NowNs();
   auto last = catalog.GetMeta("age_scan_ns");
+  if (!last.ok() && !last.status().IsNotFound()) {
+    LogError("reconciler: cannot tell when age rules were last checked: {}", last.status().message());
+    return;
+  }
   if (last.ok() && now - std::strtoll(last->c_str(), nullptr, 10) < kDayNs) return;
   Status st = InTransaction(catalog, [&]() -> Status {
     CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(kRootInode));
@@ -117,33 +121,40 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
   {
     std::lock_guard lock(archive_.catalog_mutex());
     Catalog& catalog = archive_.catalog();
-    for (uint64_t ino : catalog.PolicyQueue(limit)) {
+    auto queued = catalog.PolicyQueue(limit);
+    if (!queued.ok()) return queued.status();
+    for (uint64_t ino : *queued) {
       auto inode = catalog.GetInode(ino);
+      if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();  // stays queued
       Status st = InTransaction(catalog, [&]() -> Status {
         if (inode.ok() && S_ISDIR(inode->mode)) {
           // The subtree may have a new policy: queue what is below, then forget the directory.
           for (uint64_t after = 0;;) {
             auto entries = catalog.ListEntries(ino, after, kListChunk);
-            for (const auto& entry : entries) {
+            if (!entries.ok()) return entries.status();
+            for (const auto& entry : *entries) {
               auto child = catalog.GetInode(entry.ino);
+              if (!child.ok() && !child.status().IsNotFound()) return child.status();
               if (child.ok() && (S_ISDIR(child->mode) || child->layout_id != 0)) {
                 CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(entry.ino));
               }
             }
-            if (entries.size() < kListChunk) break;
-            after = entries.back().cookie;
+            if (entries->size() < kListChunk) break;
+            after = entries->back().cookie;
           }
           return catalog.DequeuePolicyCheck(ino);
         }
-        if (!inode.ok()) return catalog.DequeuePolicyCheck(ino);
+        if (!inode.ok()) return catalog.DequeuePolicyCheck(ino);  // deleted
         auto in_policy = InPolicy(*inode);
         if (!in_policy.ok()) return in_policy.status();
         if (*in_policy) return catalog.DequeuePolicyCheck(ino);
         auto first = catalog.GetSegments(ino);
+        if (!first.ok()) return first.status();
         Work w{ino, UINT32_MAX, 0};
-        for (const auto& segment : first) {
+        for (const auto& segment : *first) {  // where its data starts, to visit the disks in order
           auto extent = segment.extent_id == kHoleExtent ? Result<ExtentRecord>(Status::NotFound(""))
                                                          : catalog.GetExtent(segment.extent_id);
+          if (!extent.ok() && extent.status().code() == Status::Code::kIOError) return extent.status();
           if (extent.ok()) {
             w.disk = extent->chunks[0].disk;
             w.position = extent->chunks[0].locator().address;
@@ -172,14 +183,20 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
   return removed;
 }
 
-void Reconciler::CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files,
-                                    std::vector<uint64_t>* dirs) {
-  archive_.catalog().VisitTree(ino, [&](const InodeRecord& inode) {
+Status Reconciler::CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files,
+                                      std::vector<uint64_t>* dirs) {
+  Status failed;
+  CAIRN_RETURN_IF_ERROR(archive_.catalog().VisitTree(ino, [&](const InodeRecord& inode) {
     if (S_ISDIR(inode.mode)) dirs->push_back(inode.ino);
     auto in_policy = InPolicy(inode);
-    if (in_policy.ok() && !*in_policy) files->emplace_back(inode.ino, inode.size);
+    if (!in_policy.ok()) {
+      failed = in_policy.status();
+      return false;
+    }
+    if (!*in_policy) files->emplace_back(inode.ino, inode.size);
     return true;
-  });
+  }));
+  return failed;
 }
 
 Status Reconciler::Apply(uint64_t ino, const ProgressFn& report) {
@@ -187,7 +204,7 @@ Status Reconciler::Apply(uint64_t ino, const ProgressFn& report) {
   std::vector<uint64_t> dirs;
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    CollectOutOfPolicy(ino, &files, &dirs);
+    CAIRN_RETURN_IF_ERROR(CollectOutOfPolicy(ino, &files, &dirs));
   }
   Progress progress;
   progress.files_total = files.size();
@@ -252,7 +269,11 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   };
   auto record = catalog.GetInode(ino);
   if (!record.ok()) {
-    queue(false);
+    if (record.status().IsNotFound()) {
+      queue(false);
+    } else {  // stays queued
+      LogError("reconciler: inode {}: {}", ino, record.status().message());
+    }
     return false;
   }
   if (state_.dirty.contains(ino) || record->dirty) {  // re-encoded once persisted
@@ -284,8 +305,13 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     retry_after_[ino] = NowNs() + kFailedRetryNs;
     return false;
   }
+  auto segments_now = catalog.GetSegments(ino);
+  if (!segments_now.ok()) {  // stays queued
+    LogError("reconciler: inode {}: {}", ino, segments_now.status().message());
+    return false;
+  }
   job->inode = *record;
-  job->old = catalog.GetSegments(ino);
+  job->old = std::move(*segments_now);
   job->plan = std::move(*plan);
   return true;
 }
@@ -332,9 +358,11 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   for (size_t j = 0; j < batch.jobs.size(); j++) {
     const Job& job = batch.jobs[j];
     auto now = catalog.GetInode(job.inode.ino);
+    auto segments = catalog.GetSegments(job.inode.ino);
+    if (!segments.ok()) LogError("reconciler: inode {} stays queued: {}", job.inode.ino, segments.status().message());
     swap[j] = !job.failed && now.ok() && now->size == job.inode.size && now->mtime_ns == job.inode.mtime_ns &&
               now->layout_id == job.inode.layout_id && !now->dirty && !state_.dirty.contains(job.inode.ino) &&
-              SameSegments(catalog.GetSegments(job.inode.ino), job.old);
+              segments.ok() && SameSegments(*segments, job.old);
   }
   std::vector<uint64_t> refs(batch.extents.size(), 0);
   Status st = InTransaction(catalog, [&]() -> Status {

@@ -55,8 +55,8 @@ class Reconciler {
   Result<size_t> RunQueue(size_t limit);
   // The out-of-policy files at or below `ino` with their sizes, and the directories.
   // REQUIRES: catalog mutex.
-  void CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files,
-                          std::vector<uint64_t>* dirs);
+  Status CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files,
+                            std::vector<uint64_t>* dirs);
   // Whether a persisted file is laid out as its policy says; the policy goes to *resolved
   // when given. REQUIRES: catalog mutex.
   Result<bool> InPolicy(const InodeRecord& inode, ResolvedPolicy* resolved = nullptr);

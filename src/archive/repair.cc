@@ -59,7 +59,7 @@ class Repairer {
   Result<RepairReport> Run();
 
  private:
-  std::vector<Task> PlanTasks(const std::string& cursor);
+  Result<std::vector<Task>> PlanTasks(const std::string& cursor);
   std::string RebuildCursorPrefix() const;
   std::string CursorAfter(const Task& task) const;
   void RepairExtent(Task& task, BatchWrites& writes, RepairReport& report);
@@ -98,13 +98,14 @@ std::string Repairer::CursorAfter(const Task& task) const {
 // A rebuild cursor is a position in that order; every extent keyed in place at or before it
 // had all its chunks rebuilt (Run never moves it past one that failed), and the chunks on
 // missing disks that moved are no longer lost, so only in-place chunks are skipped.
-std::vector<Task> Repairer::PlanTasks(const std::string& cursor) {
+Result<std::vector<Task>> Repairer::PlanTasks(const std::string& cursor) {
   std::vector<ExtentRecord> extents;
   for (bool more = true; more;) {  // in pages: a mounted archive goes on meanwhile
     std::lock_guard lock(archive_.catalog_mutex());
     auto page = archive_.catalog().ExtentsAfter(extents.empty() ? 0 : extents.back().id, 4096);
-    more = !page.empty();
-    extents.insert(extents.end(), std::make_move_iterator(page.begin()), std::make_move_iterator(page.end()));
+    if (!page.ok()) return page.status();
+    more = !page->empty();
+    extents.insert(extents.end(), std::make_move_iterator(page->begin()), std::make_move_iterator(page->end()));
   }
   std::vector<Task> tasks;
   for (ExtentRecord& extent : extents) {
@@ -324,9 +325,12 @@ Result<RepairReport> Repairer::Run() {
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto saved = archive_.catalog().GetMeta(options_.rebuild ? kRebuildCursor : kScrubCursor);
+    if (!saved.ok() && !saved.status().IsNotFound()) return saved.status();
     if (saved.ok()) cursor = *saved;
   }
-  std::vector<Task> tasks = PlanTasks(cursor);
+  auto planned = PlanTasks(cursor);
+  if (!planned.ok()) return planned.status();
+  std::vector<Task> tasks = std::move(*planned);
   const int64_t start = NowNs();
   report_.finished = true;
   bool failures = false;  // then the cursor stays before the first one: the next run retries it

@@ -20,7 +20,8 @@ Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options) {
   if (!redundancy.ok()) return redundancy.status();
   // New data goes to the first group, which is named when cairn.conf names groups.
   const ArchiveOptions::Group group = EffectiveGroups(options).front();
-  std::string whose = options.groups.empty() ? "this archive" : fmt::format("group {} (where new data goes)", group.name);
+  std::string whose =
+      options.groups.empty() ? "this archive" : fmt::format("group {} (where new data goes)", group.name);
   size_t disks = group.disks.size();
   std::set<std::string> domains;
   for (uint32_t d : group.disks) domains.insert(DomainOf(options, d));

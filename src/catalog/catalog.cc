@@ -137,6 +137,15 @@ ExtentRecord ReadExtentRow(Statement& s) {
                       s.Text(8)};
 }
 
+// Every row `s` yields, read by `read`; the statement's error if it fails part way.
+template <typename Read>
+auto Rows(Statement& s, Read read) -> Result<std::vector<decltype(read(s))>> {
+  std::vector<decltype(read(s))> out;
+  while (s.Step()) out.push_back(read(s));
+  if (!s.status().ok()) return s.status();
+  return out;
+}
+
 #define INODE_COLUMNS \
   "ino, mode, uid, gid, nlink, size, rdev, atime_ns, mtime_ns, ctime_ns, segment_size, dirty, symlink, layout, generation"
 #define SEGMENT_COLUMNS "ino, idx, extent, extent_offset, length, cached"
@@ -380,8 +389,8 @@ Status Catalog::KeepBatch(Status cause) {
 
 Status Catalog::ReplayBatch() {
   CAIRN_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  for (const std::string& sql : journal_.batch()) {
-    Status st = Exec(sql.c_str());
+  for (const BatchJournal::Entry& entry : journal_.batch()) {
+    Status st = entry.statement->Replay(entry.values);
     if (!st.ok()) {
       AbandonTransaction();
       return st;
@@ -493,15 +502,13 @@ Status Catalog::DeleteInode(uint64_t ino) {
   return Prepare("DELETE FROM inodes WHERE ino = ?").Bind(ino).Run();
 }
 
-std::vector<uint64_t> Catalog::InodesWhere(const char* condition) {
-  std::vector<uint64_t> out;
+Result<std::vector<uint64_t>> Catalog::InodesWhere(const char* condition) {
   Statement s(db_, fmt::format("SELECT ino FROM inodes WHERE {} ORDER BY ino", condition));
   s.Bind();
-  while (s.Step()) out.push_back(s.UInt(0));
-  return out;
+  return Rows(s, [](Statement& row) { return row.UInt(0); });
 }
 
-void Catalog::VisitTree(uint64_t root, const std::function<bool(const InodeRecord&)>& visit) {
+Status Catalog::VisitTree(uint64_t root, const std::function<bool(const InodeRecord&)>& visit) {
   constexpr size_t kChunk = 1024;
   std::vector<uint64_t> stack{root};
   std::unordered_set<uint64_t> seen;
@@ -510,16 +517,19 @@ void Catalog::VisitTree(uint64_t root, const std::function<bool(const InodeRecor
     stack.pop_back();
     if (!seen.insert(at).second) continue;
     auto inode = GetInode(at);
-    if (!inode.ok()) continue;
-    if (!visit(*inode)) return;
+    if (!inode.ok() && inode.status().IsNotFound()) continue;  // a dangling name: fsck's business
+    if (!inode.ok()) return inode.status();
+    if (!visit(*inode)) return Status::OK();
     if (!S_ISDIR(inode->mode)) continue;
     for (uint64_t after = 0;;) {
       auto entries = ListEntries(at, after, kChunk);
-      for (const auto& entry : entries) stack.push_back(entry.ino);
-      if (entries.size() < kChunk) break;
-      after = entries.back().cookie;
+      if (!entries.ok()) return entries.status();
+      for (const auto& entry : *entries) stack.push_back(entry.ino);
+      if (entries->size() < kChunk) break;
+      after = entries->back().cookie;
     }
   }
+  return Status::OK();
 }
 
 Result<uint64_t> Catalog::InternLayout(const std::string& stamp) {
@@ -552,12 +562,10 @@ Status Catalog::DequeuePolicyCheck(uint64_t ino) {
   return Prepare("DELETE FROM policy_queue WHERE ino = ?").Bind(ino).Run();
 }
 
-std::vector<uint64_t> Catalog::PolicyQueue(size_t limit) {
-  std::vector<uint64_t> out;
+Result<std::vector<uint64_t>> Catalog::PolicyQueue(size_t limit) {
   auto& s = Prepare("SELECT ino FROM policy_queue ORDER BY ino LIMIT ?");
   s.Bind(static_cast<uint64_t>(limit));
-  while (s.Step()) out.push_back(s.UInt(0));
-  return out;
+  return Rows(s, [](Statement& row) { return row.UInt(0); });
 }
 
 Result<uint64_t> Catalog::Lookup(uint64_t parent, const std::string& name) {
@@ -587,18 +595,18 @@ Status Catalog::RepointEntry(uint64_t parent, const std::string& name, uint64_t 
   return Prepare("UPDATE dentries SET ino = ? WHERE parent = ? AND name = ?").Bind(ino, parent, name).Run();
 }
 
-bool Catalog::HasEntries(uint64_t dir) {
+Result<bool> Catalog::HasEntries(uint64_t dir) {
   auto& s = Prepare("SELECT 1 FROM dentries WHERE parent = ? LIMIT 1");
   s.Bind(dir);
-  return s.Step();
+  if (s.Step()) return true;
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return false;
 }
 
-std::vector<DirEntryRecord> Catalog::ListEntries(uint64_t dir, uint64_t after, size_t limit) {
-  std::vector<DirEntryRecord> out;
+Result<std::vector<DirEntryRecord>> Catalog::ListEntries(uint64_t dir, uint64_t after, size_t limit) {
   auto& s = Prepare("SELECT cookie, name, ino FROM dentries WHERE parent = ? AND cookie > ? ORDER BY cookie LIMIT ?");
   s.Bind(dir, after, static_cast<uint64_t>(limit));
-  while (s.Step()) out.push_back({s.UInt(0), s.Text(1), s.UInt(2)});
-  return out;
+  return Rows(s, [](Statement& row) { return DirEntryRecord{row.UInt(0), row.Text(1), row.UInt(2)}; });
 }
 
 Result<uint64_t> Catalog::ParentOf(uint64_t ino) {
@@ -675,15 +683,13 @@ Status Catalog::RemoveXattr(uint64_t ino, const std::string& name) {
   return Status::OK();
 }
 
-std::vector<std::string> Catalog::ListXattrs(uint64_t ino) {
-  std::vector<std::string> out;
+Result<std::vector<std::string>> Catalog::ListXattrs(uint64_t ino) {
   auto& s = Prepare("SELECT name FROM xattrs WHERE ino = ? ORDER BY name");
   s.Bind(ino);
-  while (s.Step()) out.push_back(s.Text(0));
-  return out;
+  return Rows(s, [](Statement& row) { return row.Text(0); });
 }
 
-std::vector<std::pair<std::string, std::string>> Catalog::XattrsWithPrefix(
+Result<std::vector<std::pair<std::string, std::string>>> Catalog::XattrsWithPrefix(
     uint64_t ino, std::initializer_list<std::string_view> prefixes) {
   std::vector<std::pair<std::string, std::string>> out;
   auto& s = Prepare("SELECT name, value FROM xattrs WHERE ino = ?");
@@ -697,22 +703,22 @@ std::vector<std::pair<std::string, std::string>> Catalog::XattrsWithPrefix(
       }
     }
   }
+  CAIRN_RETURN_IF_ERROR(s.status());
   return out;
 }
 
-std::vector<SegmentRecord> Catalog::GetSegments(uint64_t ino) {
-  std::vector<SegmentRecord> out;
+Result<std::vector<SegmentRecord>> Catalog::GetSegments(uint64_t ino) {
   auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments WHERE ino = ? ORDER BY idx");
   s.Bind(ino);
-  while (s.Step()) out.push_back(ReadSegment(s));
-  return out;
+  return Rows(s, ReadSegment);
 }
 
-std::optional<SegmentRecord> Catalog::GetSegment(uint64_t ino, uint64_t index) {
+Result<std::optional<SegmentRecord>> Catalog::GetSegment(uint64_t ino, uint64_t index) {
   auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments WHERE ino = ? AND idx = ?");
   s.Bind(ino, index);
-  if (s.Step()) return ReadSegment(s);
-  return std::nullopt;
+  if (s.Step()) return std::optional<SegmentRecord>(ReadSegment(s));
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return std::optional<SegmentRecord>();
 }
 
 Result<SegmentSummary> Catalog::SummarizeSegments(uint64_t ino) {
@@ -781,48 +787,42 @@ Status Catalog::SetExtentRefs(uint64_t id, uint64_t refs) {
 
 Status Catalog::DeleteExtent(uint64_t id) { return Prepare("DELETE FROM extents WHERE id = ?").Bind(id).Run(); }
 
-std::vector<ExtentRecord> Catalog::AllExtents() {
-  std::vector<ExtentRecord> out;
+Result<std::vector<ExtentRecord>> Catalog::AllExtents() {
   auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents ORDER BY id");
   s.Bind();
-  while (s.Step()) out.push_back(ReadExtentRow(s));
-  return out;
+  return Rows(s, ReadExtentRow);
 }
 
-std::vector<ExtentRecord> Catalog::ExtentsAfter(uint64_t after, size_t limit) {
-  std::vector<ExtentRecord> out;
+Result<std::vector<ExtentRecord>> Catalog::ExtentsAfter(uint64_t after, size_t limit) {
   auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents WHERE id > ?1 ORDER BY id LIMIT ?2");
   s.Bind(static_cast<int64_t>(after), static_cast<int64_t>(limit));
-  while (s.Step()) out.push_back(ReadExtentRow(s));
-  return out;
+  return Rows(s, ReadExtentRow);
 }
 
-std::vector<SegmentRecord> Catalog::AllSegments() {
-  std::vector<SegmentRecord> out;
+Result<std::vector<SegmentRecord>> Catalog::AllSegments() {
   auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments ORDER BY ino, idx");
   s.Bind();
-  while (s.Step()) out.push_back(ReadSegment(s));
-  return out;
+  return Rows(s, ReadSegment);
 }
 
-uint64_t Catalog::MaxExtentIdEverUsed() {
-  uint64_t max_id = 0;
+Result<uint64_t> Catalog::MaxExtentIdEverUsed() {
   auto& s = Prepare("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'extents'), 0), "
                     "COALESCE((SELECT MAX(id) FROM extents), 0)");
   s.Bind();
-  if (s.Step()) max_id = std::max(s.UInt(0), s.UInt(1));
-  return max_id;
+  if (s.Step()) return std::max(s.UInt(0), s.UInt(1));
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return Status::Corruption("catalog: no highest extent id");
 }
 
-Catalog::Totals Catalog::ComputeTotals() {
-  Totals t;
+Result<Catalog::Totals> Catalog::ComputeTotals() {
   auto& s = Prepare(
       "SELECT (SELECT COUNT(*) FROM inodes), (SELECT COUNT(*) FROM inodes WHERE dirty = 1), "
       "(SELECT COUNT(*) FROM extents), (SELECT COALESCE(SUM(length), 0) FROM segments), "
       "(SELECT COUNT(*) FROM policy_queue)");
   s.Bind();
-  if (s.Step()) t = Totals{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), 0, s.UInt(4)};
-  return t;
+  if (s.Step()) return Totals{s.UInt(0), s.UInt(1), s.UInt(2), s.UInt(3), 0, s.UInt(4)};
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return Status::Corruption("catalog: no totals");
 }
 
 }  // namespace cairn

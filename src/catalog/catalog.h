@@ -121,6 +121,8 @@ struct ExtentRecord {
   std::string chain_stamp;      // TransformChain::Stamp(), "" for none
 };
 
+// Every call that reads or writes rows returns a Status or Result: a failing query is an
+// error, never an empty or partial answer.
 class Catalog {
  public:
   // Creates a new catalog at `path` with the root directory owned by uid/gid.
@@ -174,7 +176,7 @@ class Catalog {
   Status RaiseEpoch(uint64_t max_generation);
   Status UpdateInode(const InodeRecord& record);
   Status DeleteInode(uint64_t ino);  // with its xattrs
-  std::vector<uint64_t> InodesWhere(const char* condition);  // e.g. "dirty = 1"
+  Result<std::vector<uint64_t>> InodesWhere(const char* condition);  // e.g. "dirty = 1"
 
   // --- directory entries
   Result<uint64_t> Lookup(uint64_t parent, const std::string& name);
@@ -182,12 +184,12 @@ class Catalog {
   Status DeleteEntry(uint64_t parent, const std::string& name);
   Status MoveEntry(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name);
   Status RepointEntry(uint64_t parent, const std::string& name, uint64_t ino);
-  bool HasEntries(uint64_t dir);
+  Result<bool> HasEntries(uint64_t dir);
   // Up to `limit` entries of `dir` with cookie > `after`, in cookie order.
-  std::vector<DirEntryRecord> ListEntries(uint64_t dir, uint64_t after, size_t limit);
+  Result<std::vector<DirEntryRecord>> ListEntries(uint64_t dir, uint64_t after, size_t limit);
   // Calls `visit` for `root` and every inode below it, depth first, each inode once (hard
-  // links); stops early when `visit` returns false.
-  void VisitTree(uint64_t root, const std::function<bool(const InodeRecord&)>& visit);
+  // links); stops early when `visit` returns false. A failing query stops it with its error.
+  Status VisitTree(uint64_t root, const std::function<bool(const InodeRecord&)>& visit);
   // The directory holding `ino` (any one of its names), for ".." and loop checks.
   Result<uint64_t> ParentOf(uint64_t ino);
   // Whether directory `dir` is `ancestor` or below it. The walk up is bounded: a cycle of
@@ -205,10 +207,10 @@ class Catalog {
   Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name);
   Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value);
   Status RemoveXattr(uint64_t ino, const std::string& name);  // NotFound if absent
-  std::vector<std::string> ListXattrs(uint64_t ino);
+  Result<std::vector<std::string>> ListXattrs(uint64_t ino);
   // (name, value) of the attributes of `ino` whose names start with one of `prefixes`.
-  std::vector<std::pair<std::string, std::string>> XattrsWithPrefix(uint64_t ino,
-                                                                    std::initializer_list<std::string_view> prefixes);
+  Result<std::vector<std::pair<std::string, std::string>>> XattrsWithPrefix(
+      uint64_t ino, std::initializer_list<std::string_view> prefixes);
 
   // --- policy stamps: the resolved policy each file's extents were written with
   Result<uint64_t> InternLayout(const std::string& stamp);  // id of an existing or new stamp
@@ -218,11 +220,12 @@ class Catalog {
   // may have changed since they were persisted: the reconciler's persistent to-do list
   Status QueuePolicyCheck(uint64_t ino);
   Status DequeuePolicyCheck(uint64_t ino);
-  std::vector<uint64_t> PolicyQueue(size_t limit);
+  Result<std::vector<uint64_t>> PolicyQueue(size_t limit);
 
   // --- segments and extents
-  std::vector<SegmentRecord> GetSegments(uint64_t ino);
-  std::optional<SegmentRecord> GetSegment(uint64_t ino, uint64_t index);
+  Result<std::vector<SegmentRecord>> GetSegments(uint64_t ino);
+  // The segment, or none (a hole past the persisted ones).
+  Result<std::optional<SegmentRecord>> GetSegment(uint64_t ino, uint64_t index);
   Result<SegmentSummary> SummarizeSegments(uint64_t ino);
   Status PutSegment(const SegmentRecord& record);  // insert or replace
   Status DeleteSegment(uint64_t ino, uint64_t index);
@@ -236,12 +239,12 @@ class Catalog {
   Status SetExtentChunk(uint64_t id, size_t index, const ChunkPlacement& chunk);  // after a repair
   Status DeleteExtent(uint64_t id);
   // The scans return rows as stored: run CheckExtentRecord on each before using it.
-  std::vector<ExtentRecord> AllExtents();
+  Result<std::vector<ExtentRecord>> AllExtents();
   // Up to `limit` extents with ids above `after`, by id: a scan in pages that lets others
   // use the catalog in between.
-  std::vector<ExtentRecord> ExtentsAfter(uint64_t after, size_t limit);
-  std::vector<SegmentRecord> AllSegments();
-  uint64_t MaxExtentIdEverUsed();
+  Result<std::vector<ExtentRecord>> ExtentsAfter(uint64_t after, size_t limit);
+  Result<std::vector<SegmentRecord>> AllSegments();
+  Result<uint64_t> MaxExtentIdEverUsed();
 
   struct Totals {
     uint64_t inodes = 0;
@@ -251,7 +254,7 @@ class Catalog {
     uint64_t extent_bytes = 0;     // sum of allocated chunk lengths (filled in by the caller)
     uint64_t policy_checks = 0;    // inodes queued for the reconciler
   };
-  Totals ComputeTotals();
+  Result<Totals> ComputeTotals();
 
   sqlite3* handle() { return db_; }
 

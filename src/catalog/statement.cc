@@ -22,10 +22,35 @@ void Statement::Reset() {
   sqlite3_reset(stmt_);
   sqlite3_clear_bindings(stmt_);
   status_ = Status::OK();
+  bound_.clear();
+}
+
+void Statement::CheckBind(int rc, int index) {
+  if (rc != SQLITE_OK && status_.ok()) {
+    status_ = Status::IOError(
+        fmt::format("catalog: cannot bind value {} of '{}': {}", index, sqlite3_sql(stmt_), sqlite3_errstr(rc)));
+  }
+}
+
+void Statement::BindInt(int index, int64_t v) {
+  CheckBind(sqlite3_bind_int64(stmt_, index, v), index);
+  if (journal_) BatchJournal::AppendInt(bound_, v);
+}
+
+void Statement::BindBlob(int index, std::span<const uint8_t> v) {
+  CheckBind(v.empty() ? sqlite3_bind_zeroblob(stmt_, index, 0)
+                      : sqlite3_bind_blob64(stmt_, index, v.data(), v.size(), SQLITE_TRANSIENT),
+            index);
+  if (journal_) BatchJournal::AppendBlob(bound_, v);
+}
+
+void Statement::BindNull(int index) {
+  CheckBind(sqlite3_bind_null(stmt_, index), index);
+  if (journal_) BatchJournal::AppendNull(bound_);
 }
 
 bool Statement::Step() {
-  if (!stmt_) return false;
+  if (!stmt_ || !status_.ok()) return false;  // a failed bind is not run
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc != SQLITE_DONE) {
@@ -38,8 +63,28 @@ Status Statement::Run() {
   while (Step()) {
   }
   Status result = status_;
-  if (result.ok() && journal_) result = journal_->Record(stmt_);
+  if (result.ok() && journal_) journal_->Record(this, stmt_, std::move(bound_));
   if (stmt_) sqlite3_reset(stmt_);
+  return result;
+}
+
+Status Statement::Replay(std::string_view values) {
+  Reset();
+  if (!stmt_) return status_;
+  int index = 1;
+  CAIRN_RETURN_IF_ERROR(BatchJournal::ForEachValue(values, [&](const BatchJournal::Value& v) {
+    switch (v.kind) {
+      case BatchJournal::Value::Kind::kInt: BindInt(index++, v.integer); break;
+      case BatchJournal::Value::Kind::kBlob: BindBlob(index++, v.blob); break;
+      case BatchJournal::Value::Kind::kNull: BindNull(index++); break;
+    }
+    return status_;
+  }));
+  while (Step()) {
+  }
+  Status result = status_;
+  sqlite3_reset(stmt_);
+  bound_.clear();
   return result;
 }
 

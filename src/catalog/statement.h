@@ -26,7 +26,8 @@ class Statement {
 
   bool prepared() const { return stmt_ != nullptr; }
 
-  // Binds parameters 1..n in order; resets the statement first.
+  // Binds parameters 1..n in order; resets the statement first. A failed bind is
+  // remembered, and Step()/Run() then return it.
   template <typename... Args>
   Statement& Bind(const Args&... args) {
     Reset();
@@ -41,6 +42,8 @@ class Statement {
   bool Step();
   // Runs to completion, ignoring rows.
   Status Run();
+  // Runs it again with `values` recorded by the batch journal (not journaled again).
+  Status Replay(std::string_view values);
   Status status() const { return status_; }
 
   int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
@@ -50,30 +53,31 @@ class Statement {
 
  private:
   void Reset();
-  void BindOne(int index, int64_t v) { sqlite3_bind_int64(stmt_, index, v); }
-  void BindOne(int index, uint64_t v) { sqlite3_bind_int64(stmt_, index, static_cast<int64_t>(v)); }
-  void BindOne(int index, int v) { sqlite3_bind_int64(stmt_, index, v); }
-  void BindOne(int index, unsigned v) { sqlite3_bind_int64(stmt_, index, v); }
-  void BindOne(int index, bool v) { sqlite3_bind_int64(stmt_, index, v ? 1 : 0); }
+  // The three kinds of value the catalog binds; strings and byte vectors are blobs (an
+  // empty one is an empty value, not NULL).
+  void BindInt(int index, int64_t v);
+  void BindBlob(int index, std::span<const uint8_t> v);
+  void BindNull(int index);
+  void BindOne(int index, int64_t v) { BindInt(index, v); }
+  void BindOne(int index, uint64_t v) { BindInt(index, static_cast<int64_t>(v)); }
+  void BindOne(int index, int v) { BindInt(index, v); }
+  void BindOne(int index, unsigned v) { BindInt(index, v); }
+  void BindOne(int index, bool v) { BindInt(index, v ? 1 : 0); }
   void BindOne(int index, std::string_view v) {
-    sqlite3_bind_blob(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    BindBlob(index, {reinterpret_cast<const uint8_t*>(v.data()), v.size()});
   }
   void BindOne(int index, const std::string& v) { BindOne(index, std::string_view(v)); }
   void BindOne(int index, const char* v) { BindOne(index, std::string_view(v)); }
-  void BindOne(int index, std::span<const uint8_t> v) {
-    if (v.empty()) {
-      sqlite3_bind_zeroblob(stmt_, index, 0);  // an empty value, not NULL
-    } else {
-      sqlite3_bind_blob(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    }
-  }
-  void BindOne(int index, const std::vector<uint8_t>& v) { BindOne(index, std::span<const uint8_t>(v)); }
-  void BindOne(int index, std::nullptr_t) { sqlite3_bind_null(stmt_, index); }
+  void BindOne(int index, std::span<const uint8_t> v) { BindBlob(index, v); }
+  void BindOne(int index, const std::vector<uint8_t>& v) { BindBlob(index, v); }
+  void BindOne(int index, std::nullptr_t) { BindNull(index); }
+  void CheckBind(int rc, int index);
 
   sqlite3* db_;
   BatchJournal* journal_;
   sqlite3_stmt* stmt_ = nullptr;
   Status status_;
+  std::string bound_;  // the values bound, encoded for the journal (journaled statements only)
 };
 
 }  // namespace cairn

@@ -129,11 +129,15 @@ int CmdStatus(const Args& args) {
   std::string risky_text, lost_text;
   {
     std::lock_guard lock(a.catalog_mutex());
-    totals = a.catalog().ComputeTotals();
+    auto computed = a.catalog().ComputeTotals();
+    if (!computed.ok()) return Fail(1, computed.status().message());
+    totals = *computed;
     totals.extent_bytes = 0;
     std::set<uint32_t> down = a.awaiting_rebuild();
     for (const auto& [disk, why] : a.missing_disks()) down.insert(static_cast<uint32_t>(disk));
-    for (const auto& e : a.catalog().AllExtents()) {
+    auto extents = a.catalog().AllExtents();
+    if (!extents.ok()) return Fail(1, extents.status().message());
+    for (const auto& e : *extents) {
       size_t lost = 0;
       for (const ChunkPlacement& chunk : e.chunks) {
         disk_use[chunk.disk].first++;
@@ -148,7 +152,9 @@ int CmdStatus(const Args& args) {
       }
     }
     // Files with no redundancy left, or none at all to read from.
-    for (const auto& segment : a.catalog().AllSegments()) {
+    auto segments = a.catalog().AllSegments();
+    if (!segments.ok()) return Fail(1, segments.status().message());
+    for (const auto& segment : *segments) {
       auto& list = unreadable.contains(segment.extent_id)  ? lost_files
                    : at_risk.contains(segment.extent_id) ? risky_files
                                                          : skip;
@@ -156,7 +162,10 @@ int CmdStatus(const Args& args) {
     }
     auto paths = [&](const std::vector<uint64_t>& inos) {
       std::string out;
-      for (uint64_t ino : inos) out += fmt::format("{}{}", out.empty() ? "" : ", ", PathOf(a.catalog(), ino));
+      for (uint64_t ino : inos) {
+        auto path = PathOf(a.catalog(), ino);
+        out += fmt::format("{}{}", out.empty() ? "" : ", ", path.ok() ? *path : fmt::format("inode {} ({})", ino, path.status().message()));
+      }
       return out;
     };
     risky_text = paths(risky_files);

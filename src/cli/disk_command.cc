@@ -54,7 +54,9 @@ int List(const std::string& dir) {
   std::vector<uint64_t> chunks(a.disk_count(), 0), bytes(a.disk_count(), 0);
   {
     std::lock_guard lock(a.catalog_mutex());
-    for (const auto& e : a.catalog().AllExtents()) {
+    auto extents = a.catalog().AllExtents();
+    if (!extents.ok()) return Fail(1, extents.status().message());
+    for (const auto& e : *extents) {
       for (const auto& c : e.chunks) {
         chunks[c.disk]++;
         bytes[c.disk] += c.locator().length;

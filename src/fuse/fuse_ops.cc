@@ -326,7 +326,9 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fu
 
 void OpStatfs(fuse_req_t req, fuse_ino_t) {
   Guarded(req, "statfs", [&] {
-    FsStats stats = Fs(req).StatFs();
+    auto found = Fs(req).StatFs();
+    if (!found.ok()) return ReplyError(req, found.status(), "statfs");
+    const FsStats& stats = *found;
     struct statvfs sv {};
     sv.f_bsize = 4096;
     sv.f_frsize = 4096;

@@ -14,7 +14,7 @@ namespace cairn {
 namespace {
 
 constexpr std::string_view kTrustedPrefix = "trusted.cairn.";
-constexpr int kMaxDepth = 4096;
+constexpr size_t kMaxDepth = 4096;
 
 // The cairn attributes of one inode on the way from the file up to the root.
 struct Level {
@@ -26,15 +26,25 @@ struct Level {
 
 using Name = std::pair<uint64_t, std::string>;  // (directory, name)
 
+// A chain of parents deeper than kMaxDepth: only a cycle in a damaged catalog makes one.
+Status TooDeep(uint64_t ino) {
+  return Status::Corruption(fmt::format(
+      "inode {}: more than {} directories above it, a directory cycle in the catalog; run cairn fsck", ino,
+      kMaxDepth));
+}
+
 // The levels from `ino` up to the root, reached through `name` (a file's own name when it
-// has several; directories have one).
-std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino, const std::optional<Name>& name) {
+// has several; directories have one). A chain deeper than kMaxDepth is a directory cycle.
+Result<std::vector<Level>> LevelsOf(Catalog& catalog, uint64_t ino, const std::optional<Name>& name) {
   std::vector<Level> levels;
   std::vector<std::string> names;  // names[i]: the name of levels[i] in levels[i + 1]
-  for (uint64_t at = ino; levels.size() < kMaxDepth;) {
+  for (uint64_t at = ino;;) {
+    if (levels.size() == kMaxDepth) return TooDeep(ino);
     Level& level = levels.emplace_back();
     level.ino = at;
-    for (auto& [name, value] : catalog.XattrsWithPrefix(at, {kPolicyPrefix, kTrustedPrefix})) {
+    auto attrs = catalog.XattrsWithPrefix(at, {kPolicyPrefix, kTrustedPrefix});
+    if (!attrs.ok()) return attrs.status();
+    for (auto& [name, value] : *attrs) {
       if (name.starts_with(kPolicyPrefix)) {
         level.user[name.substr(kPolicyPrefix.size())] = value;
       } else {
@@ -43,7 +53,8 @@ std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino, const std::optional<
     }
     if (at == kRootInode) break;
     auto parent = at == ino && name ? Result<Name>(*name) : catalog.NameOf(at);
-    if (!parent.ok()) break;  // unlinked: only its own attributes apply
+    if (!parent.ok() && parent.status().IsNotFound()) break;  // unlinked: only its own attributes apply
+    if (!parent.ok()) return parent.status();
     names.push_back(parent->second);
     at = parent->first;
   }
@@ -61,18 +72,26 @@ std::vector<Level> LevelsOf(Catalog& catalog, uint64_t ino, const std::optional<
 // pins count on every chain (cairn-policy.7, "Hard links").
 // Names in one directory share everything above the file, so one chain per directory
 // (through its first name) is enough, which keeps a file with many links cheap.
-Result<std::vector<std::vector<Level>>> ChainsOf(Catalog& catalog, uint64_t ino) {
-  auto names = catalog.NamesOf(ino, std::numeric_limits<int64_t>::max());
+// Only the kMaxPolicyNames oldest names are loaded (the catalog mutex is held); *more_names
+// says whether the file has others, whose locks and pins are then not seen.
+Result<std::vector<std::vector<Level>>> ChainsOf(Catalog& catalog, uint64_t ino, bool* more_names) {
+  auto names = catalog.NamesOf(ino, kMaxPolicyNames + 1);
   if (!names.ok()) return names.status();
+  *more_names = names->size() > kMaxPolicyNames;
+  if (*more_names) names->pop_back();
   std::vector<std::vector<Level>> chains;
   if (names->size() <= 1) {
-    chains.push_back(LevelsOf(catalog, ino, std::nullopt));
+    auto levels = LevelsOf(catalog, ino, std::nullopt);
+    if (!levels.ok()) return levels.status();
+    chains.push_back(std::move(*levels));
     return chains;
   }
   std::sort(names->begin(), names->end());
   for (size_t i = 0; i < names->size(); i++) {
     if (i > 0 && (*names)[i].first == (*names)[i - 1].first) continue;
-    chains.push_back(LevelsOf(catalog, ino, (*names)[i]));
+    auto levels = LevelsOf(catalog, ino, (*names)[i]);
+    if (!levels.ok()) return levels.status();
+    chains.push_back(std::move(*levels));
   }
   std::sort(chains.begin(), chains.end(), [](const auto& a, const auto& b) { return a[0].path < b[0].path; });
   return chains;
@@ -109,8 +128,13 @@ bool FieldFrom(Lookup explicit_value, const RuleSet* rules, PolicyKey key, std::
   return false;
 }
 
-// The lock covering `key` on any of the chains, as LockCovering() below describes it.
-std::string LockCovering(const std::vector<std::vector<Level>>& chains, PolicyKey key) {
+// The lock covering `key` on any of the chains, as LockCovering() below describes it. A
+// file with names beyond the chains (`more_names`) counts as locked: a lock there is unseen.
+std::string LockCovering(const std::vector<std::vector<Level>>& chains, bool more_names, PolicyKey key) {
+  if (more_names) {
+    return fmt::format("every name of this file (it has more than {} hard links; user settings do not count)",
+                       kMaxPolicyNames);
+  }
   for (const auto& chain : chains) {
     for (const Level& level : chain) {
       auto lock = level.trusted.find("lock");
@@ -135,13 +159,15 @@ std::map<std::string, std::string> StampFields(const std::string& stamp) {
   return fields;
 }
 
-std::string PathOf(Catalog& catalog, uint64_t ino) {
+Result<std::string> PathOf(Catalog& catalog, uint64_t ino) {
   std::string path;
-  for (int depth = 0; ino != kRootInode && depth < kMaxDepth; depth++) {
-    auto name = catalog.NameOf(ino);
-    if (!name.ok()) return "";
+  for (uint64_t at = ino, depth = 0; at != kRootInode; depth++) {
+    if (depth == kMaxDepth) return TooDeep(ino);
+    auto name = catalog.NameOf(at);
+    if (!name.ok() && name.status().IsNotFound()) return std::string();
+    if (!name.ok()) return name.status();
     path = "/" + name->second + path;
-    ino = name->first;
+    at = name->first;
   }
   return path.empty() ? "/" : path;
 }
@@ -163,7 +189,8 @@ std::string ResolvedPolicy::Sources() const {
 Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const PolicyContext& context) {
   auto inode = catalog.GetInode(ino);
   if (!inode.ok()) return inode.status();
-  auto chains = ChainsOf(catalog, ino);
+  bool more_names = false;
+  auto chains = ChainsOf(catalog, ino, &more_names);
   if (!chains.ok()) return chains.status();
   const std::vector<Level>& levels = chains->front();
   const RuleSet* rules = context.rules.get();
@@ -177,12 +204,17 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
     facts.gid = inode->gid;
     facts.mtime_ns = inode->mtime_ns;
     facts.atime_ns = inode->atime_ns;
-    facts.xattr = [&catalog, ino](const std::string& name) -> std::optional<std::string> {
+    Status xattr_error;
+    facts.xattr = [&catalog, ino, &xattr_error](const std::string& name) -> std::optional<std::string> {
       auto value = catalog.GetXattr(ino, name);
-      if (!value.ok()) return std::nullopt;
+      if (!value.ok()) {
+        if (!value.status().IsNotFound()) xattr_error = value.status();
+        return std::nullopt;
+      }
       return std::string(value->begin(), value->end());
     };
     rule = &rules->Match(facts, NowNs());
+    CAIRN_RETURN_IF_ERROR(xattr_error);
   }
 
   // Where a field can come from, in precedence order; user settings do not count for a
@@ -214,7 +246,7 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
   ResolvedPolicy policy;
   policy.matched_rule = rule ? rule->name() : "default";
   for (PolicyKey key : kAllPolicyKeys) {
-    bool locked = !LockCovering(*chains, key).empty();
+    bool locked = !LockCovering(*chains, more_names, key).empty();
     ResolvedField field{key, DefaultPolicyValue(key, context.default_segment_size), "default"};
     for (const Candidate& candidate : candidates) {
       std::string via;
@@ -238,9 +270,10 @@ bool LayoutMatches(const std::string& stamp, const ResolvedPolicy& policy) {
 }
 
 Result<std::string> LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key) {
-  auto chains = ChainsOf(catalog, ino);
+  bool more_names = false;
+  auto chains = ChainsOf(catalog, ino, &more_names);
   if (!chains.ok()) return chains.status();
-  return LockCovering(*chains, key);
+  return LockCovering(*chains, more_names, key);
 }
 
 }  // namespace cairn

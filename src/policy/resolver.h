@@ -6,7 +6,10 @@
 // At each level an explicit KEY beats the fields of that level's named policy.
 // A file with several names (hard links): locks above any name apply; pins of the name
 // whose path sorts first (bytewise) win, then those of the next; directory settings and
-// rules look at the first path only.
+// rules look at the first path only. Only the kMaxPolicyNames oldest names are looked at
+// (each costs a walk to the root under the catalog mutex); a file with more counts as
+// locked for every key, since a lock above a later name would go unseen.
+// A chain of more than 4096 directories up to the root is a cycle: Corruption.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,8 @@
 #include "policy/vocabulary.h"
 
 namespace cairn {
+
+constexpr size_t kMaxPolicyNames = 64;
 
 struct ResolvedField {
   PolicyKey key;
@@ -59,7 +64,8 @@ std::map<std::string, std::string> StampFields(const std::string& stamp);
 // serializes catalog access.
 Result<std::string> LockCovering(Catalog& catalog, uint64_t ino, PolicyKey key);
 
-// "/a/b/c" for an inode, from its names in the catalog ("" when it has none).
-std::string PathOf(Catalog& catalog, uint64_t ino);
+// "/a/b/c" for an inode, from its names in the catalog ("" when it has none); Corruption
+// for a cycle of directories.
+Result<std::string> PathOf(Catalog& catalog, uint64_t ino);
 
 }  // namespace cairn

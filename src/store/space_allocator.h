@@ -1,6 +1,6 @@
 // SpaceAllocator tracks the free block ranges of one disk in memory. It is rebuilt at
 // mount from the catalog's extents, so space that no committed extent owns is free after
-// a crash: nothing leaks. Not thread-safe; Archive serializes access.
+// a crash: nothing leaks. Not thread-safe; its BlockChunkStore serializes access.
 #pragma once
 
 #include <cstdint>

@@ -86,7 +86,7 @@ struct ArchiveFixture {
   }
   std::vector<SegmentRecord> Segments(uint64_t ino) {
     std::lock_guard lock(archive->catalog_mutex());
-    return archive->catalog().GetSegments(ino);
+    return *archive->catalog().GetSegments(ino);
   }
   ExtentRecord Extent(uint64_t id) {
     std::lock_guard lock(archive->catalog_mutex());
@@ -96,7 +96,7 @@ struct ArchiveFixture {
   }
   std::vector<ExtentRecord> Extents() {
     std::lock_guard lock(archive->catalog_mutex());
-    return archive->catalog().AllExtents();
+    return *archive->catalog().AllExtents();
   }
   uint64_t FreeBytes() { return archive->free_bytes(); }
 };

@@ -9,6 +9,7 @@
 #include "archive/fsck.h"
 #include "archive_fixture.h"
 #include "fault_disk.h"
+#include "sql_faults.h"
 #include "test_util.h"
 
 using namespace cairn;
@@ -145,7 +146,7 @@ TEST_CASE("fsck: reports damaged, leaked and double-owned extents precisely") {
   REQUIRE(f.fs->PersistAll().ok());
   f.Close();
   auto archive = std::move(*Archive::Open(f.dir, {}));
-  ExtentRecord e = archive->catalog().AllExtents().at(0);
+  ExtentRecord e = archive->catalog().AllExtents()->at(0);
   {
     FsckReport clean = CheckArchive(*archive);
     CHECK(clean.clean());
@@ -281,4 +282,115 @@ TEST_CASE("Archive: space freed by a rolled-back operation stays in use") {
   REQUIRE(catalog.Commit().ok());
   CHECK(f.archive->has_freed_space());
   REQUIRE(f.archive->ReleaseFreedSpace().ok());
+}
+
+TEST_CASE("Persister: a failing inode query fails the round and keeps the file dirty") {
+  Fixture f;
+  test::SqlFaults faults;
+  faults.Watch(f.archive->catalog().handle());
+  auto data = test::RandomBytes(3 * kSegment, 31);
+  uint64_t ino = f.WriteFile("dirty", data);
+  {
+    std::lock_guard lock(f.archive->catalog_mutex());
+    REQUIRE(f.archive->catalog().Begin().ok());
+    f.archive->catalog().Rollback();  // empties the inode cache: the next GetInode queries
+  }
+  faults.Arm("FROM inodes WHERE ino = ?");
+  Status failed = f.fs->PersistAll();
+  faults.Disarm();
+  CHECK(faults.injected() > 0);
+  CHECK_FALSE(failed.ok());
+  CHECK(f.Segments(ino).empty());
+  REQUIRE(f.fs->PersistAll().ok());  // the file is still dirty: persisted now
+  CHECK(f.Segments(ino).size() == 3);
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(ino, data.size()) == data);
+}
+
+TEST_CASE("Filesystem: rmdir and rename refuse, and remove nothing, when the catalog cannot list a directory") {
+  Fixture f;
+  test::SqlFaults faults;
+  faults.Watch(f.archive->catalog().handle());
+  auto dir = f.fs->MakeNode(kRootInode, "full", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  auto empty = f.fs->MakeNode(kRootInode, "empty", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(empty.ok());
+  InodeRecord attr;
+  auto fh = f.fs->Create(dir->ino, "precious", 0644, O_RDWR, Caller{}, &attr);
+  REQUIRE(fh.ok());
+  f.fs->Release(*fh);
+  faults.Arm("SELECT 1 FROM dentries WHERE parent = ?");
+  Status rmdir = f.fs->Rmdir(kRootInode, "full");
+  Status rename = f.fs->Rename(kRootInode, "empty", kRootInode, "full", 0);  // would replace "full"
+  faults.Disarm();
+  CHECK(faults.injected() >= 2);
+  CHECK_FALSE(rmdir.ok());
+  CHECK(rmdir.sys_errno() != ENOTEMPTY);  // not a verdict on the directory: the query failed
+  CHECK_FALSE(rename.ok());
+  CHECK(f.fs->Lookup(kRootInode, "full").ok());
+  CHECK(f.fs->Lookup(kRootInode, "empty").ok());
+  CHECK(f.fs->Lookup(dir->ino, "precious").ok());
+  CHECK(f.fs->Rmdir(kRootInode, "full").sys_errno() == ENOTEMPTY);  // and the catalog works again
+}
+
+TEST_CASE("Archive: open refuses, instead of marking live space free, when the extent scan fails") {
+  Fixture f;
+  auto data = test::RandomBytes(2 * kSegment, 41);
+  uint64_t ino = f.WriteFile("kept", data);
+  REQUIRE(f.fs->PersistAll().ok());
+  f.Close();
+  {
+    test::SqlFaults faults;
+    faults.Arm("FROM extents ORDER BY id");
+    auto refused = Archive::Open(f.dir, {});
+    CHECK(faults.injected() > 0);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().message().find("extents") != std::string::npos);
+  }
+  f.Open();
+  f.WriteFile("new", test::RandomBytes(2 * kSegment, 42));  // would take the live space if it were free
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(ino, data.size()) == data);
+}
+
+TEST_CASE("Filesystem: mount keeps the staging cache's copy of a dirty file when the catalog cannot look it up") {
+  Fixture f;
+  auto data = test::RandomBytes(kSegment + 100, 43);
+  uint64_t ino = f.WriteFile("unpersisted", data);
+  f.Crash();  // the cache holds its only copy
+  {
+    test::SqlFaults faults;
+    auto archive = Archive::Open(f.dir, {});
+    REQUIRE(archive.ok());
+    Filesystem fs(**archive);
+    faults.Arm("FROM inodes WHERE ino = ?");
+    Status recovered = fs.Recover();
+    faults.Disarm();
+    CHECK(faults.injected() > 0);
+    CHECK_FALSE(recovered.ok());
+  }
+  f.Open();
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(ino, data.size()) == data);
+}
+
+TEST_CASE("Filesystem: create and chmod refuse when the catalog cannot read the ACLs that apply") {
+  Fixture f;
+  test::SqlFaults faults;
+  faults.Watch(f.archive->catalog().handle());
+  auto dir = f.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  faults.Arm("SELECT value FROM xattrs WHERE ino = ? AND name = ?");
+  auto made = f.fs->MakeNode(dir->ino, "f", S_IFREG | 0644, 0, Caller{});  // its default ACL is unknown
+  SetAttrRequest chmod;
+  chmod.mode = 0600;
+  auto changed = f.fs->SetAttr(dir->ino, chmod);  // its access ACL is unknown
+  faults.Disarm();
+  CHECK(faults.injected() >= 2);
+  CHECK_FALSE(made.ok());
+  CHECK_FALSE(changed.ok());
+  CHECK(f.fs->Lookup(dir->ino, "f").status().sys_errno() == ENOENT);
+  CHECK((f.fs->GetAttr(dir->ino)->mode & 07777) == 0755);
 }

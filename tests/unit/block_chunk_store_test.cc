@@ -150,7 +150,9 @@ TEST_CASE("DiskGroup: reserves each chunk in its own domain on disks in service,
   // Disk 1 has the most room left once the others hold a chunk each.
   for (uint32_t i : {0, 2, 3}) REQUIRE(stores[i]->Reserve(kBlockSize, 0));
   std::vector<DiskGroup::Member> members;
-  for (uint32_t i = 0; i < 4; i++) members.push_back({i, stores[i].get(), i < 2 ? "shelf-a" : "shelf-" + std::to_string(i)});
+  for (uint32_t i = 0; i < 4; i++) {
+    members.push_back({i, stores[i].get(), i < 2 ? "shelf-a" : "shelf-" + std::to_string(i)});
+  }
   DiskGroup group("fast", GroupType::kPool, std::move(members), std::make_unique<FillBalancedPlacer>());
   CHECK(group.Contains(3));
   CHECK_FALSE(group.Contains(4));

@@ -30,13 +30,13 @@ TEST_CASE("Catalog: root, names, links, xattrs") {
   CHECK(c.GetInode(*ino)->mtime_ns == 123456789012345678);
 
   REQUIRE(c.InsertEntry(kRootInode, "hard", *ino).ok());
-  auto entries = c.ListEntries(kRootInode, 0, 10);
+  auto entries = *c.ListEntries(kRootInode, 0, 10);
   REQUIRE(entries.size() == 2);
   CHECK(entries[0].name == "a");
-  CHECK(c.ListEntries(kRootInode, entries[0].cookie, 10).size() == 1);
+  CHECK(c.ListEntries(kRootInode, entries[0].cookie, 10)->size() == 1);
   REQUIRE(c.MoveEntry(kRootInode, "hard", kRootInode, "renamed").ok());
   CHECK(c.Lookup(kRootInode, "renamed").ok());
-  CHECK(c.ListEntries(kRootInode, 0, 10)[1].cookie == entries[1].cookie);  // readdir position survives rename
+  CHECK(c.ListEntries(kRootInode, 0, 10)->at(1).cookie == entries[1].cookie);  // readdir position survives rename
 
   std::string binary_name("x\xff\x01y", 4);
   REQUIRE(c.InsertEntry(kRootInode, binary_name, *ino).ok());
@@ -45,7 +45,7 @@ TEST_CASE("Catalog: root, names, links, xattrs") {
   std::vector<uint8_t> value = {0, 1, 2, 0, 255};
   REQUIRE(c.SetXattr(*ino, "user.k", value).ok());
   CHECK(*c.GetXattr(*ino, "user.k") == value);
-  CHECK(c.ListXattrs(*ino) == std::vector<std::string>{"user.k"});
+  CHECK(*c.ListXattrs(*ino) == std::vector<std::string>{"user.k"});
   REQUIRE(c.RemoveXattr(*ino, "user.k").ok());
   CHECK(c.RemoveXattr(*ino, "user.k").IsNotFound());
   CHECK(c.GetXattr(*ino, "user.k").status().IsNotFound());
@@ -76,7 +76,7 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
     REQUIRE(c->SetSegmentCached(5, 0, false).ok());
   }
   auto c = std::move(*Catalog::Open(dir / "c.db"));
-  auto segment = c->GetSegment(5, 0);
+  auto segment = *c->GetSegment(5, 0);
   REQUIRE(segment);
   CHECK(segment->extent_id == 7);
   CHECK_FALSE(segment->cached);
@@ -91,13 +91,13 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
   CHECK(extent->payload_crc == 0xabcu);
   REQUIRE(c->SetExtentChunk(7, 1, {2, 12288, kAlloc, 0x22}).ok());
   CHECK(c->GetExtent(7)->chunks[1].disk == 2);
-  CHECK(c->MaxExtentIdEverUsed() == 7);
-  CHECK(c->ExtentsAfter(0, 10).size() == 1);
-  CHECK(c->ExtentsAfter(6, 1).at(0).id == 7);
-  CHECK(c->ExtentsAfter(7, 10).empty());
+  CHECK(*c->MaxExtentIdEverUsed() == 7);
+  CHECK(c->ExtentsAfter(0, 10)->size() == 1);
+  CHECK(c->ExtentsAfter(6, 1)->at(0).id == 7);
+  CHECK(c->ExtentsAfter(7, 10)->empty());
   REQUIRE(c->DeleteExtent(7).ok());
-  CHECK(c->MaxExtentIdEverUsed() == 7);  // ids are never handed out twice
-  auto totals = c->ComputeTotals();
+  CHECK(*c->MaxExtentIdEverUsed() == 7);  // ids are never handed out twice
+  auto totals = *c->ComputeTotals();
   CHECK(totals.inodes == 1);
   CHECK(totals.persisted_bytes == 5000);
 }

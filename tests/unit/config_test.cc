@@ -129,7 +129,8 @@ TEST_CASE("Config: a bad disk group is refused, naming the problem") {
   CHECK(message("group.g.colour = red\n") ==
         "cairn.conf:5: \"group.g.colour\": unknown group setting \"colour\" (known: type, disks)");
   CHECK(message("group.disks = 0\n") == "cairn.conf:5: \"group.disks\": expected group.NAME.type or group.NAME.disks");
-  CHECK(message("group.a b.disks = 0\n") == "cairn.conf:5: \"group.a b.disks\": a group name is letters, digits, '-' and '_'");
+  CHECK(message("group.a b.disks = 0\n") ==
+        "cairn.conf:5: \"group.a b.disks\": a group name is letters, digits, '-' and '_'");
   CHECK(message("group..disks = 0\n") == "cairn.conf:5: \"group..disks\": a group name is letters, digits, '-' and '_'");
   CHECK(message("group.g.disks = 0,x\n") == "cairn.conf:5: \"group.g.disks\" = \"x\" is not a whole number");
   CHECK(message("group.g.disks = 2-1\n") == "cairn.conf:5: group.g.disks = \"2-1\": range \"2-1\" runs backwards");

@@ -204,7 +204,7 @@ TEST_CASE("RecordChecks: Catalog refuses a damaged extent or layout row with Cor
   CHECK(extent.status().IsCorruption());
   CHECK(extent.status().message() ==
         "catalog: extents row 7: redundancy scheme 2: data_chunks 0 is out of range (1..128 for rs)");
-  CHECK(c->AllExtents().size() == 1);  // the scans hand the row to fsck, which reports it
+  CHECK(c->AllExtents()->size() == 1);  // the scans hand the row to fsck, which reports it
 
   auto id = c->InternLayout("raid=none idr=none segment_size=4194304");
   REQUIRE(id.ok());

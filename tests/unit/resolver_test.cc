@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include "catalog/catalog.h"
 #include "policy/resolver.h"
 #include "policy/rules.h"
@@ -197,4 +199,45 @@ TEST_CASE("Resolver: a stamp matches when only the policy name differs") {
   t.Set(t.f, "user.cairn.segment_size", "65536");
   CHECK_FALSE(LayoutMatches(stamp, *ResolvePolicy(*t.catalog, t.f, ctx)));
   CHECK_FALSE(LayoutMatches("garbage", p));
+}
+
+TEST_CASE("Resolver: a directory cycle is Corruption naming the inode, not a truncated answer") {
+  Tree t;
+  PolicyContext none{nullptr, 4 << 20};
+  REQUIRE(PathOf(*t.catalog, t.f).ok());
+  REQUIRE(t.catalog->MoveEntry(kRootInode, "a", t.c, "a").ok());  // damage: a's parent is now its grandchild c
+  auto policy = ResolvePolicy(*t.catalog, t.f, none);
+  REQUIRE_FALSE(policy.ok());
+  CHECK(policy.status().IsCorruption());
+  CHECK(policy.status().message().find(fmt::format("inode {}:", t.f)) != std::string::npos);
+  CHECK(LockCovering(*t.catalog, t.f, PolicyKey::kRaid).status().IsCorruption());
+  auto path = PathOf(*t.catalog, t.f);
+  REQUIRE_FALSE(path.ok());
+  CHECK(path.status().IsCorruption());
+  CHECK(path.status().message().find(fmt::format("inode {}:", t.f)) != std::string::npos);
+}
+
+TEST_CASE("Resolver: only a file's oldest names are looked at; with more, user settings do not count") {
+  Tree t;
+  PolicyContext none{nullptr, 4 << 20};
+  uint64_t links = t.MakeDir(kRootInode, "links");
+  t.Set(t.f, "user.cairn.segment_size", "65536");
+  for (size_t i = 1; i < kMaxPolicyNames; i++) {  // t.f has one name already
+    REQUIRE(t.catalog->InsertEntry(links, fmt::format("l{}", i), t.f).ok());
+  }
+  CHECK(ResolvePolicy(*t.catalog, t.f, none)->Get(PolicyKey::kSegmentSize).source == "file");
+  CHECK(LockCovering(*t.catalog, t.f, PolicyKey::kSegmentSize)->empty());
+  // One name more, in a directory with a pin: that name is not loaded, so its pin is
+  // unseen, and the user's setting no longer counts (a lock there would be unseen too).
+  uint64_t pinned = t.MakeDir(kRootInode, "pinned");
+  t.Set(pinned, "trusted.cairn.raid", "mirror-2");
+  REQUIRE(t.catalog->InsertEntry(pinned, "late", t.f).ok());
+  auto p = *ResolvePolicy(*t.catalog, t.f, none);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "default");
+  CHECK(p.Get(PolicyKey::kRaid).source == "default");
+  CHECK(LockCovering(*t.catalog, t.f, PolicyKey::kSegmentSize)->find("more than 64 hard links") != std::string::npos);
+  REQUIRE(t.catalog->DeleteEntry(links, "l1").ok());  // back to 64 names: the pin is seen, the file's setting counts
+  p = *ResolvePolicy(*t.catalog, t.f, none);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "file");
+  CHECK(p.Get(PolicyKey::kRaid).source == "pin:/pinned");
 }

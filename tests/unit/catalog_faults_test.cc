@@ -1,0 +1,85 @@
+// A failing catalog query is an error all the way up, never an empty or partial answer:
+// each case fails one query with SqlFaults and checks that its callers say so.
+#include <catch2/catch.hpp>
+
+#include "archive/member_metadata.h"
+#include "catalog/catalog.h"
+#include "policy/resolver.h"
+#include "sql_faults.h"
+#include "test_util.h"
+
+using namespace cairn;
+
+namespace {
+
+struct FailingCatalog {
+  test::TempDir dir;
+  std::unique_ptr<Catalog> catalog = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+  test::SqlFaults faults;
+  uint64_t d = Make(kRootInode, "d", 040755);
+  uint64_t f = Make(d, "f", 0100644);
+
+  FailingCatalog() { faults.Watch(catalog->handle()); }
+  uint64_t Make(uint64_t parent, const char* name, uint32_t mode) {
+    InodeRecord r;
+    r.mode = mode;
+    r.nlink = 1;
+    uint64_t ino = *catalog->InsertInode(r);
+    REQUIRE(catalog->InsertEntry(parent, name, ino).ok());
+    return ino;
+  }
+  // Arms the fault on queries containing `fragment` and checks that it fired.
+  template <typename Call>
+  Status FailWith(const char* fragment, Call call) {
+    int before = faults.injected();
+    faults.Arm(fragment);
+    Status st = call();
+    faults.Disarm();
+    CHECK(faults.injected() > before);
+    return st;
+  }
+};
+
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
+}  // namespace
+
+TEST_CASE("SqlFaults: fails only the statements it is armed for") {
+  FailingCatalog c;
+  c.faults.Arm("FROM xattrs");
+  CHECK(c.catalog->Lookup(c.d, "f").ok());
+  CHECK_FALSE(c.catalog->GetXattr(c.f, "user.x").status().IsNotFound());
+  c.faults.Disarm();
+  CHECK(c.catalog->GetXattr(c.f, "user.x").status().IsNotFound());
+}
+
+TEST_CASE("Catalog: a failing xattr query fails policy resolution and member metadata") {
+  FailingCatalog c;
+  PolicyContext none{nullptr, 4 << 20};
+  REQUIRE(ResolvePolicy(*c.catalog, c.f, none).ok());
+  CHECK_FALSE(c.FailWith("SELECT name, value FROM xattrs", [&] { return StatusOf(c.catalog->XattrsWithPrefix(c.f, {""})); }).ok());
+  CHECK_FALSE(c.FailWith("SELECT name, value FROM xattrs", [&] { return StatusOf(ResolvePolicy(*c.catalog, c.f, none)); }).ok());
+  CHECK_FALSE(c.FailWith("SELECT name, value FROM xattrs", [&] { return StatusOf(DescribeInodes(*c.catalog, {c.f})); }).ok());
+  CHECK_FALSE(c.FailWith("FROM dentries WHERE ino = ?", [&] { return StatusOf(ResolvePolicy(*c.catalog, c.f, none)); }).ok());
+  CHECK_FALSE(c.FailWith("FROM dentries WHERE ino = ?", [&] { return StatusOf(PathOf(*c.catalog, c.f)); }).ok());
+}
+
+TEST_CASE("Catalog: a failing rule xattr lookup fails policy resolution") {
+  FailingCatalog c;
+  auto rules = RuleSet::Parse("rule tagged\n    where xattr user.tag = yes\n    set segment_size=1M\ndefault\n", "rules");
+  REQUIRE(rules.ok());
+  PolicyContext context{std::make_shared<const RuleSet>(std::move(*rules)), 4 << 20};
+  REQUIRE(ResolvePolicy(*c.catalog, c.f, context).ok());
+  CHECK_FALSE(c.FailWith("SELECT value FROM xattrs", [&] { return StatusOf(ResolvePolicy(*c.catalog, c.f, context)); }).ok());
+}
+
+TEST_CASE("Catalog: a failing segment or extent-id query is an error, not 'none'") {
+  FailingCatalog c;
+  REQUIRE(c.catalog->PutSegment({c.f, 0, 0, 0, 10, true}).ok());
+  CHECK(c.catalog->GetSegment(c.f, 0)->has_value());
+  CHECK_FALSE(c.FailWith("FROM segments WHERE ino = ? AND idx = ?", [&] { return StatusOf(c.catalog->GetSegment(c.f, 0)); }).ok());
+  CHECK_FALSE(c.FailWith("FROM sqlite_sequence WHERE name = 'extents'", [&] { return StatusOf(c.catalog->MaxExtentIdEverUsed()); }).ok());
+}
