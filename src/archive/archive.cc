@@ -248,6 +248,10 @@ std::string Archive::DomainOf(size_t disk) const { return cairn::DomainOf(option
 
 Status Archive::CheckRaidFits(std::string_view raid) const { return cairn::CheckRaidFits(raid, options_); }
 
+Status Archive::CheckPlacementFits(const std::string& placement) const {
+  return cairn::CheckPlacementFits(placement, options_);
+}
+
 PolicyContext Archive::policy_context() const {
   std::lock_guard lock(rules_mutex_);
   return PolicyContext{rules_, options_.segment_size};
@@ -393,6 +397,14 @@ Status Archive::RebuildSpaceMaps() {
   return Status::OK();
 }
 
+Result<const DiskGroup*> Archive::group_named(std::string_view name) const {
+  if (name.empty()) return &groups_.front();
+  for (const DiskGroup& group : groups_) {
+    if (group.name() == name) return &group;
+  }
+  return Status::InvalidArgument(fmt::format("placement=group={}: this archive has no disk group {}", name, name));
+}
+
 Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                                 std::span<const uint8_t> payload, const ExtentEncoding& encoding) {
   const Redundancy& redundancy = encoding.redundancy;
@@ -404,8 +416,10 @@ Result<ExtentRecord> Archive::WriteExtentToDisk(ExtentKind kind, uint64_t ino, u
   record.redundancy = redundancy;
   record.logical_length = encoding.logical_length;
   record.chain_stamp = encoding.chain_stamp;
+  auto group = group_named(encoding.group);
+  if (!group.ok()) return group.status();
   std::vector<std::vector<uint8_t>> chunks = MakeChunks(payload, redundancy);
-  auto reserved = groups_.front().Reserve(chunks.size(), chunks[0].size(), redundancy.idr_scramble, {},
+  auto reserved = (*group)->Reserve(chunks.size(), chunks[0].size(), redundancy.idr_scramble, {},
                                           [this](uint32_t disk) { return InService(disk); });
   if (!reserved.ok()) return reserved.status();
   for (size_t i = 0; i < chunks.size(); i++) {

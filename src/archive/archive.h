@@ -49,6 +49,7 @@ struct ExtentEncoding {
   std::string chain_stamp;      // the transform chain (TransformChain::Stamp()), "" for none
   uint64_t logical_length = 0;  // of the payload the chain was given
   uint32_t members_length = 0;  // the member table ending the logical payload (backend/member_table.h)
+  std::string group;            // the disk group its chunks go to (WritePlan::group), "" for the first
 };
 
 class Archive {
@@ -81,6 +82,8 @@ class Archive {
   // The disk groups, new data going to the first; and the group disk `index` belongs to.
   const std::vector<DiskGroup>& groups() const { return groups_; }
   const DiskGroup& group_of(size_t disk) const { return groups_[group_of_disk_[disk]]; }
+  // The group called `name`, the first for ""; InvalidArgument naming it when there is none.
+  Result<const DiskGroup*> group_named(std::string_view name) const;
   // Room left for chunks and room in all, over every disk. Thread-safe.
   uint64_t free_bytes() const;
   uint64_t capacity() const;
@@ -96,6 +99,8 @@ class Archive {
   // InvalidArgument when raid=`raid` needs more distinct disks (or failure domains) than
   // the archive has.
   Status CheckRaidFits(std::string_view raid) const;
+  // InvalidArgument when placement=`placement` names a disk group the archive does not have.
+  Status CheckPlacementFits(const std::string& placement) const;
   // The failure domain of a disk: its domain.N name, or a domain of its own.
   std::string DomainOf(size_t disk) const;
 
@@ -112,8 +117,8 @@ class Archive {
     }
   }
 
-  // Cuts the stored `payload` into the chunks `encoding.redundancy` asks for, has the first
-  // disk group's placer reserve room for each in its own failure domain (disks in service
+  // Cuts the stored `payload` into the chunks `encoding.redundancy` asks for, has the placer
+  // of disk group `encoding.group` (InvalidArgument naming it when there is none) reserve room for each in its own failure domain (disks in service
   // only) and writes them there, their headers saying how the payload was made (`encoding`),
   // without syncing. On success the caller owns the reservation: commit the returned record
   // to the catalog, or hand it back with ReleaseUncommitted. Thread-safe.

@@ -897,6 +897,10 @@ Result<std::string> Filesystem::CheckPolicyXattr(uint64_t ino, const std::string
     Status fits = archive_.CheckRaidFits(*canonical);
     if (!fits.ok()) return refuse(EINVAL, fits.message());
   }
+  if (*key == PolicyKey::kPlacement) {
+    Status fits = archive_.CheckPlacementFits(*canonical);
+    if (!fits.ok()) return refuse(EINVAL, fits.message());
+  }
   Catalog& catalog = archive_.catalog();
   if (*key == PolicyKey::kPolicy) {
     PolicyContext context = archive_.policy_context();

@@ -209,7 +209,6 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
     size_t before = pieces.size();
     auto more = Snapshot(ino, pieces);
     if (!more.ok()) {
-      LogError("inode {}: cannot read dirty data from the staging cache: {}", ino, more.status().message());
       if (Status flushed = flush(); !flushed.ok()) LogError("persisting the rest of the round failed: {}", flushed.message());
       return more.status();
     }
@@ -227,6 +226,24 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
   return unfinished;
 }
 
+// REQUIRES: catalog mutex held.
+Result<std::shared_ptr<const WritePlan>> Persister::PlanOf(const InodeRecord& inode) {
+  auto plan = [&]() -> Result<std::shared_ptr<const WritePlan>> {
+    if (inode.layout_id != 0) {
+      auto stamp = archive_.catalog().LayoutStamp(inode.layout_id);
+      if (!stamp.ok()) return stamp.status();
+      return PlanOfLayout(*stamp, inode.segment_size);
+    }
+    auto policy = ResolvePolicy(archive_.catalog(), inode.ino, archive_.policy_context());
+    if (!policy.ok()) return policy.status();
+    return PlanWrite(*policy);
+  }();
+  if (!plan.ok()) return plan;
+  auto group = archive_.group_named((*plan)->group);  // cairn.conf may have dropped it since
+  if (!group.ok()) return group.status();
+  return plan;
+}
+
 Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces) {
   std::unique_lock data(state_.data_lock(ino));
   InodeRecord inode;
@@ -235,7 +252,11 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto record = archive_.catalog().GetInode(ino);
-    if (!record.ok() && !record.status().IsNotFound()) return record.status();  // still dirty: tried again
+    auto catalog_failure = [ino](const Status& st) {
+      LogError("inode {}: cannot read its catalog record: {}", ino, st.message());
+      return st;
+    };
+    if (!record.ok() && !record.status().IsNotFound()) return catalog_failure(record.status());  // still dirty: tried again
     auto dirty_it = state_.dirty.find(ino);
     if (!record.ok() || dirty_it == state_.dirty.end()) {
       state_.EraseDirty(ino);
@@ -246,23 +267,17 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     // The policy is decided now, at first persist, not at create: rsync's rename and
     // tar's late setfattr have happened by then. Later writes keep it; changing it is
     // the reconciler's job.
-    if (inode.layout_id == 0) {
-      auto policy = ResolvePolicy(archive_.catalog(), ino, archive_.policy_context());
-      auto planned = policy.ok() ? PlanWrite(*policy) : Result<std::shared_ptr<const WritePlan>>(policy.status());
-      if (!planned.ok()) return planned.status();
-      plan = std::move(*planned);
-    } else {
-      auto stamp = archive_.catalog().LayoutStamp(inode.layout_id);
-      auto planned = stamp.ok() ? PlanOfLayout(*stamp, inode.segment_size)
-                               : Result<std::shared_ptr<const WritePlan>>(stamp.status());
-      if (!planned.ok()) return planned.status();
-      plan = std::move(*planned);
+    auto planned = PlanOf(inode);
+    if (!planned.ok()) {
+      LogError("inode {}: cannot resolve its policy into a write plan: {}", ino, planned.status().message());
+      return planned.status();
     }
+    plan = std::move(*planned);
     uint64_t segment_size = plan->segment_size;
     uint64_t count = (inode.size + segment_size - 1) / segment_size;
     if (dirty.all_cached) {
       auto segments = archive_.catalog().GetSegments(ino);
-      if (!segments.ok()) return segments.status();
+      if (!segments.ok()) return catalog_failure(segments.status());
       std::map<uint64_t, bool> cached;
       for (const auto& s : *segments) cached[s.index] = s.cached;
       for (uint64_t i = 0; i < count; i++) {
@@ -300,8 +315,12 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
       return false;
     }
   }
+  auto cache_failure = [ino](const Status& st) {
+    LogError("inode {}: cannot read dirty data from the staging cache: {}", ino, st.message());
+    return st;
+  };
   auto file = archive_.cache().Open(ino);
-  if (!file.ok()) return file.status();
+  if (!file.ok()) return cache_failure(file.status());
   size_t taken = 0;
   uint64_t segments_read = 0;
   for (; taken < candidates.size(); taken++) {
@@ -313,11 +332,11 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     uint64_t start = piece.index * inode.segment_size;
     uint64_t length = std::min(inode.segment_size, inode.size - start);
     auto has_data = StagingCache::HasData((*file)->fd(), start, length);
-    if (!has_data.ok()) return has_data.status();
+    if (!has_data.ok()) return cache_failure(has_data.status());
     if (*has_data) {
       if (segments_read == kSegmentsPerCommit) break;
       piece.data.resize(length);
-      CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt((*file)->fd(), start, piece.data));
+      if (Status st = StagingCache::ReadAt((*file)->fd(), start, piece.data); !st.ok()) return cache_failure(st);
       segments_read++;
     } else {
       piece.hole_length = length;  // all zeros, as a read would have shown

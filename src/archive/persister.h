@@ -46,6 +46,9 @@ class Persister {
   Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos);
   // The owner (uid) of each file, 0 for a file that is gone; an error when the catalog fails.
   Result<std::vector<uint32_t>> OwnersOf(const std::vector<uint64_t>& inos);
+  // The write plan of `inode`: its layout's, or, at first persist, its policy's; refused
+  // when it names a disk group the archive does not have.
+  Result<std::shared_ptr<const WritePlan>> PlanOf(const InodeRecord& inode);
   // Reads a slice of the dirty segments of `ino` out of the staging cache (clearing their
   // dirty marks); holes are found without reading them. Returns whether more are left.
   Result<bool> Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);

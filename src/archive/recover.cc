@@ -145,12 +145,15 @@ void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport&
 }
 
 // An extent with chunks not found, read from the others, written again whole (new chunks,
-// new id, same payload and member table) and synced.
+// new id, same payload and member table) and synced, in the disk group of the chunks found.
 Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::span<const uint8_t> payload) {
   const ExtentHeader& h = found.header;
+  auto survivor = std::find_if(found.record.chunks.begin(), found.record.chunks.end(),
+                               [](const ChunkPlacement& chunk) { return chunk.disk != kNoDisk; });
+  std::string group = survivor != found.record.chunks.end() ? archive.group_of(survivor->disk).name() : "";
   auto record = archive.WriteExtentToDisk(
       h.kind, h.inode, h.file_offset, payload,
-      ExtentEncoding{h.policy_stamp, h.redundancy, h.chain_stamp, h.logical_length, h.members_length});
+      ExtentEncoding{h.policy_stamp, h.redundancy, h.chain_stamp, h.logical_length, h.members_length, group});
   if (!record.ok()) return record.status();
   for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.SyncDisk(chunk.disk));
   return record;

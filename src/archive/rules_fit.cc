@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "archive/config.h"
+#include "policy/write_plan.h"
 #include "redundancy/striping.h"
 
 namespace cairn {
@@ -35,10 +36,26 @@ Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options) {
                                              raid, redundancy->chunk_count(), disks_of, domains.size()));
 }
 
+Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& options) {
+  std::string group;
+  PlacementHints hints;
+  CAIRN_RETURN_IF_ERROR(ParsePlacement(placement, group, hints));
+  if (group.empty()) return Status::OK();
+  std::string names;
+  for (const auto& known : EffectiveGroups(options)) {
+    if (known.name == group) return Status::OK();
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", known.name);
+  }
+  return Status::InvalidArgument(
+      fmt::format("placement={}: this archive has no disk group {} (groups: {})", placement, group, names));
+}
+
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file) {
   auto fits = [&](const std::vector<PolicySetting>& settings, const std::string& what) {
     const std::string* raid = FindSetting(settings, PolicyKey::kRaid);
+    const std::string* placement = FindSetting(settings, PolicyKey::kPlacement);
     Status st = raid ? CheckRaidFits(*raid, options) : Status::OK();
+    if (st.ok() && placement) st = CheckPlacementFits(*placement, options);
     return st.ok() ? st : Status::InvalidArgument(fmt::format("{}: {}: {}", file, what, st.message()));
   };
   for (const auto& policy : rules.policies()) CAIRN_RETURN_IF_ERROR(fits(policy.settings, "policy " + policy.name));

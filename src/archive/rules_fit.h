@@ -1,5 +1,5 @@
 // Whether policies fit an archive's disks: raid=mirror-N and raid=rs-K-M put every chunk
-// of an extent on its own disk, in its own failure domain. Used when the daemon (re)loads
+// of an extent on its own disk, in its own failure domain; placement=group=NAME names a group. Used when the daemon (re)loads
 // ARCHIVE/rules and by `cairn rules check FILE --archive ARCHIVE`.
 #pragma once
 
@@ -20,7 +20,11 @@ std::string DomainOf(const ArchiveOptions& options, size_t disk);
 // `options` lists, saying how many it needs and how many there are.
 Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options);
 
-// CheckRaidFits for the raid= of every named policy, every rule and the default of
+// InvalidArgument when placement=`placement` names a disk group `options` does not define,
+// listing the groups there are.
+Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& options);
+
+// CheckRaidFits and CheckPlacementFits for the raid= and placement= of every named policy, every rule and the default of
 // `rules`; the message names `file` and the policy or rule. (idr= is per disk and fits
 // any archive.)
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file);

@@ -43,7 +43,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     payload.insert(payload.end(), data.begin(), data.end());
     payload.insert(payload.end(), table.begin(), table.end());
     ExtentEncoding encoding{plan.policy_stamp, plan.redundancy, plan.chain.Stamp(), payload.size(),
-                            static_cast<uint32_t>(table.size())};
+                            static_cast<uint32_t>(table.size()), plan.group};
     auto stored = plan.chain.Encode(std::move(payload));
     auto record = stored.ok() ? archive.WriteExtentToDisk(kind, ino, file_offset, *stored, encoding)
                               : Result<ExtentRecord>(stored.status());

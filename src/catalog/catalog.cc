@@ -205,8 +205,24 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, bool rea
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA cache_size=-32768"));  // 32 MiB of pages
     if (found < kCatalogSchemaVersion) CAIRN_RETURN_IF_ERROR(catalog->UpgradeSchema(found));
     CAIRN_RETURN_IF_ERROR(catalog->StartEpoch());
+  } else if (found < kCatalogSchemaVersion) {
+    CAIRN_RETURN_IF_ERROR(catalog->ViewOlderSchemaAsCurrent(found));
   }
   return catalog;
+}
+
+// A read-only open cannot upgrade an older catalog. Temporary views named like its tables
+// (SQLite resolves a name in "temp" before "main") add the newer columns with the values
+// UpgradeSchema() would give them, so every query reads an old catalog as a current one.
+Status Catalog::ViewOlderSchemaAsCurrent(int from_version) {
+  if (from_version < 4) {
+    CAIRN_RETURN_IF_ERROR(Exec("CREATE TEMP VIEW inodes AS SELECT *, 0 AS generation FROM main.inodes"));
+  }
+  if (from_version < 5) {
+    CAIRN_RETURN_IF_ERROR(Exec("CREATE TEMP VIEW extents AS "
+                               "SELECT *, payload_length AS logical_length, '' AS chain FROM main.extents"));
+  }
+  return Status::OK();
 }
 
 Status Catalog::UpgradeSchema(int from_version) {

@@ -127,7 +127,8 @@ class Catalog {
  public:
   // Creates a new catalog at `path` with the root directory owned by uid/gid.
   static Result<std::unique_ptr<Catalog>> Create(const std::string& path, uint32_t uid, uint32_t gid, int64_t now_ns);
-  // Opens an existing catalog; refuses an unknown schema version.
+  // Opens an existing catalog; refuses an unknown schema version. An older schema is upgraded,
+  // or, read-only, shown through views with the newer columns.
   static Result<std::unique_ptr<Catalog>> Open(const std::string& path, bool read_only = false);
   ~Catalog();
 
@@ -263,6 +264,7 @@ class Catalog {
   // Cached by SQL text. Journaled statements are recorded for replay (transaction control is not).
   Statement& Prepare(const char* sql, bool journaled = true);
   Status UpgradeSchema(int from_version);
+  Status ViewOlderSchemaAsCurrent(int from_version);  // read-only opens of schema 3 and 4
   Status StartEpoch();
   Status CommitBatch();
   // After a failed statement or COMMIT: when SQLite dropped the batch, replays it and

@@ -4,6 +4,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -89,25 +90,32 @@ Result<std::string> CheckName(PolicyKey key, std::string_view v) {
   return std::string(v);
 }
 
+// group=NAME (a disk group of cairn.conf; whether the archive has it is the archive's
+// check) is honoured; tier= and pack= are valid but not yet available.
 Result<std::string> CheckPlacement(std::string_view v) {
   static const std::regex kTerm("(group|tier|pack)=[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  constexpr std::string_view kAllowed = "balanced, or group=NAME, tier=NAME and/or pack=TAG, separated by commas";
+  if (v == "balanced") return std::string(v);
   std::string text(v);
+  std::vector<std::string> terms;
   size_t start = 0;
-  bool any = false;
   while (start <= text.size()) {
     size_t end = text.find_first_of(", ", start);
     std::string term = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
     if (!term.empty()) {
       if (!std::regex_match(term, kTerm)) {
-        return Bad(PolicyKey::kPlacement, v, "group=NAME, tier=NAME and/or pack=TAG, separated by commas");
+        return Bad(PolicyKey::kPlacement, v, kAllowed);
       }
-      any = true;
+      terms.push_back(term);
     }
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  if (!any) return Bad(PolicyKey::kPlacement, v, "group=NAME, tier=NAME and/or pack=TAG, separated by commas");
-  return NotYet(PolicyKey::kPlacement, v, "one pool of disks, balanced by free space");
+  if (terms.size() != 1) {
+    return terms.empty() ? Bad(PolicyKey::kPlacement, v, kAllowed) : NotYet(PolicyKey::kPlacement, v, "one group=NAME");
+  }
+  if (!terms[0].starts_with("group=")) return NotYet(PolicyKey::kPlacement, v, "only group=NAME");
+  return terms[0];
 }
 
 // plugins: none, or transform names separated by commas, each installed (codec/).

@@ -21,14 +21,16 @@ std::vector<std::string> Terms(const std::string& value, std::string_view none_v
   return terms;
 }
 
-Status SetPlacement(const std::string& value, WritePlan& plan) {
+}  // namespace
+
+Status ParsePlacement(const std::string& value, std::string& group, PlacementHints& hints) {
   for (const std::string& term : Terms(value, "balanced")) {
     size_t eq = term.find('=');
     std::string key = term.substr(0, eq);
     std::string name = eq == std::string::npos ? "" : term.substr(eq + 1);
-    std::string* field = key == "group" ? &plan.group
-                         : key == "tier" ? &plan.placement.tier
-                         : key == "pack" ? &plan.placement.pack_tag
+    std::string* field = key == "group" ? &group
+                         : key == "tier" ? &hints.tier
+                         : key == "pack" ? &hints.pack_tag
                                          : nullptr;
     if (!field || name.empty()) {
       return Status::InvalidArgument(fmt::format("placement={}: '{}' is not group=, tier= or pack=", value, term));
@@ -37,6 +39,8 @@ Status SetPlacement(const std::string& value, WritePlan& plan) {
   }
   return Status::OK();
 }
+
+namespace {
 
 Result<std::shared_ptr<WritePlan>> MakePlan(const ResolvedPolicy& policy) {
   auto plan = std::make_shared<WritePlan>();
@@ -55,7 +59,7 @@ Result<std::shared_ptr<WritePlan>> MakePlan(const ResolvedPolicy& policy) {
   auto chain = TransformChain::ForWriting(Terms(policy.Get(PolicyKey::kPlugins).value, "none"));
   if (!chain.ok()) return chain.status();
   plan->chain = std::move(*chain);
-  CAIRN_RETURN_IF_ERROR(SetPlacement(policy.Get(PolicyKey::kPlacement).value, *plan));
+  CAIRN_RETURN_IF_ERROR(ParsePlacement(policy.Get(PolicyKey::kPlacement).value, plan->group, plan->placement));
   plan->policy_stamp = policy.Effective();
   return plan;
 }

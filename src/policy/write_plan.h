@@ -33,6 +33,9 @@ struct WritePlan {
   std::string policy_stamp;
 };
 
+// The group and hints a placement= value (canonical) names; "" and none for "balanced".
+Status ParsePlacement(const std::string& value, std::string& group, PlacementHints& hints);
+
 // The plan of a freshly resolved policy. NotSupported when it asks for a transform that is
 // not installed; InvalidArgument for a value the vocabulary would have refused.
 Result<std::shared_ptr<const WritePlan>> PlanWrite(const ResolvedPolicy& policy);

@@ -75,3 +75,78 @@ def test_a_bad_group_stops_the_mount_naming_the_problem(archive, lines, problem)
     assert not archive.is_mounted()
     r = cairn("status", archive.arch, check=False)
     assert r.returncode != 0 and problem in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def log_text(archive):
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        return log.read()
+
+
+def test_a_policy_naming_a_group_keeps_its_chunks_and_their_rebuild_there(archive):
+    regroup(archive, 6, ["group.hot.disks = 3-5", "group.cold.disks = 0-2"])
+    archive.mount()
+    os.mkdir(archive.m("cold"))
+    with pytest.raises(OSError) as e:
+        os.setxattr(archive.m("cold"), "user.cairn.placement", b"group=lukewarm")
+    assert e.value.errno == errno.EINVAL
+    assert "placement=group=lukewarm: this archive has no disk group lukewarm (groups: hot, cold)" in log_text(archive)
+    os.setxattr(archive.m("cold"), "user.cairn.placement", b"group=cold")
+    os.setxattr(archive.m("cold"), "user.cairn.raid", b"mirror-2")
+    files = {os.path.join("cold", f"f{i}"): random_bytes(size, 400 + i) for i, size in enumerate([5 * MiB, 10])}
+    files["hot_file"] = random_bytes(300 * 1024, 410)
+    for name, data in files.items():
+        write_file(archive.m(name), data)
+    archive.persist()
+    archive.evict()
+
+    def disks_of(name):
+        return [{disk for disk, _ in places} for places in chunks_of(archive.m(name)).values()]
+
+    for name in files:
+        want = {0, 1, 2} if name.startswith("cold") else {3, 4, 5}
+        assert all(disks <= want for disks in disks_of(name)), (name, disks_of(name))
+    victim = min(disks_of("cold/f0")[0])
+    cairn("disk", "fail", archive.arch, str(victim))
+    r = cairn("rebuild", archive.arch)
+    assert "0 extent(s) lost" in r.stdout, r.stdout
+    for name in files:
+        if name.startswith("cold"):
+            for disks in disks_of(name):
+                assert victim not in disks and disks <= {0, 1, 2} and len(disks) == 2, (name, disks)
+    archive.evict()
+    for name, data in files.items():
+        assert read_file(archive.m(name)) == data, name
+    archive.umount()
+    cairn("disk", "replace", archive.arch, str(victim), os.path.join(archive.base, "spare.img"))
+    archive.mount()
+
+
+def test_a_plan_that_cannot_be_resolved_is_logged_as_such(archive):
+    """A directory placed in a group that cairn.conf no longer has: persisting a file there
+    fails naming the inode and the missing group (not the staging cache), and the data stays."""
+    regroup(archive, 4, ["group.a.disks = 0,1", "group.b.disks = 2,3"])
+    archive.mount()
+    os.mkdir(archive.m("d"))
+    os.setxattr(archive.m("d"), "user.cairn.placement", b"group=b")
+    archive.umount()
+    conf_path = os.path.join(archive.arch, "cairn.conf")
+    with open(conf_path) as conf:
+        text = conf.read()
+    with open(conf_path, "w") as conf:
+        conf.write(text.replace("group.b.", "group.c."))
+    archive.mount()
+    data = random_bytes(200 * 1024, 420)
+    write_file(archive.m("d", "f"), data)
+    ino = os.stat(archive.m("d", "f")).st_ino
+    r = cairn("persist", archive.arch, check=False)
+    assert r.returncode != 0, r.stdout + r.stderr
+    log = log_text(archive)
+    assert (f"inode {ino}: cannot resolve its policy into a write plan: placement=group=b: "
+            "this archive has no disk group b") in log, log
+    assert "staging cache" not in log, log
+    assert read_file(archive.m("d", "f")) == data
+    os.setxattr(archive.m("d"), "user.cairn.placement", b"group=c")
+    archive.persist()
+    archive.evict()
+    assert all({disk for disk, _ in places} <= {2, 3} for places in chunks_of(archive.m("d", "f")).values())
+    assert read_file(archive.m("d", "f")) == data

@@ -4,6 +4,7 @@ import errno
 import fcntl
 import glob
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -11,6 +12,8 @@ import sqlite3
 import struct
 import subprocess
 import time
+
+import pytest
 
 from conftest import CAIRN, NOBODY, GiB, KiB, MiB, assert_file_equals, cairn, make_rich_tree, random_bytes, run, sh, write_file
 
@@ -262,6 +265,34 @@ def test_v3_archive_still_reads_and_recovers(archive):
     archive.mount()
     check_golden()
     assert_file_equals(archive.m("docs", "sub", "new_v4"), random_bytes(700 * KiB, 8))
+
+
+def catalog_schema(archive):
+    db = sqlite3.connect(f"file:{os.path.join(archive.arch, 'catalog.db')}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT CAST(value AS TEXT) FROM meta WHERE CAST(key AS TEXT) = 'schema_version'").fetchone()[0]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("tarball, schema", [(GOLDEN_V2, "3"), (GOLDEN_V3, "4")])
+def test_old_catalogs_answer_read_only_commands_before_any_mount(archive, tarball, schema):
+    """cairn status, disk list and inspect read a catalog of an older schema as it is (they
+    cannot upgrade it): every extent's chunks are counted on their disks; fsck, which may
+    write, upgrades it and finds it clean."""
+    unpack_golden(archive, tarball)
+    assert catalog_schema(archive) == schema
+    status = json.loads(cairn("status", archive.arch, "--json").stdout)
+    assert status["extents"] > 0 and status["extent_bytes"] > 0, status
+    assert sum(d["extents"] for d in status["disks"]) >= status["extents"], status
+    listing = cairn("disk", "list", archive.arch).stdout
+    assert sum(int(line.split()[-3]) for line in listing.splitlines()[1:]) >= status["extents"], listing
+    image, offset, inode, _, extent_id = extent_headers(archive)[0]
+    disk = sorted(glob.glob(os.path.join(archive.arch, "disks", "*.img"))).index(image)
+    r = cairn("inspect", archive.arch, "--disk", str(disk), "--offset", str(offset))
+    assert f"extent {extent_id} at" in r.stdout and f"inode {inode}" in r.stdout, r.stdout
+    assert catalog_schema(archive) == schema  # read-only: nothing upgraded
+    archive.fsck()
 
 
 def test_recover_with_a_disk_missing_rebuilds_from_the_other_chunks(archive):
