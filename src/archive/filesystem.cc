@@ -583,11 +583,11 @@ Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags) {
   auto handle = std::make_unique<FileHandle>();
   handle->ino = ino;
   handle->writable = writable;
-  // Read-only handles too: another handle may bring segments into the cache later. The
-  // handle keeps no descriptor (reads and writes take the shared one), but a cache file
-  // that cannot be opened fails the open, not a later read.
-  auto file = archive_.cache().Open(ino);
-  if (!file.ok()) {
+  // The handle keeps no descriptor (reads and writes take the shared one), but a cache file
+  // that cannot be opened fails the open, not a later read. A reader of a file with
+  // nothing staged creates no cache file.
+  auto file = writable ? archive_.cache().Open(ino) : archive_.cache().OpenExisting(ino);
+  if (!file.ok() && !file.status().IsNotFound()) {
     data.unlock();
     Release(handle.release());
     return file.status();
@@ -671,13 +671,17 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
         return Status::Corruption(fmt::format("inode {} segment {}: {}", fh->ino, segment->index, st.message()));
       }
       CAIRN_RETURN_IF_ERROR(st);
-    } else {  // never-written bytes read as zeros
+    } else {  // never-written bytes read as zeros, without a cache file too
       if (!file) {
-        auto opened = archive_.cache().Open(fh->ino);
-        if (!opened.ok()) return opened.status();
-        file = std::move(*opened);
+        auto opened = archive_.cache().OpenExisting(fh->ino);
+        if (!opened.ok() && !opened.status().IsNotFound()) return opened.status();
+        file = opened.ok() ? std::move(*opened) : nullptr;
       }
-      CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(file->fd(), position, out));
+      if (file) {
+        CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(file->fd(), position, out));
+      } else {
+        std::fill(out.begin(), out.end(), 0);
+      }
     }
     done += n;
   }
@@ -707,7 +711,8 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
   }
   uint64_t first = offset / segment_size;
   uint64_t last = (offset + src.size() - 1) / segment_size;
-  auto file = archive_.cache().Open(fh->ino);
+  bool pinned = false;  // Release unpins it with the last writable handle
+  auto file = archive_.cache().OpenForWriting(fh->ino, &pinned);
   if (!file.ok()) return file.status();
   CAIRN_RETURN_IF_ERROR(FetchSegments(fh->ino, (*file)->fd(), first, last));
   int64_t now = NowNs();
@@ -739,6 +744,9 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
     }
   }
   CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt((*file)->fd(), offset, src));
+  if (!pinned && ::fdatasync((*file)->fd()) != 0) {  // its descriptor may be gone by the next fsync
+    return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
+  }
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
@@ -753,10 +761,11 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
 }
 
 Status Filesystem::Fsync(FileHandle* fh) {
-  // Any descriptor of the cache file will do: fdatasync writes back the file, not the descriptor.
-  auto file = archive_.cache().Open(fh->ino);
-  if (!file.ok()) return file.status();
-  if (::fdatasync((*file)->fd()) != 0) {
+  // While the file is being written, this is the descriptor the writes went through (pinned,
+  // or Write synced them): it sees their write-back errors. No cache file: nothing staged.
+  auto file = archive_.cache().OpenExisting(fh->ino);
+  if (!file.ok() && !file.status().IsNotFound()) return file.status();
+  if (file.ok() && ::fdatasync((*file)->fd()) != 0) {
     return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
   }
   std::lock_guard lock(archive_.catalog_mutex());
@@ -781,7 +790,10 @@ void Filesystem::Release(FileHandle* fh) {
   live.nopen -= std::min<uint32_t>(1, live.nopen);
   if (handle->writable) {
     live.nwriters -= std::min<uint32_t>(1, live.nwriters);
-    if (live.nwriters == 0) state_.writers_closed.notify_all();
+    if (live.nwriters == 0) {
+      archive_.cache().Unpin(handle->ino);
+      state_.writers_closed.notify_all();
+    }
   }
   if (live.nwriters == 0 && state_.dirty.contains(handle->ino)) {
     state_.persist_queue[handle->ino] = NowNs();  // the persister polls; a wakeup per close costs more

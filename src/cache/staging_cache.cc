@@ -16,12 +16,25 @@ namespace cairn {
 
 std::string StagingCache::PathOf(uint64_t ino) const { return fmt::format("{}/{}", dir_, ino); }
 
+Result<int> StagingCache::OpenFd(uint64_t ino, int flags) const {
+  int fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CLOEXEC | flags, 0600);
+  if (fd >= 0) return fd;
+  if (errno == ENOENT) return Status::NotFound(fmt::format("staging cache: no {}", PathOf(ino)));
+  return Status::FromErrno(fmt::format("staging cache: cannot open {}", PathOf(ino)), errno);
+}
+
 Result<SharedFile> StagingCache::Open(uint64_t ino) const {
-  return open_files_->Get(ino, [&]() -> Result<int> {
-    int fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::FromErrno(fmt::format("staging cache: cannot open {}", PathOf(ino)), errno);
-    return fd;
-  });
+  return open_files_->Get(ino, [&] { return OpenFd(ino, O_CREAT); });
+}
+
+Result<SharedFile> StagingCache::OpenForWriting(uint64_t ino, bool* pinned) const {
+  return open_files_->GetPinned(ino, [&] { return OpenFd(ino, O_CREAT); }, pinned);
+}
+
+void StagingCache::Unpin(uint64_t ino) const { open_files_->Unpin(ino); }
+
+Result<SharedFile> StagingCache::OpenExisting(uint64_t ino) const {
+  return open_files_->Get(ino, [&] { return OpenFd(ino, 0); });
 }
 
 uint64_t StagingCache::Usage(uint64_t ino) const {

@@ -16,14 +16,26 @@ namespace cairn {
 
 class StagingCache {
  public:
-  // At most this many cache files are kept open, whatever users hold open through the mount.
+  // At most this many cache files are kept open, whatever users hold open through the mount,
+  // and at most kMaxPinnedFiles more while they are being written (see OpenForWriting).
   static constexpr size_t kMaxOpenFiles = 512;
+  static constexpr size_t kMaxPinnedFiles = 256;
 
-  explicit StagingCache(std::string dir) : dir_(std::move(dir)), open_files_(std::make_unique<FdCache>(kMaxOpenFiles)) {}
+  explicit StagingCache(std::string dir)
+      : dir_(std::move(dir)), open_files_(std::make_unique<FdCache>(kMaxOpenFiles, kMaxPinnedFiles)) {}
 
   // The cache file of `ino` (created if needed), open for reading and writing; shared, so
   // callers use it with positioned I/O only.
   Result<SharedFile> Open(uint64_t ino) const;
+  // Open, for writes through a file handle: the descriptor stays open until Unpin(ino) (the
+  // last writable handle is released), so the descriptor that wrote is the one Fsync asks
+  // for write-back errors. *pinned false: too many are pinned already, the caller syncs
+  // its write itself.
+  Result<SharedFile> OpenForWriting(uint64_t ino, bool* pinned) const;
+  void Unpin(uint64_t ino) const;
+  // The cache file of `ino` if it exists (NotFound if not): reads and fsync of a file
+  // with nothing staged create nothing.
+  Result<SharedFile> OpenExisting(uint64_t ino) const;
   // Bytes the cache file of `ino` occupies (allocated blocks), 0 if absent.
   uint64_t Usage(uint64_t ino) const;
   Status Remove(uint64_t ino) const;
@@ -45,6 +57,8 @@ class StagingCache {
 
  private:
   std::string PathOf(uint64_t ino) const;
+  // Opens the cache file of `ino` read-write with `flags` added.
+  Result<int> OpenFd(uint64_t ino, int flags) const;
   std::string dir_;
   std::unique_ptr<FdCache> open_files_;
 };

@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 
+#include <fmt/format.h>
+
 #include "archive/archive.h"
 #include "archive/filesystem.h"
 #include "archive/fsck.h"
@@ -393,4 +395,49 @@ TEST_CASE("Filesystem: create and chmod refuse when the catalog cannot read the 
   CHECK_FALSE(changed.ok());
   CHECK(f.fs->Lookup(dir->ino, "f").status().sys_errno() == ENOENT);
   CHECK((f.fs->GetAttr(dir->ino)->mode & 07777) == 0755);
+}
+
+TEST_CASE("Filesystem: the cache descriptor a file is written through stays open until its last writer closes") {
+  Fixture f;
+  InodeRecord attr;
+  auto fh = f.fs->Create(kRootInode, "written", 0644, O_RDWR, Caller{}, &attr);
+  REQUIRE(fh.ok());
+  auto data = test::RandomBytes(5000, 31);
+  REQUIRE(*f.fs->Write(*fh, 0, data) == data.size());
+  std::weak_ptr<const OpenFile> wrote = *f.archive->cache().Open(attr.ino);
+  // Other files' descriptors push every unpinned one out of the cache.
+  auto churn = [&](const std::string& prefix) {
+    for (size_t i = 0; i < StagingCache::kMaxOpenFiles + 10; i++) {
+      InodeRecord other;
+      auto h = f.fs->Create(kRootInode, prefix + std::to_string(i), 0644, O_RDWR, Caller{}, &other);
+      REQUIRE(h.ok());
+      f.fs->Release(*h);
+    }
+  };
+  churn("a");
+  CHECK_FALSE(wrote.expired());
+  CHECK(*f.archive->cache().Open(attr.ino) == wrote.lock());
+  REQUIRE(f.fs->Fsync(*fh).ok());
+  f.fs->Release(*fh);
+  churn("b");
+  CHECK(wrote.expired());  // unpinned with its last writer
+  CHECK(f.ReadFile(attr.ino, data.size()) == data);
+}
+
+TEST_CASE("Filesystem: reading and fsyncing a file with nothing staged creates no cache file") {
+  Fixture f;
+  auto data = test::RandomBytes(3 * kSegment, 32);
+  uint64_t ino = f.WriteFile("persisted", data);
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());
+  std::string cache_file = fmt::format("{}/cache/{}", f.dir, ino);
+  REQUIRE_FALSE(std::filesystem::exists(cache_file));
+  auto fh = f.fs->Open(ino, O_RDONLY);
+  REQUIRE(fh.ok());
+  std::vector<uint8_t> back(data.size());
+  REQUIRE(*f.fs->Read(*fh, 0, back) == data.size());
+  CHECK(back == data);
+  REQUIRE(f.fs->Fsync(*fh).ok());
+  f.fs->Release(*fh);
+  CHECK_FALSE(std::filesystem::exists(cache_file));
 }

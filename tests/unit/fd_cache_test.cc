@@ -97,3 +97,39 @@ TEST_CASE("FdCache: a failed open is reported and not cached") {
   CHECK(failed.status().message().find("no such file") != std::string::npos);
   CHECK(cache.size() == 0);
 }
+
+TEST_CASE("FdCache: a pinned descriptor stays cached past the capacity until unpinned") {
+  FdCache cache(1, 1);
+  Opener opener;
+  bool pinned = false;
+  auto written = cache.GetPinned(1, opener.fn(), &pinned);
+  REQUIRE(written.ok());
+  CHECK(pinned);
+  std::weak_ptr<const OpenFile> weak = *written;
+  written = Status::NotFound("dropped by its holder");
+  for (uint64_t ino = 2; ino < 10; ino++) REQUIRE(cache.Get(ino, opener.fn()).ok());
+  CHECK(cache.size() == 2);  // the pinned one and the last
+  CHECK_FALSE(weak.expired());
+  auto again = cache.Get(1, opener.fn());
+  REQUIRE(again.ok());
+  CHECK(*again == weak.lock());
+  CHECK(opener.opens == 9);
+  again = Status::NotFound("dropped");
+
+  // Only max_pinned of them: the caller is told to sync its writes itself.
+  auto second = cache.GetPinned(2, opener.fn(), &pinned);
+  REQUIRE(second.ok());
+  CHECK_FALSE(pinned);
+  CHECK(cache.pinned() == 1);
+
+  cache.Unpin(1);
+  CHECK(cache.pinned() == 0);
+  CHECK(cache.size() == 1);  // back under the LRU rule, as the most recently used
+  CHECK_FALSE(weak.expired());
+  REQUIRE(cache.Get(5, opener.fn()).ok());
+  CHECK(weak.expired());
+  REQUIRE(cache.GetPinned(3, opener.fn(), &pinned).ok());
+  CHECK(pinned);
+  cache.Forget(3);
+  CHECK(cache.pinned() == 0);
+}
