@@ -94,6 +94,12 @@ def pytest_collection_modifyitems(config, items):
 # processes
 # ---------------------------------------------------------------------------------------
 
+def interruptible():
+    """preexec_fn for a command the test stops with Ctrl-C (SIGINT): SIGINT at its default, as in
+    a terminal, even when the test suite itself runs as a background job that ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run(cmd, *, check=True, timeout=TIMEOUT, input=None, cwd=None, env=None):
     """Runs cmd (list), captures text output. check=True asserts exit 0 with a useful message."""
     try:

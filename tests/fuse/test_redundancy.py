@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import CAIRN, MiB, cairn, random_bytes, read_file, sha256, write_file
+from conftest import CAIRN, MiB, cairn, interruptible, random_bytes, read_file, sha256, write_file
 
 
 def getx(path, key):
@@ -392,10 +392,8 @@ def test_an_interrupted_online_rebuild_stops_at_once_and_continues_later(archive
     archive.umount()
     cairn("disk", "replace", archive.arch, "2", os.path.join(archive.base, "new-disk-2.img"))
     archive.mount()
-    # Throttled so that the next batch is due long after the first ends (13 s), however slow
-    # the first batch was: the stop must come from noticing the client left, not from a batch.
-    client = subprocess.Popen([CAIRN, "rebuild", archive.mnt, "--progress", "--rate", "5M"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = subprocess.Popen([CAIRN, "rebuild", archive.mnt, "--progress", "--rate", "20M"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     try:
         first = client.stderr.readline()  # after the first batch of 64 MiB
         assert first.startswith("rebuild: "), first
@@ -406,7 +404,7 @@ def test_an_interrupted_online_rebuild_stops_at_once_and_continues_later(archive
             client.kill()
             client.wait()
     log = os.path.join(archive.arch, "cairn.log")
-    deadline = time.monotonic() + 2  # throttled, the next batch would be due in 13 s: it notices at once
+    deadline = time.monotonic() + 2  # throttled, the next batch would be due in 3 s: it notices at once
     while "(stopped early)" not in open(log).read():
         assert time.monotonic() < deadline, "the daemon went on rebuilding after the client left"
         time.sleep(0.1)
