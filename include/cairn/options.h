@@ -10,6 +10,9 @@
 
 namespace cairn {
 
+// An archive has at most this many disks (mkfs --disks; disk numbers in cairn.conf).
+constexpr uint32_t kMaxDisks = 4096;
+
 struct ArchiveOptions {
   // --- Parameters that affect behaviour
 

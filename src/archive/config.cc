@@ -75,6 +75,10 @@ Result<std::vector<uint32_t>> ParseDiskList(const std::string& key, const std::s
     if (*last < *first) {
       return Status::InvalidArgument(fmt::format("{} = {:?}: range {:?} runs backwards", key, value, item));
     }
+    if (*last >= kMaxDisks) {
+      return Status::InvalidArgument(
+          fmt::format("{} = {:?}: disk {} is past the last an archive can have ({})", key, value, *last, kMaxDisks - 1));
+    }
     for (uint64_t d = *first; d <= *last; d++) {
       if (std::find(disks.begin(), disks.end(), d) != disks.end()) {
         return Status::InvalidArgument(fmt::format("{} = {:?} lists disk {} twice", key, value, d));

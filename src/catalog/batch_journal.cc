@@ -27,7 +27,7 @@ bool ReadVarint(std::string_view& in, uint64_t* v) {
 }  // namespace
 
 void BatchJournal::Record(Statement* statement, sqlite3_stmt* stmt, std::string values) {
-  if (sqlite3_stmt_readonly(stmt) || sqlite3_get_autocommit(sqlite3_db_handle(stmt))) return;
+  if (sqlite3_get_autocommit(sqlite3_db_handle(stmt))) return;  // not inside a batch
   (in_operation_ ? operation_ : batch_).push_back({statement, std::move(values)});
 }
 

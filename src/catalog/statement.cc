@@ -1,5 +1,7 @@
 #include "catalog/statement.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "catalog/batch_journal.h"
@@ -13,6 +15,8 @@ Statement::Statement(sqlite3* db, std::string_view sql, BatchJournal* journal) :
     status_ = Status::IOError(fmt::format("catalog: cannot prepare '{}': {}", sql, sqlite3_errmsg(db)));
     stmt_ = nullptr;
   }
+  // A statement that changes nothing has nothing to replay: its binds are not recorded.
+  if (stmt_ && sqlite3_stmt_readonly(stmt_)) journal_ = nullptr;
 }
 
 Statement::~Statement() { sqlite3_finalize(stmt_); }
@@ -59,33 +63,35 @@ bool Statement::Step() {
   return false;
 }
 
-Status Statement::Run() {
+Status Statement::Execute() {
   while (Step()) {
   }
-  Status result = status_;
-  if (result.ok() && journal_) journal_->Record(this, stmt_, std::move(bound_));
   if (stmt_) sqlite3_reset(stmt_);
+  return status_;
+}
+
+Status Statement::Run() {
+  Status result = Execute();
+  if (result.ok() && journal_) journal_->Record(this, stmt_, std::move(bound_));
   return result;
 }
 
 Status Statement::Replay(std::string_view values) {
   Reset();
   if (!stmt_) return status_;
+  BatchJournal* journal = std::exchange(journal_, nullptr);  // the values are recorded already
   int index = 1;
-  CAIRN_RETURN_IF_ERROR(BatchJournal::ForEachValue(values, [&](const BatchJournal::Value& v) {
+  Status bound = BatchJournal::ForEachValue(values, [&](const BatchJournal::Value& v) {
     switch (v.kind) {
       case BatchJournal::Value::Kind::kInt: BindInt(index++, v.integer); break;
       case BatchJournal::Value::Kind::kBlob: BindBlob(index++, v.blob); break;
       case BatchJournal::Value::Kind::kNull: BindNull(index++); break;
     }
     return status_;
-  }));
-  while (Step()) {
-  }
-  Status result = status_;
-  sqlite3_reset(stmt_);
-  bound_.clear();
-  return result;
+  });
+  journal_ = journal;
+  CAIRN_RETURN_IF_ERROR(bound);
+  return Execute();
 }
 
 std::string Statement::Text(int column) const {

@@ -53,6 +53,8 @@ class Statement {
 
  private:
   void Reset();
+  // Steps to the end and resets; returns the statement's status.
+  Status Execute();
   // The three kinds of value the catalog binds; strings and byte vectors are blobs (an
   // empty one is an empty value, not NULL).
   void BindInt(int index, int64_t v);

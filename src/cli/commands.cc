@@ -47,7 +47,9 @@ int CmdMkfs(const Args& args) {
       if (!v) return Fail(2, usage);
       char* end = nullptr;
       long n = std::strtol(v->c_str(), &end, 10);
-      if (*end != '\0' || n < 1 || n > 4096) return Fail(2, fmt::format("--disks {}: expected 1..4096", *v));
+      if (*end != '\0' || n < 1 || n > kMaxDisks) {
+        return Fail(2, fmt::format("--disks {}: expected 1..{}", *v, kMaxDisks));
+      }
       mkfs.disk_count = static_cast<uint32_t>(n);
       have_disks = true;
     } else if (a == "--disk-size" || a == "--segment-size" || a == "--cache-size" || a == "--pack-threshold") {

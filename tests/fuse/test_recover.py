@@ -357,6 +357,32 @@ def test_recover_brings_back_zeros_written_over_data_and_files_of_zeros(archive)
             assert os.pread(f.fileno(), 8192, at) == bytes(8192), f"sparse file: bytes at {at} are not zeros"
 
 
+def start_paused_recover(archive, *args):
+    """Starts `cairn recover` with CAIRN_TEST_RECOVER_PAUSE and returns (process, the FIFO's
+    write end) once it is paused between making the new catalog and opening the archive;
+    closing the write end lets it go on."""
+    fifo = archive.s("pause")
+    os.mkfifo(fifo)
+    env = dict(os.environ, CAIRN_TEST_RECOVER_PAUSE=fifo)
+    proc = subprocess.Popen([CAIRN, "recover", archive.arch, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    # Opening the FIFO for writing succeeds once recover has opened it to read: it is paused.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return proc, os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                proc.kill()
+                proc.communicate()
+                raise
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"recover did not reach its pause in 60 s: {out}{err}")
+        time.sleep(0.01)
+
+
 def test_recover_holds_the_archive_lock_until_the_catalog_is_rebuilt(archive):
     """No daemon can open the archive between recover setting the old catalog aside and
     rebuilding it: recover is paused there (CAIRN_TEST_RECOVER_PAUSE) while the test tries
@@ -365,24 +391,8 @@ def test_recover_holds_the_archive_lock_until_the_catalog_is_rebuilt(archive):
     write_file(archive.m("kept"), data)
     archive.persist()
     lose_catalog(archive)
-    fifo = archive.s("pause")
-    os.mkfifo(fifo)
-    env = dict(os.environ, CAIRN_TEST_RECOVER_PAUSE=fifo)
-    proc = subprocess.Popen([CAIRN, "recover", archive.arch], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    writer = None
+    proc, writer = start_paused_recover(archive)
     try:
-        # Opening the FIFO for writing succeeds once recover has opened it to read: it is paused.
-        deadline = time.monotonic() + 60
-        while writer is None:
-            try:
-                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError as e:
-                if e.errno != errno.ENXIO:
-                    raise
-                assert proc.poll() is None, f"recover ended before its pause: {proc.communicate()}"
-                assert time.monotonic() < deadline, "recover did not reach its pause in 60 s"
-                time.sleep(0.01)
         assert os.path.exists(os.path.join(archive.arch, "catalog.db")), "paused before the new catalog was made"
         with open(os.path.join(archive.arch, "lock")) as lock:
             try:
@@ -394,10 +404,29 @@ def test_recover_holds_the_archive_lock_until_the_catalog_is_rebuilt(archive):
         r = cairn("mount", archive.arch, archive.mnt, "--wait", "0", check=False, timeout=60)
         assert r.returncode != 0 and "in use" in r.stderr, f"mounted a half-made archive: {r.stdout}{r.stderr}"
     finally:
-        if writer is not None:
-            os.close(writer)  # recover goes on
+        os.close(writer)  # recover goes on
         out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, out + err
+    archive.fsck()
+    archive.mount()
+    assert_file_equals(archive.m("kept"), data)
+
+
+def test_a_recover_that_did_not_finish_leaves_a_catalog_nothing_else_opens(archive):
+    """Recover killed after making its new, still empty catalog: a mount would take every
+    chunk on the disks for free space and write over them. It is refused, naming the cause,
+    and recover run again brings every file back."""
+    data = random_bytes(300 * KiB, 32)
+    write_file(archive.m("kept"), data)
+    archive.persist()
+    lose_catalog(archive)
+    proc, writer = start_paused_recover(archive)
+    proc.kill()
+    proc.communicate()
+    os.close(writer)
+    r = cairn("mount", archive.arch, archive.mnt, "--wait", "0", check=False, timeout=60)
+    assert r.returncode != 0 and "did not finish" in r.stderr, f"mounted a half-made catalog: {r.stdout}{r.stderr}"
+    recover(archive, "--force")
     archive.fsck()
     archive.mount()
     assert_file_equals(archive.m("kept"), data)

@@ -135,6 +135,8 @@ TEST_CASE("Config: a bad disk group is refused, naming the problem") {
   CHECK(message("group.g.disks = 0,x\n") == "cairn.conf:5: \"group.g.disks\" = \"x\" is not a whole number");
   CHECK(message("group.g.disks = 2-1\n") == "cairn.conf:5: group.g.disks = \"2-1\": range \"2-1\" runs backwards");
   CHECK(message("group.g.disks = 0,1,0-2\n") == "cairn.conf:5: group.g.disks = \"0,1,0-2\" lists disk 0 twice");
+  CHECK(message("group.g.disks = 0-4294967295\n") ==
+        "cairn.conf:5: group.g.disks = \"0-4294967295\": disk 4294967295 is past the last an archive can have (4095)");
   CHECK(message("group.g.disks =\n") == "cairn.conf:5: group.g.disks needs at least one disk (e.g. 0,1,4-7)");
   CHECK(message("group.g.type = pool\ngroup.h.disks = 0-2\n") ==
         "cairn.conf: group g has no disks (add group.g.disks = 0,1,...)");
