@@ -218,6 +218,15 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
   }
   auto catalog = Catalog::Open(catalog_path, open.read_only);
   if (!catalog.ok()) return catalog.status();
+  if (!held) {  // recover hands its lock over; anyone else must not take its half-made catalog
+    auto unfinished = (*catalog)->GetMeta(kRecoverUnfinishedMeta);
+    if (!unfinished.ok() && !unfinished.status().IsNotFound()) return unfinished.status();
+    if (unfinished.ok() && !unfinished->empty()) {
+      return Status::Busy(fmt::format("{} is from a `cairn recover` that did not finish: run `cairn recover --force "
+                                      "{}` again (the catalog it replaced is kept as catalog.db.bak-TIME)",
+                                      catalog_path, dir));
+    }
+  }
   archive->catalog_ = std::move(*catalog);
   Archive* a = archive.get();
   archive->catalog_->SetListener(Catalog::Listener{
@@ -295,7 +304,12 @@ Status Archive::LoadRules() {
 }
 
 Archive::~Archive() {
-  if (catalog_) FlushCatalog(false);
+  if (catalog_) {
+    // Daemons and tools commit (durably) before they close: this only catches what an error
+    // path left behind, so a crash of the process cannot lose it.
+    Status st = catalog_->Flush();
+    if (!st.ok()) LogError("catalog: the last commit failed: {}", st.message());
+  }
   catalog_.reset();
   groups_.clear();
   stores_.clear();
@@ -487,18 +501,32 @@ Status Archive::WriteChunkAt(const ChunkPlacement& chunk, const ExtentHeader& he
   return stores_[chunk.disk]->Write(chunk.locator(), header, bytes);
 }
 
-Status Archive::FlushCatalog(bool durable) {
-  CAIRN_RETURN_IF_ERROR(catalog_->Flush(durable));
-  if (!durable) return Status::OK();  // a power loss could still undo the deletions
-  for (uint64_t ino : cache_removals_) cache_.Remove(ino);
+Status Archive::Commit(SyncWhen when, PendingSync* pending) {
+  CAIRN_RETURN_IF_ERROR(catalog_->Flush());
+  bool waiting = !freed_.empty() || !cache_removals_.empty();
+  if (when == SyncWhen::kNever || (when == SyncWhen::kIfWaiting && !waiting)) return Status::OK();
+  pending->sequence = catalog_->commit_sequence();
+  pending->freed.insert(pending->freed.end(), freed_.begin(), freed_.end());
+  pending->cache_removals.insert(pending->cache_removals.end(), cache_removals_.begin(), cache_removals_.end());
+  freed_.clear();
   cache_removals_.clear();
   return Status::OK();
 }
 
-Status Archive::ReleaseFreedSpace() {
-  if (freed_.empty()) return Status::OK();
-  CAIRN_RETURN_IF_ERROR(FlushCatalog(true));
-  for (const ExtentRecord& extent : freed_) {
+Status Archive::MakeDurable(PendingSync pending) {
+  if (pending.sequence == 0) return Status::OK();
+  Status synced = catalog_->SyncThrough(pending.sequence);
+  if (!synced.ok()) {
+    // A power loss could still undo the deletions: their space and cache files stay.
+    LogError("{}; {} extent(s) keep their space until the next mount", synced.message(), pending.freed.size());
+    return synced;
+  }
+  for (uint64_t ino : pending.cache_removals) {
+    Status st = cache_.Remove(ino);
+    if (!st.ok()) LogError("staging cache: {}", st.message());
+  }
+  std::unique_lock space(space_mutex_);  // no rewrite of a chunk in this space is under way
+  for (const ExtentRecord& extent : pending.freed) {
     for (const ChunkPlacement& chunk : extent.chunks) {
       Status st = stores_[chunk.disk]->Free(chunk.locator());
       // A refusal (double free) keeps the space out of use; it is free again after the next
@@ -506,8 +534,16 @@ Status Archive::ReleaseFreedSpace() {
       if (!st.ok()) LogWarning("{}: {}", stores_[chunk.disk]->name(), st.message());
     }
   }
-  freed_.clear();
   return Status::OK();
+}
+
+Status Archive::CommitDurably() {
+  PendingSync pending;
+  {
+    std::lock_guard lock(catalog_mutex_);
+    CAIRN_RETURN_IF_ERROR(Commit(SyncWhen::kAlways, &pending));
+  }
+  return MakeDurable(std::move(pending));
 }
 
 Status Archive::UnrefExtent(uint64_t extent_id) {
@@ -568,11 +604,15 @@ Result<bool> Archive::RewriteChunk(const ExtentRecord& extent, size_t index, Ext
                                    std::span<const uint8_t> bytes) {
   const ChunkPlacement& chunk = extent.chunks[index];
   if (IsOut(chunk.disk)) return false;  // cairn rebuild moves it
-  // Under the catalog mutex the chunk's space cannot be freed and handed out meanwhile.
-  std::lock_guard lock(catalog_mutex_);
-  auto current = catalog_->GetExtent(extent.id);
-  if (!current.ok() && !current.status().IsNotFound()) return current.status();
-  if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return false;
+  // While shared, no space is freed: a chunk the catalog still has there stays its own
+  // until the write is done, and metadata operations go on meanwhile.
+  std::shared_lock space(space_mutex_);
+  {
+    std::lock_guard lock(catalog_mutex_);
+    auto current = catalog_->GetExtent(extent.id);
+    if (!current.ok() && !current.status().IsNotFound()) return current.status();
+    if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return false;
+  }
   CAIRN_RETURN_IF_ERROR(WriteChunkAt(chunk, HeaderForChunk(header, index, chunk, bytes.size()), bytes));
   return true;
 }

@@ -10,6 +10,7 @@
 #include <set>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,10 @@ struct ExtentEncoding {
   uint32_t members_length = 0;  // the member table ending the logical payload (backend/member_table.h)
   std::string group;            // the disk group its chunks go to (WritePlan::group), "" for the first
 };
+
+// Catalog meta key set while `cairn recover` rebuilds the catalog: until it is cleared only
+// recover opens the archive (its still empty catalog would make every chunk look free).
+constexpr const char* kRecoverUnfinishedMeta = "recover_unfinished";
 
 class Archive {
  public:
@@ -140,27 +145,42 @@ class Archive {
   // writes anything). Corruption when it overlaps another.
   Status MarkChunkUsed(const ChunkPlacement& chunk) { return stores_[chunk.disk]->MarkUsed(chunk.locator()); }
   // Queues the space of an extent whose deletion is in the current transaction; it is
-  // reused only after ReleaseFreedSpace() made that deletion durable, so a power loss can
-  // never roll the catalog back to an extent whose blocks were overwritten.
+  // reused only after a commit that made that deletion durable (Commit + MakeDurable), so a
+  // power loss can never roll the catalog back to an extent whose blocks were overwritten.
   // REQUIRES: catalog_mutex held.
   void FreeAfterDurableCommit(const ExtentRecord& extent) {
     (catalog_->in_operation() ? op_freed_ : freed_).push_back(extent);
   }
-  // Commits the catalog's batch (durable: fsync it too); a durable flush then removes the
-  // staging cache files of the inodes deleted so far. REQUIRES: catalog_mutex held.
-  Status FlushCatalog(bool durable);
   // Removes the cache file of a deleted inode once its deletion is durable, so neither a
   // crash nor a power loss before that can leave a live inode without its unpersisted data.
   // REQUIRES: catalog_mutex held.
   void RemoveCacheAfterFlush(uint64_t ino) {
     (catalog_->in_operation() ? op_cache_removals_ : cache_removals_).push_back(ino);
   }
-  // Whether cache files of deleted inodes wait for a durable flush. REQUIRES: catalog_mutex held.
-  bool has_cache_removals() const { return !cache_removals_.empty(); }
-  // Syncs the catalog to stable storage, then releases and discards the queued space.
-  // REQUIRES: catalog_mutex held, no open transaction.
-  Status ReleaseFreedSpace();
-  bool has_freed_space() const { return !freed_.empty(); }  // REQUIRES: catalog_mutex held
+
+  // When a commit of the catalog's batch is also made durable (survives a power loss).
+  enum class SyncWhen {
+    kNever,      // a crash of the daemon cannot undo it; queued frees and removals wait
+    kIfWaiting,  // when space or cache files wait for a durable commit
+    kAlways,     // fsync, persist: what the user was told is durable
+  };
+  // What a commit leaves to do once it is on stable storage: the WAL sync, then the space
+  // and cache files its deletions released.
+  struct PendingSync {
+    uint64_t sequence = 0;  // the catalog commit to sync through; 0: nothing to do
+    std::vector<ExtentRecord> freed;
+    std::vector<uint64_t> cache_removals;
+  };
+  // Commits the batch of metadata changes and, as `when` asks, hands what must follow a
+  // sync to *pending, for MakeDurable once the mutex is dropped: no metadata operation
+  // waits for an fsync or a discard. REQUIRES: catalog_mutex held, no open operation.
+  Status Commit(SyncWhen when, PendingSync* pending);
+  // Syncs the catalog through `pending`'s commit, then releases its space (discarding it)
+  // and removes its cache files. When the sync fails they stay as they are (the space is
+  // free again after the next mount). REQUIRES: catalog_mutex NOT held.
+  Status MakeDurable(PendingSync pending);
+  // Commit + MakeDurable, for callers that hold nothing (takes the catalog mutex).
+  Status CommitDurably();
   // Drops one segment's reference to an extent, deleting the extent (and queueing its
   // space with FreeAfterDurableCommit) when none is left.
   // REQUIRES: catalog_mutex held, inside a catalog transaction.
@@ -244,6 +264,10 @@ class Archive {
   std::vector<uint64_t> cache_removals_;
   std::vector<ExtentRecord> op_freed_;
   std::vector<uint64_t> op_cache_removals_;
+  // Shared while a chunk is rewritten in place after the catalog said it is still there;
+  // exclusive while committed-free space is handed back. Never taken with catalog_mutex_
+  // held, so a rewrite waits on a disk without blocking metadata.
+  std::shared_mutex space_mutex_;
 };
 
 // The header of chunk `index` (`length` bytes, placed as `chunk` says), made from the header

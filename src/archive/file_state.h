@@ -4,6 +4,12 @@
 // except data_lock(), which serializes data movement of one file (exclusive: write,
 // fetch, persist snapshot, truncate, evict; shared: read) and is taken BEFORE
 // catalog_mutex.
+//
+// Lock order: Persister::batch_mutex, data locks (in stripe order), Archive's space mutex,
+// catalog_mutex. The catalog mutex is what every metadata operation needs: nothing reads,
+// writes, syncs or discards a disk, fsyncs the catalog's WAL or the staging cache, or
+// waits for a client while holding it (prepare outside, commit inside; durable commits
+// sync after letting go, Archive::MakeDurable). Data locks may be held across disk I/O.
 #pragma once
 
 #include <array>

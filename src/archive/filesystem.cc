@@ -18,6 +18,7 @@
 #include "archive/posix_acl.h"
 #include "archive/xattr_namespace.h"
 #include "catalog/record_checks.h"
+#include "catalog/tree_walk.h"
 #include "policy/resolver.h"
 #include "policy/vocabulary.h"
 #include "util/clock.h"
@@ -35,6 +36,15 @@ Result<InodeRecord> GetDir(Catalog& catalog, uint64_t ino) {
   if (!IsDir(*dir)) return Status::Posix(ENOTDIR, fmt::format("inode {} is not a directory", ino));
   return dir;
 }
+
+// A missing inode is ENOENT; a failing query stays the error it is (EIO), never "no such file".
+Result<InodeRecord> GetInodeOrENOENT(Catalog& catalog, uint64_t ino) {
+  auto inode = catalog.GetInode(ino);
+  if (!inode.ok() && inode.status().IsNotFound()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  return inode;
+}
+
+constexpr size_t kWalkStep = 256;  // inodes an admin walk looks at per hold of the catalog mutex
 
 Result<uint64_t> LookupOrENOENT(Catalog& catalog, uint64_t parent, const std::string& name) {
   auto ino = catalog.Lookup(parent, name);
@@ -90,6 +100,7 @@ Status Filesystem::CheckName(const std::string& name) const {
 
 Status Filesystem::Recover() {
   std::vector<std::pair<int64_t, std::pair<uint64_t, uint64_t>>> cached;  // mtime -> (ino, bytes)
+  Archive::PendingSync pending;
   {
     std::lock_guard lock(archive_.catalog_mutex());
     Catalog& catalog = archive_.catalog();
@@ -135,10 +146,10 @@ Status Filesystem::Recover() {
     CAIRN_RETURN_IF_ERROR(lookup);
     std::sort(cached.begin(), cached.end());
     for (const auto& [mtime, entry] : cached) state_.TouchCached(entry.first, entry.second);
-    CAIRN_RETURN_IF_ERROR(archive_.ReleaseFreedSpace());
+    CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
     if (!state_.dirty.empty()) LogInfo("{} file(s) left dirty by the last run will be persisted", state_.dirty.size());
   }
-  return Status::OK();
+  return archive_.MakeDurable(std::move(pending));
 }
 
 Status Filesystem::StartBackground() {
@@ -154,11 +165,8 @@ Status Filesystem::StartBackground() {
 Status Filesystem::Stop() {
   reconciler_.Stop();
   Status st = persister_.Stop();
-  std::lock_guard lock(archive_.catalog_mutex());
-  Status release = archive_.ReleaseFreedSpace();
-  Status flush = archive_.FlushCatalog(true);
-  if (!st.ok()) return st;
-  return release.ok() ? flush : release;
+  Status durable = archive_.CommitDurably();
+  return st.ok() ? durable : st;
 }
 
 Result<InodeRecord> Filesystem::Lookup(uint64_t parent, const std::string& name) {
@@ -199,9 +207,7 @@ void Filesystem::Forget(uint64_t ino, uint64_t count) {
 
 Result<InodeRecord> Filesystem::GetAttr(uint64_t ino) {
   std::lock_guard lock(archive_.catalog_mutex());
-  auto inode = archive_.catalog().GetInode(ino);
-  if (!inode.ok() && inode.status().IsNotFound()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
-  return inode;
+  return GetInodeOrENOENT(archive_.catalog(), ino);
 }
 
 Status Filesystem::MaybeDelete(uint64_t ino) {
@@ -305,8 +311,8 @@ Result<InodeRecord> Filesystem::Link(uint64_t ino, uint64_t new_parent, const st
   Catalog& catalog = archive_.catalog();
   InodeRecord inode;
   Status st = InTransaction(catalog, [&]() -> Status {
-    auto record = catalog.GetInode(ino);
-    if (!record.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    auto record = GetInodeOrENOENT(catalog, ino);
+    if (!record.ok()) return record.status();
     inode = *record;
     if (IsDir(inode)) return Status::Posix(EPERM, "hard links to directories are not allowed");
     auto dir = GetDir(catalog, new_parent);
@@ -454,8 +460,8 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
     bool need_fetch = false;
     {
       std::lock_guard lock(archive_.catalog_mutex());
-      auto inode = archive_.catalog().GetInode(ino);
-      if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+      auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
+      if (!inode.ok()) return inode.status();
       if (IsDir(*inode)) return Status::Posix(EISDIR, "cannot truncate a directory");
       if (!S_ISREG(inode->mode)) return Status::Posix(EINVAL, "cannot truncate a special file");
       CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
@@ -472,15 +478,15 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       CAIRN_RETURN_IF_ERROR(FetchSegments(ino, (*file)->fd(), boundary, boundary));
     }
   }
-  std::lock_guard lock(archive_.catalog_mutex());
+  std::unique_lock lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   InodeRecord inode;
   bool queue = false;
   bool truncate_cache = false;
   uint64_t old_size_for_cache = 0;
   Status st = InTransaction(catalog, [&]() -> Status {
-    auto record = catalog.GetInode(ino);
-    if (!record.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    auto record = GetInodeOrENOENT(catalog, ino);
+    if (!record.ok()) return record.status();
     inode = *record;
     int64_t now = NowNs();
     if (request.mode) {
@@ -530,16 +536,6 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
     return catalog.UpdateInode(inode);
   });
   if (!st.ok()) return st;
-  if (truncate_cache) {
-    // The new size is committed before the cache copy shrinks (data lock held throughout),
-    // durably: a power loss must not bring back the old size over a copy already cut, whose
-    // cut bytes may have been the only copy of fsync'd data.
-    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(/*durable=*/inode.size < old_size_for_cache));
-    // Growing: cut first, so bytes a failed or crashed write left past the old end read
-    // as zeros, as POSIX wants for the extension.
-    if (old_size_for_cache < inode.size) CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, old_size_for_cache));
-    CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, inode.size));
-  }
   if (queue) {
     auto live = state_.live.find(ino);
     bool writing = live != state_.live.end() && live->second.nwriters > 0;
@@ -547,13 +543,26 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       state_.persist_queue[ino] = NowNs();
     }
   }
+  if (!truncate_cache) return inode;
+  // The new size is committed before the cache copy shrinks (the data lock, not the
+  // catalog's, is held throughout), durably: a power loss must not bring back the old size
+  // over a copy already cut, whose cut bytes may have been the only copy of fsync'd data.
+  Archive::PendingSync pending;
+  auto when = inode.size < old_size_for_cache ? Archive::SyncWhen::kAlways : Archive::SyncWhen::kNever;
+  CAIRN_RETURN_IF_ERROR(archive_.Commit(when, &pending));
+  lock.unlock();
+  CAIRN_RETURN_IF_ERROR(archive_.MakeDurable(std::move(pending)));
+  // Growing: cut first, so bytes a failed or crashed write left past the old end read
+  // as zeros, as POSIX wants for the extension.
+  if (old_size_for_cache < inode.size) CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, old_size_for_cache));
+  CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, inode.size));
   return inode;
 }
 
 Result<std::string> Filesystem::ReadLink(uint64_t ino) {
   std::lock_guard lock(archive_.catalog_mutex());
-  auto inode = archive_.catalog().GetInode(ino);
-  if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
+  if (!inode.ok()) return inode.status();
   if (!S_ISLNK(inode->mode)) return Status::Posix(EINVAL, "not a symlink");
   return inode->symlink;
 }
@@ -565,8 +574,8 @@ Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags) {
   std::shared_lock data(state_.data_lock(ino));
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    auto inode = archive_.catalog().GetInode(ino);
-    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
+    if (!inode.ok()) return inode.status();
     if (IsDir(*inode) && writable) return Status::Posix(EISDIR, "directory opened for writing");
     if (S_ISREG(inode->mode) && inode->segment_size != 0) {
       // A damaged segment map would read as zeros where data is (or loop by a damaged size).
@@ -616,8 +625,8 @@ Status Filesystem::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t 
       auto found = archive_.catalog().GetSegment(ino, index);
       if (!found.ok()) return found.status();
       segment = std::move(*found);
-      auto inode = archive_.catalog().GetInode(ino);
-      if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+      auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
+      if (!inode.ok()) return inode.status();
       if (segment) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segment, *inode));
       segment_size = SegmentSizeOf(*inode);
     }
@@ -645,8 +654,8 @@ Result<size_t> Filesystem::Read(FileHandle* fh, uint64_t offset, std::span<uint8
   std::vector<std::optional<SegmentRecord>> segments;
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    auto inode = archive_.catalog().GetInode(fh->ino);
-    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
+    if (!inode.ok()) return inode.status();
     CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
     if (offset >= inode->size || dst.empty()) return size_t{0};
     length = std::min<uint64_t>(dst.size(), inode->size - offset);
@@ -698,8 +707,8 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
   uint64_t segment_size;
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    auto inode = archive_.catalog().GetInode(fh->ino);
-    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
+    if (!inode.ok()) return inode.status();
     CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
     segment_size = SegmentSizeOf(*inode);
     uint64_t needed = state_.dirty_bytes + src.size();
@@ -718,8 +727,8 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
   int64_t now = NowNs();
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    auto inode = archive_.catalog().GetInode(fh->ino);
-    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
+    if (!inode.ok()) return inode.status();
     // Mark the segments dirty in memory before the cache changes, with the segment size
     // the file has now (a persist may have fixed it since we looked): a commit of the
     // persister in between then keeps the file dirty.
@@ -740,7 +749,7 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
     if (inode->segment_size != 0 && !inode->dirty) {
       inode->dirty = true;
       CAIRN_RETURN_IF_ERROR(archive_.catalog().UpdateInode(*inode));
-      CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(false));
+      CAIRN_RETURN_IF_ERROR(archive_.catalog().Flush());
     }
   }
   CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt((*file)->fd(), offset, src));
@@ -750,8 +759,8 @@ Result<size_t> Filesystem::Write(FileHandle* fh, uint64_t offset, std::span<cons
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
-    auto inode = catalog.GetInode(fh->ino);
-    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", fh->ino));
+    auto inode = GetInodeOrENOENT(catalog, fh->ino);
+    if (!inode.ok()) return inode.status();
     inode->size = std::max<uint64_t>(inode->size, offset + src.size());
     inode->mtime_ns = inode->ctime_ns = now;
     inode->dirty = true;
@@ -768,22 +777,22 @@ Status Filesystem::Fsync(FileHandle* fh) {
   if (file.ok() && ::fdatasync((*file)->fd()) != 0) {
     return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
   }
-  std::lock_guard lock(archive_.catalog_mutex());
-  CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(true));
-  if (state_.dirty.contains(fh->ino)) {
-    state_.persist_queue[fh->ino] = NowNs();
+  Archive::PendingSync pending;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
+    if (state_.dirty.contains(fh->ino)) {
+      state_.persist_queue[fh->ino] = NowNs();
+    }
   }
-  return Status::OK();
+  return archive_.MakeDurable(std::move(pending));
 }
 
-Status Filesystem::SyncMetadata() {
-  std::lock_guard lock(archive_.catalog_mutex());
-  return archive_.FlushCatalog(true);
-}
+Status Filesystem::SyncMetadata() { return archive_.CommitDurably(); }
 
 void Filesystem::Release(FileHandle* fh) {
   std::unique_ptr<FileHandle> handle(fh);
-  std::lock_guard lock(archive_.catalog_mutex());
+  std::unique_lock lock(archive_.catalog_mutex());
   auto it = state_.live.find(handle->ino);
   if (it == state_.live.end()) return;
   LiveInode& live = it->second;
@@ -798,15 +807,17 @@ void Filesystem::Release(FileHandle* fh) {
   if (live.nwriters == 0 && state_.dirty.contains(handle->ino)) {
     state_.persist_queue[handle->ino] = NowNs();  // the persister polls; a wakeup per close costs more
     state_.last_activity_ns = NowNs();
-  } else if (live.nwriters == 0 && handle->writable && !state_.cached.contains(handle->ino)) {
-    // Persisted while open (idle rule): it is clean now, so it may be evicted.
-    state_.TouchCached(handle->ino, archive_.cache().Usage(handle->ino));
   }
+  // Persisted while open (idle rule): it is clean now, so it may be evicted.
+  bool clean_now = live.nwriters == 0 && handle->writable && !state_.dirty.contains(handle->ino) &&
+                   !state_.cached.contains(handle->ino);
   if (live.nopen == 0 && live.nlookup == 0) {
     state_.live.erase(it);
     Status st = MaybeDelete(handle->ino);
     if (!st.ok()) LogError("inode {}: cannot free: {}", handle->ino, st.message());
   }
+  lock.unlock();
+  if (clean_now) persister_.TouchCached({handle->ino});
 }
 
 Result<std::vector<DirEntry>> Filesystem::ReadDir(uint64_t dir, uint64_t cookie, size_t limit) {
@@ -849,8 +860,8 @@ Status Filesystem::SetXattr(uint64_t ino, const std::string& name, std::span<con
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {
-    auto inode = catalog.GetInode(ino);
-    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    auto inode = GetInodeOrENOENT(catalog, ino);
+    if (!inode.ok()) return inode.status();
     if (policy_key) {
       auto checked = CheckPolicyXattr(ino, name, value);
       if (!checked.ok()) return checked.status();
@@ -939,8 +950,8 @@ Result<std::string> Filesystem::CheckPolicyXattr(uint64_t ino, const std::string
 
 Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::string& suffix) {
   Catalog& catalog = archive_.catalog();
-  auto inode = catalog.GetInode(ino);
-  if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  auto inode = GetInodeOrENOENT(catalog, ino);
+  if (!inode.ok()) return inode.status();
   auto policy = ResolvePolicy(catalog, ino, archive_.policy_context());
   if (!policy.ok()) return policy.status();
   if (suffix == "effective") return policy->Effective();
@@ -992,9 +1003,8 @@ Result<std::string> Filesystem::ComputedPolicyValue(uint64_t ino, const std::str
 
 Result<std::vector<std::string>> Filesystem::ListXattrs(uint64_t ino, const Caller& caller) {
   std::lock_guard lock(archive_.catalog_mutex());
-  auto inode = archive_.catalog().GetInode(ino);
-  if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();
-  if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+  auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
+  if (!inode.ok()) return inode.status();
   auto listed = archive_.catalog().ListXattrs(ino);
   if (!listed.ok()) return listed.status();
   std::vector<std::string> names = std::move(*listed);
@@ -1011,8 +1021,8 @@ Status Filesystem::RemoveXattr(uint64_t ino, const std::string& name) {
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {
-    auto inode = catalog.GetInode(ino);
-    if (!inode.ok()) return Status::Posix(ENOENT, fmt::format("inode {}", ino));
+    auto inode = GetInodeOrENOENT(catalog, ino);
+    if (!inode.ok()) return inode.status();
     Status st = catalog.RemoveXattr(ino, name);
     if (st.IsNotFound()) return Status::Posix(ENODATA, name);
     CAIRN_RETURN_IF_ERROR(st);
@@ -1051,10 +1061,10 @@ Status Filesystem::DryRunRules(std::shared_ptr<const RuleSet> candidate, const s
   PolicyContext now = archive_.policy_context();
   PolicyContext then = now;
   then.rules = std::move(candidate);
-  std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   Status st;
-  Status walked = catalog.VisitTree(*root, [&](const InodeRecord& inode) {
+  std::vector<std::string> lines;
+  auto compare = [&](const InodeRecord& inode) {
     if (!S_ISREG(inode.mode)) return true;
     auto before = ResolvePolicy(catalog, inode.ino, now);
     auto after = ResolvePolicy(catalog, inode.ino, then);
@@ -1072,15 +1082,32 @@ Status Filesystem::DryRunRules(std::shared_ptr<const RuleSet> candidate, const s
     }
     if (changes.empty()) return true;
     auto stamp = inode.layout_id != 0 ? catalog.LayoutStamp(inode.layout_id) : Result<std::string>(std::string());
-    bool reencode = inode.layout_id != 0 && stamp.ok() && !LayoutMatches(*stamp, *after);
-    auto path = PathOf(catalog, inode.ino);
+    auto path = stamp.ok() ? PathOf(catalog, inode.ino) : Result<std::string>(stamp.status());
     if (!path.ok()) {
       st = path.status();
       return false;
     }
-    return report(fmt::format("{}:{}{}", *path, changes, reencode ? " [persisted: would be re-encoded]" : ""));
-  });
-  return walked.ok() ? st : walked;
+    bool reencode = inode.layout_id != 0 && !LayoutMatches(*stamp, *after);
+    lines.push_back(fmt::format("{}:{}{}", *path, changes, reencode ? " [persisted: would be re-encoded]" : ""));
+    return true;
+  };
+  // A step at a time under the catalog mutex; the lines go out without it (a client that
+  // reads slowly must not hold up the mount).
+  TreeWalk walk(*root);
+  for (bool more = true; more;) {
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      auto stepped = walk.Step(catalog, kWalkStep, compare);
+      if (!stepped.ok()) return stepped.status();
+      CAIRN_RETURN_IF_ERROR(st);
+      more = *stepped;
+    }
+    for (const std::string& line : lines) {
+      if (!report(line)) return Status::OK();
+    }
+    lines.clear();
+  }
+  return Status::OK();
 }
 
 uint64_t Filesystem::FreeDiskBytes() {
@@ -1091,11 +1118,11 @@ Result<FsStats> Filesystem::StatFs() {
   std::lock_guard lock(archive_.catalog_mutex());
   FsStats stats;
   stats.total_bytes = archive_.capacity();
-  uint64_t free = FreeDiskBytes();
+  uint64_t free = archive_.free_bytes();  // of every group, as the total is
   stats.free_bytes = free > state_.dirty_bytes ? free - state_.dirty_bytes : 0;
-  auto totals = archive_.catalog().ComputeTotals();
-  if (!totals.ok()) return totals.status();
-  stats.inodes = totals->inodes;
+  auto inodes = archive_.catalog().InodeCount();
+  if (!inodes.ok()) return inodes.status();
+  stats.inodes = *inodes;
   return stats;
 }
 
@@ -1106,6 +1133,7 @@ Status Filesystem::EvictFiles(const std::vector<uint64_t>& inos) {
     std::vector<uint64_t> group(inos.begin() + first, inos.begin() + std::min(inos.size(), first + kGroup));
     auto held = state_.LockData(group);
     std::vector<uint64_t> evicted;
+    Archive::PendingSync pending;
     {
       std::lock_guard lock(archive_.catalog_mutex());
       Catalog& catalog = archive_.catalog();
@@ -1126,9 +1154,10 @@ Status Filesystem::EvictFiles(const std::vector<uint64_t>& inos) {
         evicted.push_back(ino);
       }
       if (evicted.empty()) continue;
-      // The catalog must stop pointing at the cache, durably, before the cache copies go.
-      CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(true));
+      CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
     }
+    // The catalog must stop pointing at the cache, durably, before the cache copies go.
+    CAIRN_RETURN_IF_ERROR(archive_.MakeDurable(std::move(pending)));
     for (uint64_t ino : evicted) CAIRN_RETURN_IF_ERROR(archive_.cache().Remove(ino));
   }
   return Status::OK();
@@ -1138,6 +1167,7 @@ Status Filesystem::EvictCleanSegments(uint64_t ino) {
   std::lock_guard batch(persister_.batch_mutex());
   std::unique_lock data(state_.data_lock(ino));
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // offset, length
+  Archive::PendingSync pending;
   {
     std::lock_guard lock(archive_.catalog_mutex());
     Catalog& catalog = archive_.catalog();
@@ -1159,8 +1189,9 @@ Status Filesystem::EvictCleanSegments(uint64_t ino) {
       return Status::OK();
     }));
     if (ranges.empty()) return Status::OK();
-    CAIRN_RETURN_IF_ERROR(archive_.FlushCatalog(true));
+    CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
   }
+  CAIRN_RETURN_IF_ERROR(archive_.MakeDurable(std::move(pending)));
   for (const auto& [offset, length] : ranges) CAIRN_RETURN_IF_ERROR(archive_.cache().PunchHole(ino, offset, length));
   return Status::OK();
 }
@@ -1175,7 +1206,10 @@ void Filesystem::EvictOverBudget() {
     for (const auto& [ino, live] : state_.live) {
       if (live.nwriters > 0) writing.push_back(ino);
     }
-    for (uint64_t ino : writing) writing_bytes += archive_.cache().Usage(ino);
+  }
+  for (uint64_t ino : writing) writing_bytes += archive_.cache().Usage(ino);  // stat()s, without the mutex
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
     uint64_t total = state_.cached_bytes + writing_bytes;
     if (total <= budget) return;
     uint64_t to_free = total - budget * 9 / 10;

@@ -96,11 +96,13 @@ void Persister::Run() {
       }
     }
     if (after_batch_) after_batch_();  // also when idle: a file closed since may be evictable now
-    // Commit the catalog's batch of metadata changes; durably when that makes freed space
-    // reusable or lets the cache files of deleted inodes go.
-    std::lock_guard lock(archive_.catalog_mutex());
-    Status st = archive_.has_freed_space() ? archive_.ReleaseFreedSpace()
-                                           : archive_.FlushCatalog(/*durable=*/archive_.has_cache_removals());
+    Archive::PendingSync pending;
+    Status st;
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      st = archive_.Commit(Archive::SyncWhen::kIfWaiting, &pending);
+    }
+    if (st.ok()) st = archive_.MakeDurable(std::move(pending));
     if (!st.ok()) LogError("cannot commit the catalog: {}", st.message());
   }
 }
@@ -156,7 +158,10 @@ Status Persister::PersistAll() {
       inos = std::move(*unfinished);
     }
     std::unique_lock lock(archive_.catalog_mutex());
-    if (state_.dirty.empty()) return archive_.FlushCatalog(true);  // "persisted" must survive a power loss too
+    if (state_.dirty.empty()) {  // "persisted" must survive a power loss too
+      lock.unlock();
+      return archive_.CommitDurably();
+    }
     auto all_open = [this] {
       return std::all_of(state_.dirty.begin(), state_.dirty.end(), [this](const auto& entry) {
         auto live = state_.live.find(entry.first);
@@ -355,7 +360,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   if (pieces.empty()) return Status::OK();
   auto written = WriteSegments(archive_, pieces, [](const SegmentPiece& piece) { return piece.index == kMarker; });
 
-  std::lock_guard lock(archive_.catalog_mutex());
+  std::unique_lock lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   std::vector<ExtentRecord> no_extents;
   std::vector<ExtentRecord>& extents = written.ok() ? written->extents : no_extents;
@@ -437,13 +442,32 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   for (size_t i = 0; i < extents.size(); i++) {
     if (refs[i] == 0) archive_.ReleaseUncommitted(extents[i]);
   }
-  st = archive_.has_freed_space() ? archive_.ReleaseFreedSpace() : archive_.FlushCatalog(false);
+  Archive::PendingSync pending;
+  st = archive_.Commit(Archive::SyncWhen::kIfWaiting, &pending);
+  std::vector<uint64_t> clean;
   for (const auto& [ino, inode] : inodes) {
     auto live = state_.live.find(ino);
     bool writing = live != state_.live.end() && live->second.nwriters > 0;
-    if (!inode.dirty && !writing) state_.TouchCached(ino, archive_.cache().Usage(ino));
+    if (!inode.dirty && !writing) clean.push_back(ino);
   }
+  lock.unlock();
+  if (st.ok()) st = archive_.MakeDurable(std::move(pending));
+  TouchCached(clean);
   return st;
+}
+
+void Persister::TouchCached(const std::vector<uint64_t>& inos) {
+  std::vector<uint64_t> bytes;  // stat()s of the cache files, made without the catalog mutex
+  for (uint64_t ino : inos) bytes.push_back(archive_.cache().Usage(ino));
+  std::lock_guard lock(archive_.catalog_mutex());
+  for (size_t i = 0; i < inos.size(); i++) {
+    // Still there, clean and closed (a writer may have come since): eviction may take it.
+    auto live = state_.live.find(inos[i]);
+    bool writing = live != state_.live.end() && live->second.nwriters > 0;
+    auto inode = archive_.catalog().GetInode(inos[i]);
+    if (!inode.ok() && !inode.status().IsNotFound()) LogError("inode {}: {}", inos[i], inode.status().message());
+    if (inode.ok() && !state_.dirty.contains(inos[i]) && !writing) state_.TouchCached(inos[i], bytes[i]);
+  }
 }
 
 }  // namespace cairn

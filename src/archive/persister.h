@@ -35,6 +35,9 @@ class Persister {
   // the dirty set by a snapshot is not clean until its commit, and must not be evicted.
   // Lock order: this, then data locks, then the catalog mutex.
   std::mutex& batch_mutex() { return run_mutex_; }
+  // Puts clean files into the eviction LRU, unless deleted or written to since. Takes the
+  // catalog mutex; sizes them without it.
+  void TouchCached(const std::vector<uint64_t>& inos);
   // Called after every poll and batch, with no locks held (eviction hook).
   void SetAfterBatch(std::function<void()> fn) { after_batch_ = std::move(fn); }
 

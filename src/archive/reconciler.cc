@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "catalog/record_checks.h"
+#include "catalog/tree_walk.h"
 #include "policy/resolver.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -20,6 +21,7 @@ namespace {
 constexpr auto kPollInterval = std::chrono::seconds(1);
 constexpr size_t kQueueBatch = 256;
 constexpr size_t kListChunk = 1024;  // directory entries read at a time
+constexpr size_t kWalkStep = 256;    // inodes looked at per hold of the catalog mutex
 constexpr uint64_t kWriteChunk = 32 << 20;  // bytes read ahead of writing them
 constexpr uint64_t kCommitBytes = 256 << 20;  // a commit per this many bytes or files
 constexpr size_t kCommitFiles = 256;
@@ -118,32 +120,25 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
   };
   std::vector<Work> work;
   size_t removed = 0;
+  Catalog& catalog = archive_.catalog();
+  Result<std::vector<uint64_t>> queued = Status::NotFound("");
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    Catalog& catalog = archive_.catalog();
-    auto queued = catalog.PolicyQueue(limit);
-    if (!queued.ok()) return queued.status();
-    for (uint64_t ino : *queued) {
-      auto inode = catalog.GetInode(ino);
-      if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();  // stays queued
+    queued = catalog.PolicyQueue(limit);
+  }
+  if (!queued.ok()) return queued.status();
+  for (uint64_t ino : *queued) {  // the catalog mutex is let go between entries
+    std::unique_lock lock(archive_.catalog_mutex());
+    auto inode = catalog.GetInode(ino);
+    if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();  // stays queued
+    if (inode.ok() && S_ISDIR(inode->mode)) {
+      lock.unlock();
+      CAIRN_RETURN_IF_ERROR(QueueChildren(ino));
+      removed++;
+      continue;
+    }
+    {
       Status st = InTransaction(catalog, [&]() -> Status {
-        if (inode.ok() && S_ISDIR(inode->mode)) {
-          // The subtree may have a new policy: queue what is below, then forget the directory.
-          for (uint64_t after = 0;;) {
-            auto entries = catalog.ListEntries(ino, after, kListChunk);
-            if (!entries.ok()) return entries.status();
-            for (const auto& entry : *entries) {
-              auto child = catalog.GetInode(entry.ino);
-              if (!child.ok() && !child.status().IsNotFound()) return child.status();
-              if (child.ok() && (S_ISDIR(child->mode) || child->layout_id != 0)) {
-                CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(entry.ino));
-              }
-            }
-            if (entries->size() < kListChunk) break;
-            after = entries->back().cookie;
-          }
-          return catalog.DequeuePolicyCheck(ino);
-        }
         if (!inode.ok()) return catalog.DequeuePolicyCheck(ino);  // deleted
         auto in_policy = InPolicy(*inode);
         if (!in_policy.ok()) return in_policy.status();
@@ -183,29 +178,55 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
   return removed;
 }
 
+Status Reconciler::QueueChildren(uint64_t dir) {
+  Catalog& catalog = archive_.catalog();
+  for (uint64_t after = 0;;) {
+    std::lock_guard lock(archive_.catalog_mutex());
+    bool last = false;
+    CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+      auto entries = catalog.ListEntries(dir, after, kListChunk);
+      if (!entries.ok()) return entries.status();
+      for (const auto& entry : *entries) {
+        auto child = catalog.GetInode(entry.ino);
+        if (!child.ok() && !child.status().IsNotFound()) return child.status();
+        if (child.ok() && (S_ISDIR(child->mode) || child->layout_id != 0)) {
+          CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(entry.ino));
+        }
+      }
+      last = entries->size() < kListChunk;
+      if (!last) after = entries->back().cookie;
+      return last ? catalog.DequeuePolicyCheck(dir) : Status::OK();
+    }));
+    if (last) return Status::OK();
+  }
+}
+
 Status Reconciler::CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files,
                                       std::vector<uint64_t>* dirs) {
   Status failed;
-  CAIRN_RETURN_IF_ERROR(archive_.catalog().VisitTree(ino, [&](const InodeRecord& inode) {
-    if (S_ISDIR(inode.mode)) dirs->push_back(inode.ino);
-    auto in_policy = InPolicy(inode);
-    if (!in_policy.ok()) {
-      failed = in_policy.status();
-      return false;
-    }
-    if (!*in_policy) files->emplace_back(inode.ino, inode.size);
-    return true;
-  }));
+  TreeWalk walk(ino);
+  for (bool more = true; more && failed.ok();) {  // the catalog mutex is let go between steps
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto stepped = walk.Step(archive_.catalog(), kWalkStep, [&](const InodeRecord& inode) {
+      if (S_ISDIR(inode.mode)) dirs->push_back(inode.ino);
+      auto in_policy = InPolicy(inode);
+      if (!in_policy.ok()) {
+        failed = in_policy.status();
+        return false;
+      }
+      if (!*in_policy) files->emplace_back(inode.ino, inode.size);
+      return true;
+    });
+    if (!stepped.ok()) return stepped.status();
+    more = *stepped;
+  }
   return failed;
 }
 
 Status Reconciler::Apply(uint64_t ino, const ProgressFn& report) {
   std::vector<std::pair<uint64_t, uint64_t>> files;
   std::vector<uint64_t> dirs;
-  {
-    std::lock_guard lock(archive_.catalog_mutex());
-    CAIRN_RETURN_IF_ERROR(CollectOutOfPolicy(ino, &files, &dirs));
-  }
+  CAIRN_RETURN_IF_ERROR(CollectOutOfPolicy(ino, &files, &dirs));
   Progress progress;
   progress.files_total = files.size();
   std::vector<uint64_t> inos;
@@ -218,13 +239,17 @@ Status Reconciler::Apply(uint64_t ino, const ProgressFn& report) {
   CAIRN_RETURN_IF_ERROR(Reencode(inos, false, &progress, [&](const Progress& p) { return finished = report(p); }));
   if (!finished) return Status::OK();
   // Every file below was looked at: the queued directories need no expanding any more.
-  std::lock_guard lock(archive_.catalog_mutex());
-  Catalog& catalog = archive_.catalog();
-  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
-    for (uint64_t dir : dirs) CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(dir));
-    return Status::OK();
-  }));
-  return archive_.FlushCatalog(true);
+  Archive::PendingSync pending;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    Catalog& catalog = archive_.catalog();
+    CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+      for (uint64_t dir : dirs) CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(dir));
+      return Status::OK();
+    }));
+    CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
+  }
+  return archive_.MakeDurable(std::move(pending));
 }
 
 struct Reconciler::Job {
@@ -351,7 +376,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   for (const Job& job : batch.jobs) inos.push_back(job.inode.ino);
   // Under the files' data locks no write is half done.
   auto held = state_.LockData(inos);
-  std::lock_guard lock(archive_.catalog_mutex());
+  std::unique_lock lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   state_.migrating = 0;
   std::vector<bool> swap(batch.jobs.size());
@@ -418,7 +443,10 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
     }
   }
   // Durable before the old extents' space can be reused.
-  return archive_.ReleaseFreedSpace();
+  Archive::PendingSync pending;
+  CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
+  lock.unlock();
+  return archive_.MakeDurable(std::move(pending));
 }
 
 Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Progress* progress,

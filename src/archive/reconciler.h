@@ -53,8 +53,12 @@ class Reconciler {
   // files in policy leave the queue, the rest are re-encoded (sorted by disk, so a batch
   // wakes each disk once). Returns how many entries it looked at.
   Result<size_t> RunQueue(size_t limit);
+  // Queues the entries of a queued directory (what is below may have a new policy) and
+  // takes the directory off the queue: a page of entries per hold of the catalog mutex
+  // (an entry renamed meanwhile may be queued twice: harmless).
+  Status QueueChildren(uint64_t dir);
   // The out-of-policy files at or below `ino` with their sizes, and the directories.
-  // REQUIRES: catalog mutex.
+  // Takes the catalog mutex step by step.
   Status CollectOutOfPolicy(uint64_t ino, std::vector<std::pair<uint64_t, uint64_t>>* files,
                             std::vector<uint64_t>* dirs);
   // Whether a persisted file is laid out as its policy says; the policy goes to *resolved

@@ -25,6 +25,11 @@
 namespace cairn {
 namespace {
 
+// Segments a file of the node's size is cut into (0 before its segment size is fixed).
+uint64_t SegmentCountOf(const MemberNode& node) {
+  return node.segment_size > 0 ? (node.size + node.segment_size - 1) / node.segment_size : 0;
+}
+
 // lstat: a dangling symlink counts, it is set aside like a file.
 bool Exists(const std::string& path) {
   struct stat st;
@@ -80,8 +85,11 @@ Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& 
     if (::mkdir(cache.c_str(), 0700) != 0) return Status::FromErrno(fmt::format("mkdir {}", cache), errno);
   }
   // The root directory belongs to the archive's owner, as at mkfs, until a member table says otherwise.
-  CAIRN_RETURN_IF_ERROR(Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs()).status());
-  CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));
+  auto created = Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs());
+  if (!created.ok()) return created.status();
+  CAIRN_RETURN_IF_ERROR((*created)->SetMeta(kRecoverUnfinishedMeta, "1"));  // cleared by a recover that finishes
+  CAIRN_RETURN_IF_ERROR((*created)->FlushDurably());
+  CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));  // the new catalog is 0600 while recover pauses or fails
   return lock;
 }
 
@@ -219,7 +227,7 @@ Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverRepor
         Placed& slot = v.segments[{node.ino, s.index}];
         if (id > slot.extent) slot = {id, s.offset, s.length, false};
       }
-      uint64_t segment_count = node.segment_size > 0 ? node.size / node.segment_size + 1 : 0;
+      uint64_t segment_count = SegmentCountOf(node);
       for (const MemberHoleRun& run : node.holes) {
         if (run.first > segment_count || run.count > segment_count - run.first) {
           report.lost.push_back(fmt::format("{}: holes {} to {} of inode {} pass the end of the file", where,
@@ -391,7 +399,7 @@ class CatalogWriter {
     }
     CAIRN_RETURN_IF_ERROR(RestoreXattrs(catalog_, ino, node));
     bool has_data = S_ISREG(node.mode) && node.segment_size > 0;
-    uint64_t count = has_data ? (node.size + node.segment_size - 1) / node.segment_size : 0;
+    uint64_t count = has_data ? SegmentCountOf(node) : 0;
     std::string missing;
     for (uint64_t index = 0; index < count; index++) {
       auto placed = v_.segments.find({ino, index});
@@ -457,8 +465,11 @@ Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOption
   Versions versions = ReadMemberTables(**archive, scan, report, options);
   std::lock_guard lock((*archive)->catalog_mutex());
   Catalog& catalog = (*archive)->catalog();
-  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] { return CatalogWriter(catalog, scan, versions, (*archive)->MaxExtentIdUsed(), report).Run(); }));
-  CAIRN_RETURN_IF_ERROR(catalog.Flush(true));
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {
+    CAIRN_RETURN_IF_ERROR(CatalogWriter(catalog, scan, versions, (*archive)->MaxExtentIdUsed(), report).Run());
+    return catalog.SetMeta(kRecoverUnfinishedMeta, "");
+  }));
+  CAIRN_RETURN_IF_ERROR(catalog.FlushDurably());
   return report;
 }
 

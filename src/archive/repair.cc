@@ -65,7 +65,7 @@ class Repairer {
   void RepairExtent(Task& task, BatchWrites& writes, RepairReport& report);
   Result<bool> WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
                           std::span<const uint8_t> bytes, BatchWrites& writes);
-  bool StillCurrent(const ExtentRecord& extent);
+  Result<bool> StillCurrent(const ExtentRecord& extent);
   Status Commit(BatchWrites& writes, const std::string& cursor);
   void RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes);
   bool Stopping() const { return options_.should_stop && options_.should_stop(); }
@@ -182,7 +182,15 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
                                    bytes.ok() ? "damaged blocks, rebuilt by its intra-disk parity"
                                               : bytes.status().message()));
   }
-  if (bad.empty() || !StillCurrent(extent)) return;  // a mounted archive may have dropped it meanwhile
+  if (bad.empty()) return;
+  auto current = StillCurrent(extent);
+  if (!current.ok()) {  // a failing query is no answer: the extent is tried again next run
+    task.failed = true;
+    std::lock_guard lock(mutex_);
+    if (stop_error_.ok()) stop_error_ = current.status();
+    return;
+  }
+  if (!*current) return;  // a mounted archive dropped or moved it meanwhile
   for (const auto& failure : failures) LogWarning("{}: {}", options_.rebuild ? "rebuild" : "scrub", failure);
   report.chunks_bad += bad.size();
   Status st = RebuildChunks(chunks, r, extent.payload_length, bad);
@@ -215,9 +223,10 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
 }
 
 // Whether the catalog still has the extent with these chunks (a mounted archive changes).
-bool Repairer::StillCurrent(const ExtentRecord& extent) {
+Result<bool> Repairer::StillCurrent(const ExtentRecord& extent) {
   std::lock_guard lock(archive_.catalog_mutex());
   auto now = archive_.catalog().GetExtent(extent.id);
+  if (!now.ok() && !now.status().IsNotFound()) return now.status();
   return now.ok() && now->chunks == extent.chunks;
 }
 
@@ -256,13 +265,14 @@ Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
   for (uint32_t d : writes.disks) {
     if (st.ok()) st = archive_.SyncDisk(d);
   }
-  std::lock_guard lock(archive_.catalog_mutex());
+  std::unique_lock lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   std::vector<const BatchWrites::Move*> recorded;
   if (st.ok()) {
-    st = InTransaction(catalog, [&] {
+    st = InTransaction(catalog, [&]() -> Status {
       for (const BatchWrites::Move& move : writes.moved) {
         auto now = catalog.GetExtent(move.extent_id);  // unchanged, or the move is not needed any more
+        if (!now.ok() && !now.status().IsNotFound()) return now.status();
         if (now.ok() && move.index < now->chunks.size() && now->chunks[move.index] == move.from) {
           CAIRN_RETURN_IF_ERROR(catalog.SetExtentChunk(move.extent_id, move.index, move.to));
           recorded.push_back(&move);
@@ -279,7 +289,10 @@ Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
   }
   writes = BatchWrites{};
   CAIRN_RETURN_IF_ERROR(st);
-  return archive_.FlushCatalog(true);
+  Archive::PendingSync pending;
+  CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
+  lock.unlock();
+  return archive_.MakeDurable(std::move(pending));
 }
 
 // Repairs tasks [begin, end) on up to one thread per core; reads of different extents overlap.

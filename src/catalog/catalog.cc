@@ -159,6 +159,8 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
   if (!db.ok()) return db.status();
   std::unique_ptr<Catalog> catalog(new Catalog(*db, path));
   CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA journal_mode=WAL"));
+  CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA synchronous=NORMAL"));  // as Open: SyncThrough() syncs
+  CAIRN_RETURN_IF_ERROR(catalog->OpenWalSync());
   CAIRN_RETURN_IF_ERROR(catalog->Begin());
   CAIRN_RETURN_IF_ERROR(catalog->Exec(kSchema));
   CAIRN_RETURN_IF_ERROR(catalog->SetMeta("schema_version", std::to_string(kCatalogSchemaVersion)));
@@ -179,7 +181,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
                                   root.generation)
                             .Run());
   CAIRN_RETURN_IF_ERROR(catalog->Commit());
-  CAIRN_RETURN_IF_ERROR(catalog->Flush(true));
+  CAIRN_RETURN_IF_ERROR(catalog->FlushDurably());
   return catalog;
 }
 
@@ -200,8 +202,9 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, bool rea
   }
   if (!read_only) {
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA journal_mode=WAL"));
-    // NORMAL: a commit survives a crash of the daemon; SyncDurable() adds power-loss durability for fsync.
+    // NORMAL: a commit survives a crash of the daemon; SyncThrough() adds power-loss durability.
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA synchronous=NORMAL"));
+    CAIRN_RETURN_IF_ERROR(catalog->OpenWalSync());
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA cache_size=-32768"));  // 32 MiB of pages
     if (found < kCatalogSchemaVersion) CAIRN_RETURN_IF_ERROR(catalog->UpgradeSchema(found));
     CAIRN_RETURN_IF_ERROR(catalog->StartEpoch());
@@ -241,7 +244,7 @@ Status Catalog::UpgradeSchema(int from_version) {
     Rollback();
     return st;
   }
-  return Flush(true);
+  return FlushDurably();
 }
 
 // Each open for writing is a new epoch, committed before any inode is made in it. A
@@ -334,6 +337,7 @@ void Catalog::Rollback() {
   if (txn_depth_ == 0) return;
   txn_depth_ = 0;
   inode_cache_.clear();
+  inode_count_.reset();
   layout_ids_.clear();
   journal_.EndOperation(false);
   Status st = Exec("ROLLBACK TO op; RELEASE op");
@@ -341,21 +345,28 @@ void Catalog::Rollback() {
   if (listener_.op_rolled_back) listener_.op_rolled_back();
 }
 
-Status Catalog::Flush(bool durable) {
+Status Catalog::Flush() {
   if (txn_depth_ > 0) return Status::Busy("catalog: flush inside an operation");
   ResetBusyStatements();
   if (batch_open_ || !journal_.empty()) CAIRN_RETURN_IF_ERROR(CommitBatch());
-  if (!durable) return Status::OK();
-  // A FULL-synchronous commit fsyncs the WAL, which makes every earlier commit durable
-  // too. (SQLite refuses to change the safety level inside a transaction.)
-  CAIRN_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
-  // The change must be real: a commit that writes no frame syncs nothing.
-  Status st = Exec(
-      "BEGIN IMMEDIATE; INSERT OR REPLACE INTO meta(key, value) VALUES('durable_flushes', "
-      "COALESCE((SELECT value FROM meta WHERE key = 'durable_flushes'), 0) + 1); COMMIT");
-  if (!st.ok()) AbandonTransaction();  // a failed statement leaves it open
-  Status normal = Exec("PRAGMA synchronous=NORMAL");
-  return st.ok() ? normal : st;
+  return Status::OK();
+}
+
+Status Catalog::FlushDurably() {
+  CAIRN_RETURN_IF_ERROR(Flush());
+  return SyncThrough(commit_sequence());
+}
+
+Status Catalog::OpenWalSync() {
+  auto wal_sync = WalSync::Open(db_);
+  if (!wal_sync.ok()) return wal_sync.status();
+  wal_sync_ = std::move(*wal_sync);
+  return Status::OK();
+}
+
+Status Catalog::SyncThrough(uint64_t sequence) {
+  if (!wal_sync_) return Status::OK();  // read-only: nothing was committed
+  return wal_sync_->SyncThrough(sequence);
 }
 
 Status Catalog::CommitBatch() {
@@ -364,6 +375,7 @@ Status Catalog::CommitBatch() {
   if (!st.ok()) return KeepBatch(st);
   batch_open_ = false;
   journal_.Clear();
+  if (wal_sync_) wal_sync_->Committed();
   if (!commit_failure_.ok()) {
     LogInfo("catalog: the batch committed after all; the archive is writable again");
     commit_failure_ = Status::OK();
@@ -375,6 +387,7 @@ Status Catalog::KeepBatch(Status cause) {
   if (!batch_open_ || !sqlite3_get_autocommit(db_)) return cause;  // the batch is still there
   batch_open_ = false;
   inode_cache_.clear();
+  inode_count_.reset();
   layout_ids_.clear();
   if (commit_failure_.ok()) {
     LogError("catalog: SQLite dropped a batch of {} change(s) of acknowledged operations ({}); they are kept in "
@@ -443,6 +456,7 @@ Result<uint64_t> Catalog::InsertInode(const InodeRecord& r) {
   CAIRN_RETURN_IF_ERROR(s.Bind(ino, r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns,
                                r.ctime_ns, r.segment_size, r.dirty, r.symlink, r.layout_id, epoch_)
                             .Run());
+  if (inode_count_) ++*inode_count_;
   if (inode_cache_.size() < kInodeCacheLimit) {
     InodeRecord& cached = inode_cache_[ino] = r;
     cached.ino = ino;
@@ -453,6 +467,7 @@ Result<uint64_t> Catalog::InsertInode(const InodeRecord& r) {
 
 Status Catalog::RestoreInode(const InodeRecord& r) {
   inode_cache_.erase(r.ino);
+  inode_count_.reset();  // it may replace a row
   next_ino_ = std::max(next_ino_, r.ino + 1);
   return Prepare("INSERT OR REPLACE INTO inodes(" INODE_COLUMNS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
       .Bind(r.ino, r.mode, r.uid, r.gid, r.nlink, r.size, r.rdev, r.atime_ns, r.mtime_ns, r.ctime_ns, r.segment_size,
@@ -499,37 +514,24 @@ Status Catalog::DeleteInode(uint64_t ino) {
   inode_cache_.erase(ino);
   CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM xattrs WHERE ino = ?").Bind(ino).Run());
   CAIRN_RETURN_IF_ERROR(DequeuePolicyCheck(ino));
-  return Prepare("DELETE FROM inodes WHERE ino = ?").Bind(ino).Run();
+  CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM inodes WHERE ino = ?").Bind(ino).Run());
+  if (inode_count_) *inode_count_ -= std::min<uint64_t>(*inode_count_, sqlite3_changes(db_));
+  return Status::OK();
+}
+
+Result<uint64_t> Catalog::InodeCount() {
+  if (inode_count_) return *inode_count_;
+  auto& s = Prepare("SELECT COUNT(*) FROM inodes");
+  s.Bind();
+  if (s.Step()) return *(inode_count_ = s.UInt(0));
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return Status::Corruption("catalog: no inode count");
 }
 
 Result<std::vector<uint64_t>> Catalog::InodesWhere(const char* condition) {
   Statement s(db_, fmt::format("SELECT ino FROM inodes WHERE {} ORDER BY ino", condition));
   s.Bind();
   return Rows(s, [](Statement& row) { return row.UInt(0); });
-}
-
-Status Catalog::VisitTree(uint64_t root, const std::function<bool(const InodeRecord&)>& visit) {
-  constexpr size_t kChunk = 1024;
-  std::vector<uint64_t> stack{root};
-  std::unordered_set<uint64_t> seen;
-  while (!stack.empty()) {
-    uint64_t at = stack.back();
-    stack.pop_back();
-    if (!seen.insert(at).second) continue;
-    auto inode = GetInode(at);
-    if (!inode.ok() && inode.status().IsNotFound()) continue;  // a dangling name: fsck's business
-    if (!inode.ok()) return inode.status();
-    if (!visit(*inode)) return Status::OK();
-    if (!S_ISDIR(inode->mode)) continue;
-    for (uint64_t after = 0;;) {
-      auto entries = ListEntries(at, after, kChunk);
-      if (!entries.ok()) return entries.status();
-      for (const auto& entry : *entries) stack.push_back(entry.ino);
-      if (entries->size() < kChunk) break;
-      after = entries->back().cookie;
-    }
-  }
-  return Status::OK();
 }
 
 Result<uint64_t> Catalog::InternLayout(const std::string& stamp) {

@@ -20,6 +20,7 @@
 #include "catalog/batch_journal.h"
 #include "catalog/statement.h"
 #include "catalog/wal_checkpointer.h"
+#include "catalog/wal_sync.h"
 #include "store/chunk_locator.h"
 
 namespace cairn {
@@ -151,10 +152,17 @@ class Catalog {
   };
   void SetListener(Listener listener) { listener_ = std::move(listener); }
   bool in_operation() const { return txn_depth_ > 0; }
-  // Commits the batch (no-op when none is open or an operation is in progress). With
-  // `durable`, also fsyncs the WAL so the commit survives power loss, not just a crash
-  // of the daemon.
-  Status Flush(bool durable = false);
+  // Commits the batch (no-op when none is open; Busy inside an operation). The commit
+  // survives a crash of the daemon; SyncThrough(commit_sequence()) makes it survive a power
+  // loss too, and need not be called under the mutex that serializes the catalog's users.
+  Status Flush();
+  // Flush, then SyncThrough the commit: for callers that may wait under that mutex.
+  Status FlushDurably();
+  // The number of the last commit. Thread-safe.
+  uint64_t commit_sequence() const { return wal_sync_ ? wal_sync_->committed() : 0; }
+  // Returns once commits up to `sequence` are on stable storage (one fsync of the WAL
+  // covers every commit before it). Thread-safe.
+  Status SyncThrough(uint64_t sequence);
   // Checkpoints the WAL from a background thread from now on (passive, truncating when
   // idle) instead of in the commits; for the daemon.
   Status StartCheckpoints(std::chrono::milliseconds interval = std::chrono::seconds(1));
@@ -176,6 +184,8 @@ class Catalog {
   Status RaiseEpoch(uint64_t max_generation);
   Status UpdateInode(const InodeRecord& record);
   Status DeleteInode(uint64_t ino);  // with its xattrs
+  // How many inodes there are, counted once and then kept up to date (statfs).
+  Result<uint64_t> InodeCount();
   Result<std::vector<uint64_t>> InodesWhere(const char* condition);  // e.g. "dirty = 1"
 
   // --- directory entries
@@ -187,9 +197,6 @@ class Catalog {
   Result<bool> HasEntries(uint64_t dir);
   // Up to `limit` entries of `dir` with cookie > `after`, in cookie order.
   Result<std::vector<DirEntryRecord>> ListEntries(uint64_t dir, uint64_t after, size_t limit);
-  // Calls `visit` for `root` and every inode below it, depth first, each inode once (hard
-  // links); stops early when `visit` returns false. A failing query stops it with its error.
-  Status VisitTree(uint64_t root, const std::function<bool(const InodeRecord&)>& visit);
   // The directory holding `ino` (any one of its names), for ".." and loop checks.
   Result<uint64_t> ParentOf(uint64_t ino);
   // Whether directory `dir` is `ancestor` or below it. The walk up is bounded: a cycle of
@@ -266,6 +273,7 @@ class Catalog {
   Status UpgradeSchema(int from_version);
   Status ViewOlderSchemaAsCurrent(int from_version);  // read-only opens of schema 3 and 4
   Status StartEpoch();
+  Status OpenWalSync();
   Status CommitBatch();
   // After a failed statement or COMMIT: when SQLite dropped the batch, replays it and
   // refuses new operations until a commit succeeds. Returns `cause`.
@@ -288,9 +296,11 @@ class Catalog {
   // Dropped whole on Rollback, since the rows it mirrors may have been rolled back.
   std::unordered_map<uint64_t, InodeRecord> inode_cache_;
   static constexpr size_t kInodeCacheLimit = 200000;
+  std::optional<uint64_t> inode_count_;  // InodeCount(), unknown after a rollback
   std::unordered_map<std::string, uint64_t> layout_ids_;  // stamp -> id; few distinct stamps exist
   std::map<const char*, std::unique_ptr<Statement>> statements_;
   std::unique_ptr<WalCheckpointer> checkpointer_;
+  std::unique_ptr<WalSync> wal_sync_;  // null when read-only
 };
 
 // Runs `body` inside a catalog operation: commits when it returns OK, rolls back otherwise.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <charconv>
 #include <chrono>
@@ -24,6 +25,7 @@
 
 #include "archive/archive.h"
 #include "archive/filesystem.h"
+#include "backend/gated_disk.h"
 #include "cli/commands.h"
 #include "fuse/control_server.h"
 #include "fuse/fuse_ops.h"
@@ -158,6 +160,11 @@ int RunDaemon(const MountRequest& request, StartupChannel& channel) {
   Archive::OpenOptions open;
   open.overrides = request.overrides;
   open.degraded = request.degraded;
+  if (const char* gate = std::getenv("CAIRN_TEST_DISK_GATE")) {  // tests of a slow disk (backend/gated_disk.h)
+    open.wrap_disk = [gate = std::string(gate)](std::unique_ptr<Disk> disk, size_t) {
+      return GateDiskOnFile(std::move(disk), gate);
+    };
+  }
   auto archive = Archive::Open(request.archive, open);
   if (!archive.ok()) {
     channel.Send(archive.status().message());

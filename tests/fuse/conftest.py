@@ -495,10 +495,11 @@ class Archive:
         assert text.isdigit(), f"{self.arch}/lock holds {text!r}, expected the daemon pid"
         return int(text)
 
-    def mount(self, opts=None, mnt=None):
+    def mount(self, opts=None, mnt=None, env=None):
+        """Mounts (the daemon inherits `env`, default this process's environment)."""
         mnt = mnt or self.mnt
         cmd = ["mount", self.arch, mnt] + (["-o", opts] if opts else [])
-        r = cairn(*cmd, check=False, timeout=120)
+        r = cairn(*cmd, check=False, timeout=120, env=env)
         if r.returncode == 0:
             pid = self.daemon_pid()
             self.pids.add(pid)

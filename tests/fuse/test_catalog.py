@@ -24,12 +24,12 @@ def _wait_for(what, condition, timeout):
 
 
 def _fill(path):
-    """Writes `path` until the filesystem under it is full."""
-    with open(path, "wb") as f:
+    """Writes `path` until the filesystem under it is full (unbuffered: a buffered file would
+    try the bytes that did not fit once more when closed, and fail there)."""
+    with open(path, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError as e:
             assert e.errno == errno.ENOSPC, e
 

@@ -1,8 +1,10 @@
-"""7. Concurrent writers to different files."""
+"""7. Concurrent writers to different files, and metadata calls beside a slow disk."""
 import os
+import subprocess
 import threading
+import time
 
-from conftest import KiB, MiB, random_bytes, sha256, sha256_file
+from conftest import KiB, MiB, random_bytes, sh, sha256, sha256_file, write_file
 
 CHUNKS = [4 * KiB, 64 * KiB, 128 * KiB, 1 * MiB, 12345, 333 * KiB, 7, 2 * MiB + 1]
 
@@ -48,3 +50,42 @@ def test_eight_concurrent_writers(archive):
     for t in readers:
         t.join(timeout=240)
     assert [results.get(i) for i in range(8)] == expected
+
+
+def test_metadata_goes_on_while_a_disk_is_slow_to_answer(archive):
+    """No lock that metadata needs is held across disk I/O: with the daemon's disks held
+    (CAIRN_TEST_DISK_GATE, a disk that answers when the test says, like one spinning up),
+    a read of an evicted file waits for them, while stat, ls, create, setfattr, rename and
+    df on the same mount answer at once."""
+    gate = archive.s("gate")
+    data = random_bytes(3 * MiB, 5)
+    write_file(archive.m("cold"), data)
+    os.mkdir(archive.m("dir"))
+    archive.persist()
+    archive.evict()  # its bytes now come from the disks (the remount empties the kernel's cache)
+    archive.umount()
+    archive.mount(env=dict(os.environ, CAIRN_TEST_DISK_GATE=gate))
+    open(gate, "w").close()
+    copy = archive.s("copy")
+    reader = subprocess.Popen(["cp", archive.m("cold"), copy])
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(gate + ".held"):
+            assert time.monotonic() < deadline, "the read never reached the disks"
+            assert reader.poll() is None, "the read finished without the disks"
+            time.sleep(0.01)
+        # Each must answer long before the disks do (they never do while the gate exists).
+        sh(f"""cd {archive.mnt}
+               stat cold dir > /dev/null
+               ls -l > /dev/null
+               touch new
+               setfattr -n user.note -v x new
+               mv new dir/moved
+               df . > /dev/null""", timeout=30)
+        assert reader.poll() is None, "the read did not wait for the disks: the test shows nothing"
+    finally:
+        os.unlink(gate)
+    assert reader.wait(timeout=120) == 0
+    with open(copy, "rb") as f:
+        assert f.read() == data
+    assert os.path.exists(archive.m("dir", "moved"))

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,8 +43,12 @@ struct ArchiveFixture {
   }
   ~ArchiveFixture() { Close(); }
 
+  // Wraps each disk at every Open (a decorator of the test's), unless faults are given.
+  std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk>, size_t)> wrap_disk;
+
   void Open(FaultPlan* faults = nullptr) {
     Archive::OpenOptions options;
+    options.wrap_disk = wrap_disk;
     if (faults) {
       options.wrap_disk = [faults](std::unique_ptr<Disk> disk, size_t) -> std::unique_ptr<Disk> {
         return std::make_unique<FaultDisk>(std::move(disk), *faults);

@@ -272,18 +272,25 @@ TEST_CASE("Archive: space freed by a rolled-back operation stays in use") {
   f.WriteFile("x", test::RandomBytes(kSegment, 21));
   REQUIRE(f.fs->PersistAll().ok());
   ExtentRecord extent = f.Extents().at(0);
-  std::lock_guard lock(f.archive->catalog_mutex());
+  std::unique_lock lock(f.archive->catalog_mutex());
   Catalog& catalog = f.archive->catalog();
   REQUIRE(catalog.Begin().ok());
   REQUIRE(f.archive->UnrefExtent(extent.id).ok());
   catalog.Rollback();
-  CHECK_FALSE(f.archive->has_freed_space());
+  Archive::PendingSync pending;
+  REQUIRE(f.archive->Commit(Archive::SyncWhen::kAlways, &pending).ok());
+  CHECK(pending.freed.empty());
   CHECK(catalog.GetExtent(extent.id).ok());
   REQUIRE(catalog.Begin().ok());
   REQUIRE(f.archive->UnrefExtent(extent.id).ok());
   REQUIRE(catalog.Commit().ok());
-  CHECK(f.archive->has_freed_space());
-  REQUIRE(f.archive->ReleaseFreedSpace().ok());
+  REQUIRE(f.archive->Commit(Archive::SyncWhen::kAlways, &pending).ok());
+  REQUIRE(pending.freed.size() == 1);
+  CHECK(pending.freed[0].id == extent.id);
+  lock.unlock();
+  uint64_t free_before = f.FreeBytes();
+  REQUIRE(f.archive->MakeDurable(std::move(pending)).ok());
+  CHECK(f.FreeBytes() > free_before);
 }
 
 TEST_CASE("Persister: a failing inode query fails the round and keeps the file dirty") {
@@ -428,9 +435,10 @@ TEST_CASE("Filesystem: reading and fsyncing a file with nothing staged creates n
   Fixture f;
   auto data = test::RandomBytes(3 * kSegment, 32);
   uint64_t ino = f.WriteFile("persisted", data);
+  std::string cache_file = fmt::format("{}/cache/{}", f.dir, ino);
+  REQUIRE(std::filesystem::exists(cache_file));  // where the staging cache keeps the file's data
   REQUIRE(f.fs->PersistAll().ok());
   REQUIRE(f.fs->EvictAll().ok());
-  std::string cache_file = fmt::format("{}/cache/{}", f.dir, ino);
   REQUIRE_FALSE(std::filesystem::exists(cache_file));
   auto fh = f.fs->Open(ino, O_RDONLY);
   REQUIRE(fh.ok());

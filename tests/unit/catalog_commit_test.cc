@@ -3,11 +3,13 @@
 // and logical lengths.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cerrno>
 
 #include <fmt/format.h>
 
 #include "catalog/catalog.h"
+#include "power_loss.h"
 #include "test_util.h"
 
 using namespace cairn;
@@ -76,7 +78,7 @@ TEST_CASE("Catalog: a failed batch commit keeps acknowledged operations and no i
     auto after = CreateFile(*c, "after");
     REQUIRE(after.ok());
     CHECK(*after > kept);
-    REQUIRE(c->Flush(true).ok());
+    REQUIRE(c->FlushDurably().ok());
   }
   auto c = std::move(*Catalog::Open(dir / "c.db"));
   CHECK(*c->Lookup(kRootInode, "acknowledged") == kept);
@@ -179,18 +181,33 @@ TEST_CASE("Catalog: a version 4 catalog gets logical lengths equal to the stored
   CHECK(extent->chain_stamp.empty());
 }
 
-TEST_CASE("Catalog: a durable flush writes (and so syncs) the WAL even with nothing else to commit") {
+TEST_CASE("Catalog: SyncThrough fsyncs the WAL through the connection's VFS, once for all commits before it") {
+  test::PowerSupply supply;  // never armed: its VFS shows the test every sync
+  test::PowerLossVfs vfs(supply);
+  std::atomic<int> wal_syncs = 0;
+  supply.BeforeSync([&](test::Device, const std::string& path) { wal_syncs += path.ends_with("-wal"); });
   test::TempDir dir;
   auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+  CHECK(wal_syncs > 0);  // the new catalog is durable
+  wal_syncs = 0;
   REQUIRE(CreateFile(*c, "f").ok());
   REQUIRE(c->Flush().ok());  // committed, not synced
-  int commits_with_frames = 0;
-  sqlite3_wal_hook(c->handle(), [](void* n, sqlite3*, const char*, int) {
-    ++*static_cast<int*>(n);
-    return SQLITE_OK;
-  }, &commits_with_frames);
-  REQUIRE(c->Flush(true).ok());
-  CHECK(commits_with_frames == 1);  // a commit that writes no frame syncs nothing
+  uint64_t first = c->commit_sequence();
+  REQUIRE(CreateFile(*c, "g").ok());
+  REQUIRE(c->Flush().ok());
+  uint64_t second = c->commit_sequence();
+  CHECK(second == first + 1);
+  CHECK(wal_syncs == 0);
+  REQUIRE(c->Flush().ok());  // nothing to commit: no new commit to sync
+  CHECK(c->commit_sequence() == second);
+  REQUIRE(c->SyncThrough(second).ok());
+  CHECK(wal_syncs == 1);
+  REQUIRE(c->SyncThrough(first).ok());  // the sync of the later commit covered it
+  REQUIRE(c->SyncThrough(second).ok());
+  CHECK(wal_syncs == 1);
+  REQUIRE(CreateFile(*c, "h").ok());
+  REQUIRE(c->FlushDurably().ok());
+  CHECK(wal_syncs == 2);
 }
 
 TEST_CASE("Catalog: a replayed batch writes the very values of its operations") {

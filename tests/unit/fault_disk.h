@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -78,6 +80,73 @@ class ReadLogDisk : public DiskWrapper {
  private:
   std::vector<uint64_t>& log_;
   std::mutex& mutex_;
+};
+
+// DiskGate holds the disk operations of the kinds it is closed for until it opens again:
+// a disk that takes seconds to answer (a spin-up), made deterministic. Thread-safe.
+class DiskGate {
+ public:
+  enum Kind { kRead = 1, kWrite = 2, kSync = 4, kDiscard = 8 };
+
+  void Close(int kinds) {
+    std::lock_guard lock(mutex_);
+    closed_ = kinds;
+  }
+  void Open() {
+    {
+      std::lock_guard lock(mutex_);
+      closed_ = 0;
+    }
+    changed_.notify_all();
+  }
+  // Whether an operation has been held at the gate within `timeout`.
+  bool WaitUntilHolding(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [this] { return holding_ > 0; });
+  }
+  int holding() {
+    std::lock_guard lock(mutex_);
+    return holding_;
+  }
+  // Called by GateDisk before an operation of `kind`: waits while the gate is closed to it.
+  void Pass(Kind kind) {
+    std::unique_lock lock(mutex_);
+    if (!(closed_ & kind)) return;
+    holding_++;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return !(closed_ & kind); });
+    holding_--;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int closed_ = 0;
+  int holding_ = 0;
+};
+
+class GateDisk : public DiskWrapper {
+ public:
+  GateDisk(std::unique_ptr<Disk> target, DiskGate& gate) : DiskWrapper(std::move(target)), gate_(gate) {}
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override {
+    gate_.Pass(DiskGate::kRead);
+    return DiskWrapper::ReadAt(offset, dst);
+  }
+  Status WriteAt(uint64_t offset, std::span<const uint8_t> src) override {
+    gate_.Pass(DiskGate::kWrite);
+    return DiskWrapper::WriteAt(offset, src);
+  }
+  Status Sync() override {
+    gate_.Pass(DiskGate::kSync);
+    return DiskWrapper::Sync();
+  }
+  Status Discard(uint64_t offset, uint64_t length) override {
+    gate_.Pass(DiskGate::kDiscard);
+    return DiskWrapper::Discard(offset, length);
+  }
+
+ private:
+  DiskGate& gate_;
 };
 
 }  // namespace cairn::test

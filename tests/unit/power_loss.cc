@@ -16,19 +16,26 @@ void PowerSupply::Arm(int cut_at) {
   armed_ = true;
   cut_at_ = cut_at;
   operations_ = 0;
+  operations_of_ = {};
   journals_.clear();
   torn_.clear();
 }
 
-bool PowerSupply::Draw() {
+bool PowerSupply::Draw(Device device) {
   if (!armed_) return true;
   ++operations_;
+  ++operations_of_[static_cast<size_t>(device)];
   return cut_at_ == 0 || operations_ < cut_at_;
 }
 
 int PowerSupply::operations() const {
   std::lock_guard lock(mutex_);
   return operations_;
+}
+
+int PowerSupply::operations(Device device) const {
+  std::lock_guard lock(mutex_);
+  return operations_of_[static_cast<size_t>(device)];
 }
 
 bool PowerSupply::cut() const {
@@ -54,7 +61,7 @@ Status PowerSupply::Change(Device device, const std::string& path, uint64_t offs
                            const std::function<Result<std::vector<uint8_t>>()>& read_old,
                            const std::function<Status()>& apply) {
   std::lock_guard lock(mutex_);
-  if (!Draw()) {
+  if (!Draw(device)) {
     if (operations_ == cut_at_ && sector > 0 && data.size() > sector) {  // torn: its first half of sectors landed
       uint64_t first_boundary = (offset + sector - 1) / sector * sector;
       uint64_t whole = (offset + data.size()) / sector - first_boundary / sector;
@@ -72,8 +79,9 @@ Status PowerSupply::Change(Device device, const std::string& path, uint64_t offs
 }
 
 Status PowerSupply::Sync(Device device, const std::string& path) {
+  if (before_sync_) before_sync_(device, path);  // without the mutex: it may wait
   std::lock_guard lock(mutex_);
-  if (!Draw()) return Status::IOError(fmt::format("{}: power is off", path));
+  if (!Draw(device)) return Status::IOError(fmt::format("{}: power is off", path));
   if (armed_) {
     journals_.erase(path);
     JournalOf(device, path);  // the present size is the synced one
@@ -83,7 +91,7 @@ Status PowerSupply::Sync(Device device, const std::string& path) {
 
 Status PowerSupply::Delete(const std::string& path, const std::function<Status()>& apply) {
   std::lock_guard lock(mutex_);
-  if (!Draw()) return Status::IOError(fmt::format("{}: power is off", path));
+  if (!Draw(Device::kCatalog)) return Status::IOError(fmt::format("{}: power is off", path));
   Status st = apply();
   if (st.ok()) journals_.erase(path);
   return st;

@@ -9,6 +9,7 @@
 
 #include <sqlite3.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -46,12 +47,16 @@ class PowerSupply {
   // A sync of `path`: its present content is durable. (The supply decides what survives, so
   // the file is not really synced: that would only cost time.)
   Status Sync(Device device, const std::string& path);
-  // A deletion of `path` (`apply`), durable once done.
+  // A deletion of catalog file `path` (`apply`), durable once done.
   Status Delete(const std::string& path, const std::function<Status()>& apply);
   // A catalog opened through PowerLossVfs: its shared-memory index does not survive.
   void AddCatalog(const std::string& path);
+  // Called (from the syncing thread) before every sync, armed or not: a test may hold it
+  // there. Set before the supply is used.
+  void BeforeSync(std::function<void(Device, const std::string& path)> hook) { before_sync_ = std::move(hook); }
 
   int operations() const;
+  int operations(Device device) const;  // of those, on `device` files
   bool cut() const;  // the power went off in this run
   // Once every device file is closed: rolls the files back to what survives a power loss at
   // the cut, and disarms. Files change only when the power was cut.
@@ -67,8 +72,8 @@ class PowerSupply {
     uint64_t synced_size;     // the file's size at its last sync
     std::vector<Undo> undo;   // changes since then, oldest first
   };
-  // Counts an operation; false when the power is off for it. REQUIRES: mutex_ held.
-  bool Draw();
+  // Counts an operation on `device`; false when the power is off for it. REQUIRES: mutex_ held.
+  bool Draw(Device device);
   // The journal of `path`, started with the file's present size. REQUIRES: mutex_ held.
   Journal& JournalOf(Device device, const std::string& path);
 
@@ -76,8 +81,10 @@ class PowerSupply {
   bool armed_ = false;
   int cut_at_ = 0;
   int operations_ = 0;
+  std::array<int, 2> operations_of_{};  // by Device
   std::map<std::string, Journal> journals_;
   std::set<std::string> catalogs_;
+  std::function<void(Device, const std::string&)> before_sync_;
   struct Torn {
     std::string path;
     uint64_t offset;

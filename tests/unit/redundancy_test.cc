@@ -196,9 +196,11 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
     REQUIRE(written.ok());
     extent = *written;
     extent.refs = 1;
-    std::lock_guard lock((*archive)->catalog_mutex());
-    REQUIRE(InTransaction((*archive)->catalog(), [&] { return (*archive)->catalog().InsertExtent(extent); }).ok());
-    REQUIRE((*archive)->FlushCatalog(true).ok());
+    {
+      std::lock_guard lock((*archive)->catalog_mutex());
+      REQUIRE(InTransaction((*archive)->catalog(), [&] { return (*archive)->catalog().InsertExtent(extent); }).ok());
+    }
+    REQUIRE((*archive)->CommitDurably().ok());
   }
   REQUIRE(MarkDiskFailed(dir / "a", extent.chunks[0].disk).ok());
   Archive::OpenOptions open;
@@ -265,8 +267,7 @@ struct RebuildFixture {
         REQUIRE(
             InTransaction((*archive)->catalog(), [&] { return (*archive)->catalog().InsertExtent(*written); }).ok());
       }
-      std::lock_guard lock((*archive)->catalog_mutex());
-      REQUIRE((*archive)->FlushCatalog(true).ok());
+      REQUIRE((*archive)->CommitDurably().ok());
     }
     auto config = LoadConfig(dir / "a/cairn.conf");
     REQUIRE(config.ok());
