@@ -1,0 +1,422 @@
+// Journal file: a sequence of records, each
+//   masked crc32c (u32) | payload length (u32) | type (u8) | payload
+// with the CRC over type and payload, little-endian (util/coding.h). The first record is the
+// header: identity length (u16), identity, the next txn (u64). Records are only appended,
+// each followed by fdatasync; compaction writes a new file and renames it over the old one.
+// Layout documented in man/cairn-format.5 ("Lonestar journal").
+#include "array/promise_journal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "util/coding.h"
+
+namespace cairn {
+namespace {
+
+enum RecordType : uint8_t { kHeader = 1, kBegin = 2, kMark = 3, kDelta = 4, kDone = 5, kDefect = 6 };
+constexpr size_t kRecordHead = 9;                    // crc, length, type
+constexpr uint64_t kCompactAbove = 64ull << 20;     // file bytes that call for a compaction
+constexpr uint32_t kMaxRecord = (1u << 30) + 4096;  // a delta of the largest chunk, and some
+
+class Writer {
+ public:
+  Writer& U8(uint8_t v) { return bytes_.push_back(v), *this; }
+  Writer& U16(uint16_t v) { return Put(v, 2); }
+  Writer& U32(uint32_t v) { return Put(v, 4); }
+  Writer& U64(uint64_t v) { return Put(v, 8); }
+  Writer& Bytes(std::span<const uint8_t> b) { return bytes_.insert(bytes_.end(), b.begin(), b.end()), *this; }
+  std::span<const uint8_t> bytes() const { return bytes_; }
+
+ private:
+  Writer& Put(uint64_t v, int n) {
+    for (int i = 0; i < n; i++) bytes_.push_back(uint8_t(v >> (8 * i)));
+    return *this;
+  }
+  std::vector<uint8_t> bytes_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+  bool U8(uint8_t* v) { return Take(1) && (*v = b_[at_ - 1], true); }
+  bool U32(uint32_t* v) { return Take(4) && (*v = GetFixed32(&b_[at_ - 4]), true); }
+  bool U64(uint64_t* v) { return Take(8) && (*v = GetFixed64(&b_[at_ - 8]), true); }
+  std::span<const uint8_t> Rest() const { return b_.subspan(at_); }
+  bool done() const { return at_ == b_.size(); }
+
+ private:
+  bool Take(size_t n) {
+    if (b_.size() - at_ < n) return false;
+    at_ += n;
+    return true;
+  }
+  std::span<const uint8_t> b_;
+  size_t at_ = 0;
+};
+
+Status WriteAll(int fd, uint64_t offset, std::span<const uint8_t> data, const std::string& path) {
+  for (size_t done = 0; done < data.size();) {
+    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(fmt::format("lonestar journal {}: write", path), errno);
+    done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+std::vector<uint8_t> EncodeRecord(uint8_t type, std::span<const uint8_t> payload) {
+  std::vector<uint8_t> record(kRecordHead + payload.size());
+  record[8] = type;
+  std::copy(payload.begin(), payload.end(), record.begin() + kRecordHead);
+  PutFixed32(&record[4], static_cast<uint32_t>(payload.size()));
+  PutFixed32(&record[0], MaskCrc(Crc32c(std::span(record).subspan(8))));
+  return record;
+}
+
+std::vector<uint8_t> HeaderPayload(const std::string& identity, uint64_t next_txn) {
+  Writer w;
+  w.U16(static_cast<uint16_t>(identity.size()))
+      .Bytes({reinterpret_cast<const uint8_t*>(identity.data()), identity.size()})
+      .U64(next_txn);
+  return {w.bytes().begin(), w.bytes().end()};
+}
+
+Status SyncDirectoryOf(const std::string& path) {
+  std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(fmt::format("lonestar journal: open {}", dir), errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status::OK() : Status::FromErrno(fmt::format("lonestar journal: fsync {}", dir), err);
+}
+
+// Writes a new journal file at `path` holding `records`, synced, with its directory.
+Result<int> WriteFresh(const std::string& path, const std::vector<std::vector<uint8_t>>& records, uint64_t* size) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::FromErrno(fmt::format("lonestar journal: create {}", path), errno);
+  uint64_t at = 0;
+  Status st;
+  for (const auto& r : records) {
+    if (st.ok()) st = WriteAll(fd, at, r, path);
+    at += r.size();
+  }
+  if (st.ok() && ::fdatasync(fd) != 0) st = Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path), errno);
+  if (!st.ok()) {
+    ::close(fd);
+    return st;
+  }
+  *size = at;
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PromiseJournal>> PromiseJournal::Create(const std::string& path, const std::string& identity) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) return Status::Exists(fmt::format("lonestar journal {} exists", path));
+  uint64_t size = 0;
+  auto fd = WriteFresh(path, {EncodeRecord(kHeader, HeaderPayload(identity, 1))}, &size);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<PromiseJournal> journal(new PromiseJournal(path, identity, *fd));
+  journal->size_ = size;
+  CAIRN_RETURN_IF_ERROR(SyncDirectoryOf(path));
+  return journal;
+}
+
+Result<std::unique_ptr<PromiseJournal>> PromiseJournal::Open(const std::string& path, const std::string& identity) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) return Status::NotFound(fmt::format("lonestar journal {} is missing", path));
+  if (fd < 0) return Status::FromErrno(fmt::format("lonestar journal: open {}", path), errno);
+  std::unique_ptr<PromiseJournal> journal(new PromiseJournal(path, identity, fd));
+  std::lock_guard lock(journal->mutex_);
+  CAIRN_RETURN_IF_ERROR(journal->Replay());
+  return journal;
+}
+
+PromiseJournal::~PromiseJournal() { ::close(fd_); }
+
+Status PromiseJournal::Replay() {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return Status::FromErrno(fmt::format("lonestar journal {}: stat", path_), errno);
+  uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  auto damaged = [&](uint64_t at, const std::string& why) {
+    return Status::Corruption(fmt::format("lonestar journal {}: record at byte {}: {}", path_, at, why));
+  };
+  uint64_t at = 0;
+  std::vector<uint8_t> head(kRecordHead);
+  std::vector<uint8_t> body;
+  bool header_seen = false;
+  while (at < file_size) {
+    bool torn = file_size - at < kRecordHead;
+    uint32_t length = 0;
+    if (!torn) {
+      if (::pread(fd_, head.data(), kRecordHead, static_cast<off_t>(at)) != static_cast<ssize_t>(kRecordHead)) {
+        return Status::FromErrno(fmt::format("lonestar journal {}: read", path_), errno);
+      }
+      length = GetFixed32(&head[4]);
+      torn = length > kMaxRecord || file_size - at - kRecordHead < length;
+    }
+    if (!torn) {
+      body.resize(length + 1);
+      body[0] = head[8];
+      if (::pread(fd_, body.data() + 1, length, static_cast<off_t>(at + kRecordHead)) != static_cast<ssize_t>(length)) {
+        return Status::FromErrno(fmt::format("lonestar journal {}: read", path_), errno);
+      }
+      torn = MaskCrc(Crc32c(body)) != GetFixed32(&head[0]);
+      if (torn && at + kRecordHead + length < file_size) return damaged(at, "checksum mismatch");
+    }
+    if (torn) {  // the end of an append a crash cut short: it never returned, so nothing relies on it
+      if (!header_seen) return damaged(at, "no journal header");
+      if (::ftruncate(fd_, static_cast<off_t>(at)) != 0 || ::fdatasync(fd_) != 0) {
+        return Status::FromErrno(fmt::format("lonestar journal {}: cut a torn record", path_), errno);
+      }
+      break;
+    }
+    uint8_t type = body[0];
+    Reader r(std::span<const uint8_t>(body).subspan(1));
+    if (!header_seen) {
+      if (type != kHeader || length < 2) return damaged(at, "not a lonestar journal");
+      uint16_t n = GetFixed16(&body[1]);
+      if (3u + n > body.size()) return damaged(at, "short header");
+      std::string identity(body.begin() + 3, body.begin() + 3 + n);
+      if (identity != identity_) {
+        return Status::Corruption(fmt::format("lonestar journal {} belongs to {:?}, not {:?}", path_, identity, identity_));
+      }
+      Reader txn(std::span<const uint8_t>(body).subspan(3 + n));
+      if (!txn.U64(&next_txn_)) return damaged(at, "short header");
+      header_seen = true;
+    } else if (type == kBegin) {
+      Promise p;
+      uint8_t mode = 0;
+      bool ok = r.U64(&p.txn) && r.U8(&mode);
+      for (uint32_t& d : p.disks) ok = ok && r.U32(&d);
+      ok = ok && r.U64(&p.offset) && r.U64(&p.length) && r.done() && mode >= 1 && mode <= 3;
+      if (!ok) return damaged(at, "bad promise");
+      p.mode = static_cast<ArrayWriteMode>(mode);
+      next_txn_ = std::max(next_txn_, p.txn + 1);
+      state_.open[p.txn] = p;
+    } else if (type == kMark) {
+      uint64_t txn = 0;
+      uint8_t role = 0, finished = 0;
+      if (!r.U64(&txn) || !r.U8(&role) || !r.U8(&finished) || !r.done() || role >= kPromiseRoles) {
+        return damaged(at, "bad mark");
+      }
+      auto it = state_.open.find(txn);
+      if (it == state_.open.end()) return damaged(at, fmt::format("mark of unknown promise {}", txn));
+      (finished ? it->second.finished : it->second.started)[role] = true;
+    } else if (type == kDelta) {
+      uint64_t txn = 0;
+      auto it = r.U64(&txn) ? state_.open.find(txn) : state_.open.end();
+      if (it == state_.open.end() || r.Rest().size() != it->second.length) return damaged(at, "bad delta");
+      it->second.has_delta = true;
+      delta_at_[txn] = at;
+    } else if (type == kDone) {
+      uint64_t txn = 0;
+      if (!r.U64(&txn) || !r.done()) return damaged(at, "bad done");
+      state_.open.erase(txn);
+      delta_at_.erase(txn);
+    } else if (type == kDefect) {
+      uint32_t disk = 0;
+      ByteRange range;
+      uint8_t add = 0;
+      if (!r.U32(&disk) || !r.U64(&range.offset) || !r.U64(&range.length) || !r.U8(&add) || !r.done()) {
+        return damaged(at, "bad defect range");
+      }
+      if (add) {
+        state_.defects[disk].Add(range);
+      } else {
+        state_.defects[disk].Remove(range);
+        if (state_.defects[disk].empty()) state_.defects.erase(disk);
+      }
+    } else {
+      return damaged(at, fmt::format("unknown record type {}", type));
+    }
+    at += kRecordHead + length;
+  }
+  if (!header_seen) return damaged(0, "empty journal");
+  size_ = at;
+  return Status::OK();
+}
+
+PromiseJournal::State PromiseJournal::state() const {
+  std::lock_guard lock(mutex_);
+  return state_;
+}
+
+uint64_t PromiseJournal::file_bytes() const {
+  std::lock_guard lock(mutex_);
+  return size_;
+}
+
+Status PromiseJournal::Append(uint8_t type, std::span<const uint8_t> payload) {
+  std::vector<uint8_t> record = EncodeRecord(type, payload);
+  CAIRN_RETURN_IF_ERROR(WriteAll(fd_, size_, record, path_));
+  if (::fdatasync(fd_) != 0) return Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path_), errno);
+  size_ += record.size();
+  return Status::OK();
+}
+
+Result<Promise> PromiseJournal::Begin(ArrayWriteMode mode, const std::array<uint32_t, kPromiseRoles>& disks,
+                                      uint64_t offset, uint64_t length) {
+  std::lock_guard lock(mutex_);
+  Promise p;
+  p.txn = next_txn_;
+  p.mode = mode;
+  p.disks = disks;
+  p.offset = offset;
+  p.length = length;
+  Writer w;
+  w.U64(p.txn).U8(static_cast<uint8_t>(mode));
+  for (uint32_t d : disks) w.U32(d);
+  w.U64(offset).U64(length);
+  CAIRN_RETURN_IF_ERROR(Append(kBegin, w.bytes()));
+  next_txn_++;
+  state_.open[p.txn] = p;
+  return p;
+}
+
+Status PromiseJournal::Mark(uint64_t txn, PromiseRole role, bool finished) {
+  std::lock_guard lock(mutex_);
+  auto it = state_.open.find(txn);
+  if (it == state_.open.end()) return Status::InvalidArgument(fmt::format("lonestar journal: no promise {}", txn));
+  Writer w;
+  w.U64(txn).U8(role).U8(finished);
+  CAIRN_RETURN_IF_ERROR(Append(kMark, w.bytes()));
+  (finished ? it->second.finished : it->second.started)[role] = true;
+  return Status::OK();
+}
+
+Status PromiseJournal::SaveDelta(uint64_t txn, std::span<const uint8_t> delta) {
+  std::lock_guard lock(mutex_);
+  auto it = state_.open.find(txn);
+  if (it == state_.open.end() || delta.size() != it->second.length) {
+    return Status::InvalidArgument(fmt::format("lonestar journal: no promise {} of {} bytes", txn, delta.size()));
+  }
+  Writer w;
+  w.U64(txn).Bytes(delta);
+  uint64_t at = size_;
+  CAIRN_RETURN_IF_ERROR(Append(kDelta, w.bytes()));
+  it->second.has_delta = true;
+  delta_at_[txn] = at;
+  return Status::OK();
+}
+
+Result<std::vector<uint8_t>> PromiseJournal::LoadDelta(uint64_t txn) {
+  std::lock_guard lock(mutex_);
+  auto it = delta_at_.find(txn);
+  if (it == delta_at_.end()) return Status::NotFound(fmt::format("lonestar journal: promise {} has no delta", txn));
+  uint64_t length = state_.open.at(txn).length;
+  std::vector<uint8_t> delta(length);
+  ssize_t n = ::pread(fd_, delta.data(), length, static_cast<off_t>(it->second + kRecordHead + 8));
+  if (n != static_cast<ssize_t>(length)) {
+    return Status::FromErrno(fmt::format("lonestar journal {}: read the delta of promise {}", path_, txn), errno);
+  }
+  return delta;
+}
+
+Status PromiseJournal::Done(uint64_t txn) {
+  {
+    std::lock_guard lock(mutex_);
+    Writer w;
+    w.U64(txn);
+    CAIRN_RETURN_IF_ERROR(Append(kDone, w.bytes()));
+    state_.open.erase(txn);
+    delta_at_.erase(txn);
+  }
+  return MaybeCompact();
+}
+
+Status PromiseJournal::AddDefect(uint32_t disk, ByteRange range) {
+  std::lock_guard lock(mutex_);
+  Writer w;
+  w.U32(disk).U64(range.offset).U64(range.length).U8(1);
+  CAIRN_RETURN_IF_ERROR(Append(kDefect, w.bytes()));
+  state_.defects[disk].Add(range);
+  return Status::OK();
+}
+
+Status PromiseJournal::RemoveDefect(uint32_t disk, ByteRange range) {
+  {
+    std::lock_guard lock(mutex_);
+    Writer w;
+    w.U32(disk).U64(range.offset).U64(range.length).U8(0);
+    CAIRN_RETURN_IF_ERROR(Append(kDefect, w.bytes()));
+    state_.defects[disk].Remove(range);
+    if (state_.defects[disk].empty()) state_.defects.erase(disk);
+  }
+  return MaybeCompact();
+}
+
+Status PromiseJournal::MaybeCompact() {
+  std::lock_guard lock(mutex_);
+  return size_ > kCompactAbove ? CompactLocked() : Status::OK();
+}
+
+Status PromiseJournal::Compact() {
+  std::lock_guard lock(mutex_);
+  return CompactLocked();
+}
+
+Status PromiseJournal::CompactLocked() {
+  std::vector<std::vector<uint8_t>> records{EncodeRecord(kHeader, HeaderPayload(identity_, next_txn_))};
+  for (const auto& [disk, ranges] : state_.defects) {
+    ranges.ForEach([&](ByteRange r) {
+      Writer w;
+      w.U32(disk).U64(r.offset).U64(r.length).U8(1);
+      records.push_back(EncodeRecord(kDefect, w.bytes()));
+    });
+  }
+  std::map<uint64_t, uint64_t> delta_at;  // in the new file
+  uint64_t at = 0;
+  for (const auto& r : records) at += r.size();
+  for (const auto& [txn, p] : state_.open) {
+    Writer begin;
+    begin.U64(txn).U8(static_cast<uint8_t>(p.mode));
+    for (uint32_t d : p.disks) begin.U32(d);
+    begin.U64(p.offset).U64(p.length);
+    records.push_back(EncodeRecord(kBegin, begin.bytes()));
+    at += records.back().size();
+    for (size_t role = 0; role < kPromiseRoles; role++) {
+      for (bool finished : {false, true}) {
+        if (!(finished ? p.finished : p.started)[role]) continue;
+        Writer mark;
+        mark.U64(txn).U8(static_cast<uint8_t>(role)).U8(finished);
+        records.push_back(EncodeRecord(kMark, mark.bytes()));
+        at += records.back().size();
+      }
+    }
+    if (auto d = delta_at_.find(txn); d != delta_at_.end()) {
+      std::vector<uint8_t> payload(8 + p.length);
+      ssize_t n = ::pread(fd_, payload.data(), payload.size(), static_cast<off_t>(d->second + kRecordHead));
+      if (n != static_cast<ssize_t>(payload.size())) {
+        return Status::FromErrno(fmt::format("lonestar journal {}: read a delta to keep", path_), errno);
+      }
+      records.push_back(EncodeRecord(kDelta, payload));
+      delta_at[txn] = at;
+      at += records.back().size();
+    }
+  }
+  std::string fresh = path_ + ".new";
+  uint64_t size = 0;
+  auto fd = WriteFresh(fresh, records, &size);
+  if (!fd.ok()) return fd.status();
+  if (::rename(fresh.c_str(), path_.c_str()) != 0) {
+    Status st = Status::FromErrno(fmt::format("lonestar journal: rename {}", fresh), errno);
+    ::close(*fd);
+    return st;
+  }
+  ::close(fd_);
+  fd_ = *fd;
+  size_ = size;
+  delta_at_ = std::move(delta_at);
+  return SyncDirectoryOf(path_);
+}
+
+}  // namespace cairn

@@ -1,0 +1,105 @@
+// PromiseJournal is the durable record of a lonestar group's parity maintenance, on fast
+// storage beside the catalog: every write to a bucket is a promise recorded here before a
+// disk is touched, with a start and finish mark per disk it updates; the deltas of delayed
+// writes until their parity is updated; and the defect ranges (disk ranges not trusted
+// until rebuilt). An append-only file of checksummed records, each synced before the call
+// returns, replayed at open and compacted when it grows. Thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "array/range_set.h"
+#include "cairn/status.h"
+
+namespace cairn {
+
+// How a write reaches the parity disks (cairn.conf group.NAME.write_mode). Persisted: never renumber.
+enum class ArrayWriteMode : uint8_t {
+  kSerialized = 1,  // data, hP, vP, vhP one after the other: a crash leaves at most one undefined
+  kDirect = 2,      // all four at once: a crash leaves the three parities to recompute
+  kDelayed = 3,     // data and the delta now, the parities later, merged
+};
+
+// The disks of a write, in the order a serialized write updates them.
+enum PromiseRole : uint8_t { kDataRole = 0, kHorizontalRole = 1, kVerticalRole = 2, kVerticalOfHorizontalRole = 3 };
+constexpr size_t kPromiseRoles = 4;
+
+struct Promise {
+  uint64_t txn = 0;
+  ArrayWriteMode mode = ArrayWriteMode::kSerialized;
+  std::array<uint32_t, kPromiseRoles> disks{};  // by PromiseRole: the archive's disk numbers
+  uint64_t offset = 0;                          // the same range on each of them
+  uint64_t length = 0;
+  std::array<bool, kPromiseRoles> started{};
+  std::array<bool, kPromiseRoles> finished{};
+  bool has_delta = false;  // delayed: old ⊕ new of the data disk is in the journal
+};
+
+class PromiseJournal {
+ public:
+  // What the journal holds after a replay.
+  struct State {
+    std::map<uint64_t, Promise> open;  // by txn: promises not yet done
+    std::map<uint32_t, RangeSet> defects;  // by disk
+  };
+
+  // Creates the journal of group `identity` (archive id and group name) at `path`; Exists
+  // if there is one.
+  static Result<std::unique_ptr<PromiseJournal>> Create(const std::string& path, const std::string& identity);
+  // Opens and replays it. A torn last record (a crash in the middle of an append, which
+  // returned no success) is cut off. NotFound when there is none; Corruption when a record
+  // is damaged or the journal belongs to another group: its parity cannot be trusted.
+  static Result<std::unique_ptr<PromiseJournal>> Open(const std::string& path, const std::string& identity);
+  ~PromiseJournal();
+  PromiseJournal(const PromiseJournal&) = delete;
+  PromiseJournal& operator=(const PromiseJournal&) = delete;
+
+  const std::string& path() const { return path_; }
+  // A copy of what is open and defective now.
+  State state() const;
+
+  // Records a new promise (its txn is assigned here) and returns it.
+  Result<Promise> Begin(ArrayWriteMode mode, const std::array<uint32_t, kPromiseRoles>& disks, uint64_t offset,
+                        uint64_t length);
+  // Marks disk `role` of promise `txn` as started or finished.
+  Status Mark(uint64_t txn, PromiseRole role, bool finished);
+  // Keeps the delta (old ⊕ new data) of a delayed promise until Done; LoadDelta reads it back.
+  Status SaveDelta(uint64_t txn, std::span<const uint8_t> delta);
+  Result<std::vector<uint8_t>> LoadDelta(uint64_t txn);
+  // The promise is kept: every disk it touches is consistent again. Its delta goes.
+  Status Done(uint64_t txn);
+  // Adds or removes a range of `disk` whose contents are not trusted until rebuilt.
+  Status AddDefect(uint32_t disk, ByteRange range);
+  Status RemoveDefect(uint32_t disk, ByteRange range);
+
+  // Rewrites the file with only what is still needed (open promises with their deltas,
+  // defects), atomically. Done by the appends themselves once the file passes a size.
+  Status Compact();
+  uint64_t file_bytes() const;
+
+ private:
+  PromiseJournal(std::string path, std::string identity, int fd) : path_(std::move(path)), identity_(std::move(identity)), fd_(fd) {}
+  // Appends one record and syncs it. REQUIRES: mutex_ held.
+  Status Append(uint8_t type, std::span<const uint8_t> payload);
+  Status Replay();
+  Status CompactLocked();
+  Status MaybeCompact();
+
+  const std::string path_;
+  const std::string identity_;
+  mutable std::mutex mutex_;
+  int fd_;                       // guarded by mutex_ (replaced by compaction)
+  uint64_t size_ = 0;            // guarded by mutex_: bytes of valid records
+  uint64_t next_txn_ = 1;        // guarded by mutex_
+  State state_;                  // guarded by mutex_
+  std::map<uint64_t, uint64_t> delta_at_;  // guarded by mutex_: txn -> file offset of its delta record
+};
+
+}  // namespace cairn

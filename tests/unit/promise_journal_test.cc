@@ -1,0 +1,172 @@
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "array/promise_journal.h"
+#include "array/range_set.h"
+#include "test_util.h"
+
+using namespace cairn;
+
+namespace {
+
+constexpr std::array<uint32_t, kPromiseRoles> kDisks{3, 7, 12, 14};
+
+std::unique_ptr<PromiseJournal> Reopen(const std::string& path) {
+  auto journal = PromiseJournal::Open(path, "archive-1/cold");
+  INFO(journal.status().ToString());
+  REQUIRE(journal.ok());
+  return std::move(*journal);
+}
+
+void AppendGarbage(const std::string& path, std::span<const uint8_t> bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("RangeSet: adds merge, removes split", "[array]") {
+  RangeSet s;
+  s.Add({100, 50});
+  s.Add({200, 50});
+  s.Add({150, 50});  // touches both: one range
+  CHECK(s.First(1000) == ByteRange{100, 150});
+  s.Remove({120, 10});
+  std::vector<ByteRange> got;
+  s.ForEach([&](ByteRange r) { got.push_back(r); });
+  CHECK(got == std::vector<ByteRange>{{100, 20}, {130, 120}});
+  CHECK(s.Overlaps({119, 1}));
+  CHECK_FALSE(s.Overlaps({120, 10}));
+  CHECK_FALSE(s.Overlaps({250, 10}));
+  CHECK(s.bytes() == 140);
+  s.Remove({0, 1000});
+  CHECK(s.empty());
+  CHECK(s.First(10) == std::nullopt);
+  s.Add({0, 100});
+  CHECK(s.First(64) == ByteRange{0, 64});
+}
+
+TEST_CASE("PromiseJournal: promises, marks, deltas and defects survive a reopen; done ones do not", "[array]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cold.journal";
+  std::vector<uint8_t> delta = test::RandomBytes(70000, 1);
+  uint64_t kept = 0;
+  {
+    auto created = PromiseJournal::Create(path, "archive-1/cold");
+    REQUIRE(created.ok());
+    auto& j = **created;
+    auto a = j.Begin(ArrayWriteMode::kSerialized, kDisks, 4096, 69632);
+    REQUIRE(a.ok());
+    REQUIRE(j.Mark(a->txn, kDataRole, false).ok());
+    REQUIRE(j.Mark(a->txn, kDataRole, true).ok());
+    REQUIRE(j.Mark(a->txn, kHorizontalRole, false).ok());
+    auto b = j.Begin(ArrayWriteMode::kDelayed, kDisks, 1 << 20, delta.size());
+    REQUIRE(b.ok());
+    CHECK(b->txn == a->txn + 1);
+    REQUIRE(j.SaveDelta(b->txn, delta).ok());
+    auto c = j.Begin(ArrayWriteMode::kDirect, kDisks, 0, 4096);
+    REQUIRE(c.ok());
+    REQUIRE(j.Done(c->txn).ok());
+    REQUIRE(j.AddDefect(5, {0, 1 << 30}).ok());
+    REQUIRE(j.RemoveDefect(5, {0, 64 << 20}).ok());
+    kept = a->txn;
+    CHECK(PromiseJournal::Create(path, "archive-1/cold").status().code() == Status::Code::kExists);
+  }
+  auto j = Reopen(path);
+  auto state = j->state();
+  REQUIRE(state.open.size() == 2);
+  const Promise& a = state.open.at(kept);
+  CHECK(a.mode == ArrayWriteMode::kSerialized);
+  CHECK(a.disks == kDisks);
+  CHECK(a.offset == 4096);
+  CHECK(a.length == 69632);
+  CHECK(a.started == std::array<bool, 4>{true, true, false, false});
+  CHECK(a.finished == std::array<bool, 4>{true, false, false, false});
+  CHECK(state.open.at(kept + 1).has_delta);
+  CHECK(*j->LoadDelta(kept + 1) == delta);
+  REQUIRE(state.defects.size() == 1);
+  CHECK(state.defects.at(5).First(UINT64_MAX) == ByteRange{64 << 20, (1 << 30) - (64 << 20)});
+  auto d = j->Begin(ArrayWriteMode::kSerialized, kDisks, 0, 4096);  // txns are never handed out twice
+  REQUIRE(d.ok());
+  CHECK(d->txn == kept + 3);
+}
+
+TEST_CASE("PromiseJournal: compaction keeps exactly what is open, deltas too", "[array]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cold.journal";
+  auto created = PromiseJournal::Create(path, "archive-1/cold");
+  REQUIRE(created.ok());
+  auto& j = **created;
+  std::vector<uint8_t> delta = test::RandomBytes(8192, 2);
+  uint64_t open_txn = 0;
+  for (int i = 0; i < 100; i++) {
+    auto p = j.Begin(ArrayWriteMode::kDelayed, kDisks, i * 8192, 8192);
+    REQUIRE(p.ok());
+    REQUIRE(j.SaveDelta(p->txn, delta).ok());
+    if (i == 50) {
+      open_txn = p->txn;
+      REQUIRE(j.Mark(p->txn, kVerticalRole, true).ok());
+      continue;
+    }
+    REQUIRE(j.Done(p->txn).ok());
+  }
+  REQUIRE(j.AddDefect(9, {4096, 4096}).ok());
+  uint64_t before = j.file_bytes();
+  REQUIRE(j.Compact().ok());
+  CHECK(j.file_bytes() < before / 50);
+  CHECK(*j.LoadDelta(open_txn) == delta);  // read from the new file
+  auto again = Reopen(path);
+  auto state = again->state();
+  REQUIRE(state.open.size() == 1);
+  CHECK(state.open.at(open_txn).finished[kVerticalRole]);
+  CHECK(*again->LoadDelta(open_txn) == delta);
+  CHECK(state.defects.at(9).bytes() == 4096);
+  CHECK_FALSE(std::filesystem::exists(path + ".new"));
+}
+
+TEST_CASE("PromiseJournal: a torn last record is cut off, damage anywhere else is Corruption", "[array]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cold.journal";
+  uint64_t size_with_one = 0;
+  {
+    auto created = PromiseJournal::Create(path, "archive-1/cold");
+    REQUIRE(created.ok());
+    REQUIRE((*created)->Begin(ArrayWriteMode::kSerialized, kDisks, 0, 4096).ok());
+    size_with_one = (*created)->file_bytes();
+  }
+  SECTION("a torn append") {
+    std::vector<uint8_t> half{0x11, 0x22, 0x33, 0x44, 0x40, 0, 0, 0, 2, 1, 2, 3};  // says 64 bytes follow
+    AppendGarbage(path, half);
+    auto j = Reopen(path);
+    CHECK(j->state().open.size() == 1);
+    CHECK(std::filesystem::file_size(path) == size_with_one);
+    REQUIRE(j->Begin(ArrayWriteMode::kSerialized, kDisks, 4096, 4096).ok());  // appends after the cut
+    CHECK(Reopen(path)->state().open.size() == 2);
+  }
+  SECTION("a damaged record in the middle") {
+    {
+      auto j = Reopen(path);
+      REQUIRE(j->Begin(ArrayWriteMode::kSerialized, kDisks, 4096, 4096).ok());
+    }
+    int fd = ::open(path.c_str(), O_WRONLY);
+    uint8_t flip = 0xFF;
+    REQUIRE(::pwrite(fd, &flip, 1, size_with_one - 3) == 1);  // inside the first promise
+    ::close(fd);
+    auto j = PromiseJournal::Open(path, "archive-1/cold");
+    CHECK(j.status().IsCorruption());
+  }
+  SECTION("another group's journal") {
+    auto j = PromiseJournal::Open(path, "archive-1/warm");
+    CHECK(j.status().IsCorruption());
+    CHECK_THAT(j.status().message(), Catch::Contains("belongs to"));
+  }
+  SECTION("a missing journal") {
+    CHECK(PromiseJournal::Open(tmp / "none.journal", "archive-1/cold").status().IsNotFound());
+  }
+}
