@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cairn/options.h"
 #include "cairn/status.h"
 
 namespace cairn {
@@ -37,8 +38,8 @@ enum class DiskRole : uint8_t {
 // "data", "hP" or "vP".
 std::string_view DiskRoleName(DiskRole role);
 
-// Hard bounds on a geometry (the whole grid is one disk group).
-constexpr uint32_t kGridMaxDisks = 4096;  // X*Y, as kMaxDisks in cairn/options.h
+// The most disks (X*Y) a grid may have: its disks are disks of the archive.
+constexpr uint32_t kGridMaxDisks = kMaxDisks;
 
 class GridGeometry {
  public:
