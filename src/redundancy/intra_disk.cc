@@ -1,5 +1,5 @@
 // SPC 16+1 intra-disk redundancy: encoding, the scrambling permutation and check-on-read.
-// The only file that calls isa-l's XOR (RAID) functions.
+// With parity_math.cc, the only files that call isa-l's XOR (RAID) functions.
 #include "redundancy/intra_disk.h"
 
 #include <isa-l/raid.h>

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "array/grid_geometry.h"
-#include "array/parity_math.h"
+#include "redundancy/parity_math.h"
 #include "array/peeling_decoder.h"
 #include "grid_test_geometries.h"
 #include "test_util.h"

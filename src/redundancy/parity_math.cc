@@ -1,5 +1,5 @@
 // Parity XOR through isa-l's xor_gen where the buffers allow it, scalar code elsewhere.
-#include "array/parity_math.h"
+#include "redundancy/parity_math.h"
 
 #include <isa-l/raid.h>
 
