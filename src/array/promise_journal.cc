@@ -255,16 +255,20 @@ uint64_t PromiseJournal::file_bytes() const {
   return size_;
 }
 
-Status PromiseJournal::Append(uint8_t type, std::span<const uint8_t> payload) {
-  std::vector<uint8_t> record = EncodeRecord(type, payload);
-  CAIRN_RETURN_IF_ERROR(WriteAll(fd_, size_, record, path_));
+Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records) {
+  std::vector<uint8_t> bytes;
+  for (const auto& r : records) bytes.insert(bytes.end(), r.begin(), r.end());
+  CAIRN_RETURN_IF_ERROR(WriteAll(fd_, size_, bytes, path_));
   if (::fdatasync(fd_) != 0) return Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path_), errno);
-  size_ += record.size();
+  size_ += bytes.size();
   return Status::OK();
 }
 
 Result<Promise> PromiseJournal::Begin(ArrayWriteMode mode, const std::array<uint32_t, kPromiseRoles>& disks,
-                                      uint64_t offset, uint64_t length) {
+                                      uint64_t offset, uint64_t length, std::span<const uint8_t> delta) {
+  if (!delta.empty() && delta.size() != length) {
+    return Status::InvalidArgument(fmt::format("lonestar journal: a delta of {} bytes for {}", delta.size(), length));
+  }
   std::lock_guard lock(mutex_);
   Promise p;
   p.txn = next_txn_;
@@ -272,39 +276,37 @@ Result<Promise> PromiseJournal::Begin(ArrayWriteMode mode, const std::array<uint
   p.disks = disks;
   p.offset = offset;
   p.length = length;
+  p.has_delta = !delta.empty();
   Writer w;
   w.U64(p.txn).U8(static_cast<uint8_t>(mode));
   for (uint32_t d : disks) w.U32(d);
   w.U64(offset).U64(length);
-  CAIRN_RETURN_IF_ERROR(Append(kBegin, w.bytes()));
+  std::vector<std::vector<uint8_t>> records{EncodeRecord(kBegin, w.bytes())};
+  uint64_t delta_at = size_ + records[0].size();
+  if (p.has_delta) {
+    Writer d;
+    d.U64(p.txn).Bytes(delta);
+    records.push_back(EncodeRecord(kDelta, d.bytes()));
+  }
+  CAIRN_RETURN_IF_ERROR(Append(records));
   next_txn_++;
   state_.open[p.txn] = p;
+  if (p.has_delta) delta_at_[p.txn] = delta_at;
   return p;
 }
 
-Status PromiseJournal::Mark(uint64_t txn, PromiseRole role, bool finished) {
+Status PromiseJournal::Mark(std::span<const uint64_t> txns, PromiseRole role, bool finished) {
+  if (txns.empty()) return Status::OK();
   std::lock_guard lock(mutex_);
-  auto it = state_.open.find(txn);
-  if (it == state_.open.end()) return Status::InvalidArgument(fmt::format("lonestar journal: no promise {}", txn));
-  Writer w;
-  w.U64(txn).U8(role).U8(finished);
-  CAIRN_RETURN_IF_ERROR(Append(kMark, w.bytes()));
-  (finished ? it->second.finished : it->second.started)[role] = true;
-  return Status::OK();
-}
-
-Status PromiseJournal::SaveDelta(uint64_t txn, std::span<const uint8_t> delta) {
-  std::lock_guard lock(mutex_);
-  auto it = state_.open.find(txn);
-  if (it == state_.open.end() || delta.size() != it->second.length) {
-    return Status::InvalidArgument(fmt::format("lonestar journal: no promise {} of {} bytes", txn, delta.size()));
+  std::vector<std::vector<uint8_t>> records;
+  for (uint64_t txn : txns) {
+    if (!state_.open.contains(txn)) return Status::InvalidArgument(fmt::format("lonestar journal: no promise {}", txn));
+    Writer w;
+    w.U64(txn).U8(role).U8(finished);
+    records.push_back(EncodeRecord(kMark, w.bytes()));
   }
-  Writer w;
-  w.U64(txn).Bytes(delta);
-  uint64_t at = size_;
-  CAIRN_RETURN_IF_ERROR(Append(kDelta, w.bytes()));
-  it->second.has_delta = true;
-  delta_at_[txn] = at;
+  CAIRN_RETURN_IF_ERROR(Append(records));
+  for (uint64_t txn : txns) (finished ? state_.open[txn].finished : state_.open[txn].started)[role] = true;
   return Status::OK();
 }
 
@@ -321,14 +323,21 @@ Result<std::vector<uint8_t>> PromiseJournal::LoadDelta(uint64_t txn) {
   return delta;
 }
 
-Status PromiseJournal::Done(uint64_t txn) {
+Status PromiseJournal::Done(std::span<const uint64_t> txns) {
+  if (txns.empty()) return Status::OK();
   {
     std::lock_guard lock(mutex_);
-    Writer w;
-    w.U64(txn);
-    CAIRN_RETURN_IF_ERROR(Append(kDone, w.bytes()));
-    state_.open.erase(txn);
-    delta_at_.erase(txn);
+    std::vector<std::vector<uint8_t>> records;
+    for (uint64_t txn : txns) {
+      Writer w;
+      w.U64(txn);
+      records.push_back(EncodeRecord(kDone, w.bytes()));
+    }
+    CAIRN_RETURN_IF_ERROR(Append(records));
+    for (uint64_t txn : txns) {
+      state_.open.erase(txn);
+      delta_at_.erase(txn);
+    }
   }
   return MaybeCompact();
 }
@@ -337,7 +346,7 @@ Status PromiseJournal::AddDefect(uint32_t disk, ByteRange range) {
   std::lock_guard lock(mutex_);
   Writer w;
   w.U32(disk).U64(range.offset).U64(range.length).U8(1);
-  CAIRN_RETURN_IF_ERROR(Append(kDefect, w.bytes()));
+  CAIRN_RETURN_IF_ERROR(Append({EncodeRecord(kDefect, w.bytes())}));
   state_.defects[disk].Add(range);
   return Status::OK();
 }
@@ -347,7 +356,7 @@ Status PromiseJournal::RemoveDefect(uint32_t disk, ByteRange range) {
     std::lock_guard lock(mutex_);
     Writer w;
     w.U32(disk).U64(range.offset).U64(range.length).U8(0);
-    CAIRN_RETURN_IF_ERROR(Append(kDefect, w.bytes()));
+    CAIRN_RETURN_IF_ERROR(Append({EncodeRecord(kDefect, w.bytes())}));
     state_.defects[disk].Remove(range);
     if (state_.defects[disk].empty()) state_.defects.erase(disk);
   }

@@ -65,16 +65,15 @@ class PromiseJournal {
   // A copy of what is open and defective now.
   State state() const;
 
-  // Records a new promise (its txn is assigned here) and returns it.
+  // Records a new promise (its txn is assigned here) and returns it; with a `delta` (old ⊕
+  // new data, delayed mode), that too, kept until Done (LoadDelta reads it back). One sync.
   Result<Promise> Begin(ArrayWriteMode mode, const std::array<uint32_t, kPromiseRoles>& disks, uint64_t offset,
-                        uint64_t length);
-  // Marks disk `role` of promise `txn` as started or finished.
-  Status Mark(uint64_t txn, PromiseRole role, bool finished);
-  // Keeps the delta (old ⊕ new data) of a delayed promise until Done; LoadDelta reads it back.
-  Status SaveDelta(uint64_t txn, std::span<const uint8_t> delta);
+                        uint64_t length, std::span<const uint8_t> delta = {});
   Result<std::vector<uint8_t>> LoadDelta(uint64_t txn);
-  // The promise is kept: every disk it touches is consistent again. Its delta goes.
-  Status Done(uint64_t txn);
+  // Marks disk `role` of each promise in `txns` as started or finished, with one sync.
+  Status Mark(std::span<const uint64_t> txns, PromiseRole role, bool finished);
+  // The promises are kept: every disk they touch is consistent again. Their deltas go. One sync.
+  Status Done(std::span<const uint64_t> txns);
   // Adds or removes a range of `disk` whose contents are not trusted until rebuilt.
   Status AddDefect(uint32_t disk, ByteRange range);
   Status RemoveDefect(uint32_t disk, ByteRange range);
@@ -86,8 +85,8 @@ class PromiseJournal {
 
  private:
   PromiseJournal(std::string path, std::string identity, int fd) : path_(std::move(path)), identity_(std::move(identity)), fd_(fd) {}
-  // Appends one record and syncs it. REQUIRES: mutex_ held.
-  Status Append(uint8_t type, std::span<const uint8_t> payload);
+  // Appends records and syncs them. REQUIRES: mutex_ held.
+  Status Append(const std::vector<std::vector<uint8_t>>& records);
   Status Replay();
   Status CompactLocked();
   Status MaybeCompact();

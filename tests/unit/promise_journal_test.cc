@@ -63,16 +63,17 @@ TEST_CASE("PromiseJournal: promises, marks, deltas and defects survive a reopen;
     auto& j = **created;
     auto a = j.Begin(ArrayWriteMode::kSerialized, kDisks, 4096, 69632);
     REQUIRE(a.ok());
-    REQUIRE(j.Mark(a->txn, kDataRole, false).ok());
-    REQUIRE(j.Mark(a->txn, kDataRole, true).ok());
-    REQUIRE(j.Mark(a->txn, kHorizontalRole, false).ok());
-    auto b = j.Begin(ArrayWriteMode::kDelayed, kDisks, 1 << 20, delta.size());
+    std::vector<uint64_t> txns{a->txn};
+    REQUIRE(j.Mark(txns, kDataRole, false).ok());
+    REQUIRE(j.Mark(txns, kDataRole, true).ok());
+    REQUIRE(j.Mark(txns, kHorizontalRole, false).ok());
+    auto b = j.Begin(ArrayWriteMode::kDelayed, kDisks, 1 << 20, delta.size(), delta);
     REQUIRE(b.ok());
     CHECK(b->txn == a->txn + 1);
-    REQUIRE(j.SaveDelta(b->txn, delta).ok());
+    CHECK(*j.LoadDelta(b->txn) == delta);
     auto c = j.Begin(ArrayWriteMode::kDirect, kDisks, 0, 4096);
     REQUIRE(c.ok());
-    REQUIRE(j.Done(c->txn).ok());
+    REQUIRE(j.Done(std::vector<uint64_t>{c->txn}).ok());
     REQUIRE(j.AddDefect(5, {0, 1 << 30}).ok());
     REQUIRE(j.RemoveDefect(5, {0, 64 << 20}).ok());
     kept = a->txn;
@@ -106,15 +107,15 @@ TEST_CASE("PromiseJournal: compaction keeps exactly what is open, deltas too", "
   std::vector<uint8_t> delta = test::RandomBytes(8192, 2);
   uint64_t open_txn = 0;
   for (int i = 0; i < 100; i++) {
-    auto p = j.Begin(ArrayWriteMode::kDelayed, kDisks, i * 8192, 8192);
+    auto p = j.Begin(ArrayWriteMode::kDelayed, kDisks, i * 8192, 8192, delta);
     REQUIRE(p.ok());
-    REQUIRE(j.SaveDelta(p->txn, delta).ok());
+    std::vector<uint64_t> txns{p->txn};
     if (i == 50) {
       open_txn = p->txn;
-      REQUIRE(j.Mark(p->txn, kVerticalRole, true).ok());
+      REQUIRE(j.Mark(txns, kVerticalRole, true).ok());
       continue;
     }
-    REQUIRE(j.Done(p->txn).ok());
+    REQUIRE(j.Done(txns).ok());
   }
   REQUIRE(j.AddDefect(9, {4096, 4096}).ok());
   uint64_t before = j.file_bytes();
