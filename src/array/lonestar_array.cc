@@ -1,0 +1,753 @@
+#include "array/lonestar_array.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <future>
+
+#include <fmt/format.h>
+
+#include "array/peeling_decoder.h"
+#include "redundancy/parity_math.h"
+#include "util/coding.h"
+#include "util/log.h"
+
+namespace cairn {
+namespace {
+
+constexpr const char* kRoleNames[kPromiseRoles] = {"data", "hP", "vP", "vhP"};
+
+// The part of `inner` (a sub-range of `outer`) within a buffer holding `outer`.
+template <typename T>
+std::span<T> Slice(std::span<T> buffer, const ByteRange& outer, const ByteRange& inner) {
+  return buffer.subspan(inner.offset - outer.offset, inner.length);
+}
+
+std::optional<ByteRange> Intersect(const ByteRange& a, const ByteRange& b) {
+  uint64_t begin = std::max(a.offset, b.offset);
+  uint64_t end = std::min(a.end(), b.end());
+  if (begin >= end) return std::nullopt;
+  return ByteRange{begin, end - begin};
+}
+
+}  // namespace
+
+struct LoneStarArray::Pending {
+  Promise promise;                                    // as journaled
+  std::array<uint32_t, kPromiseRoles> positions{};    // grid positions of promise.disks
+  std::shared_ptr<const std::vector<uint8_t>> delta;  // null: only in the journal (delayed)
+  std::array<bool, kPromiseRoles> applied{};          // on the disk now (data: written)
+  bool data_synced = false;                           // delayed: d synced and marked finished
+  ByteRange range() const { return {promise.offset, promise.length}; }
+};
+
+// A member as a Disk for its chunk store (see View()).
+class MemberView final : public Disk {
+ public:
+  MemberView(LoneStarArray& array, uint32_t position, Disk& device, uint64_t data_start, uint64_t data_end, bool bucket)
+      : array_(array), position_(position), device_(device), data_start_(data_start), data_end_(data_end),
+        bucket_(bucket) {}
+
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override {
+    if (offset + dst.size() <= data_start_) return device_.ReadAt(offset, dst);
+    if (offset < data_start_) {
+      CAIRN_RETURN_IF_ERROR(device_.ReadAt(offset, dst.first(data_start_ - offset)));
+      return array_.Read(position_, data_start_, dst.subspan(data_start_ - offset));
+    }
+    return array_.Read(position_, offset, dst);
+  }
+  Status WriteAt(uint64_t offset, std::span<const uint8_t> src) override {
+    if (offset + src.size() <= data_start_) return device_.WriteAt(offset, src);  // the superblock
+    if (!bucket_ || offset < data_start_) {
+      return Status::NotSupported(fmt::format("{}: a parity disk of a lonestar group holds no chunks", Name()));
+    }
+    return array_.Write(position_, offset, src);
+  }
+  Status Sync() override { return bucket_ ? array_.Sync(position_) : Status::OK(); }
+  // Freed bytes stay as they are: the parity covers them, so nothing needs updating.
+  Status Discard(uint64_t, uint64_t) override { return Status::OK(); }
+  uint64_t Size() const override { return std::max(device_.Size(), data_end_); }
+  uint32_t SectorSize() const override { return device_.SectorSize(); }
+  const std::string& Name() const override { return device_.Name(); }
+
+ private:
+  LoneStarArray& array_;
+  const uint32_t position_;
+  Disk& device_;
+  const uint64_t data_start_;
+  const uint64_t data_end_;
+  const bool bucket_;
+};
+
+LoneStarArray::LoneStarArray(Options options, std::vector<Member> members)
+    : options_(std::move(options)), members_(std::move(members)) {}
+
+Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std::vector<Member> members) {
+  const GridGeometry& g = options.geometry;
+  if (members.size() != g.disk_count()) {
+    return Status::InvalidArgument(fmt::format("lonestar group {} ({}) needs {} disks, not {}", options.name,
+                                               g.ToString(), g.disk_count(), members.size()));
+  }
+  if (options.data_end <= options.data_start) {
+    return Status::InvalidArgument(fmt::format("lonestar group {}: its disks have no room for data", options.name));
+  }
+  std::unique_ptr<LoneStarArray> array(new LoneStarArray(std::move(options), std::move(members)));
+  const Options& o = array->options_;
+  PromiseJournal::State replayed;
+  bool rederive = false;
+  if (o.create) {
+    auto journal = PromiseJournal::Create(o.journal_path, o.identity);
+    if (!journal.ok()) return journal.status();
+    array->journal_ = std::move(*journal);
+  } else {
+    auto journal = PromiseJournal::Open(o.journal_path, o.identity);
+    if (journal.ok()) {
+      replayed = (*journal)->state();
+      array->journal_ = std::move(*journal);
+    } else if (journal.status().IsNotFound() || journal.status().IsCorruption()) {
+      std::string aside;
+      if (!journal.status().IsNotFound()) {
+        aside = fmt::format("{}.damaged-{}", o.journal_path, std::time(nullptr));
+        if (std::rename(o.journal_path.c_str(), aside.c_str()) != 0) {
+          return Status::FromErrno(fmt::format("lonestar group {}: set the damaged journal aside", o.name), errno);
+        }
+      }
+      LogError("lonestar group {}: {}{}; the parity of the group cannot be trusted and is re-derived from its buckets "
+               "(cairn rebuild; reads meanwhile use the buckets alone)",
+               o.name, journal.status().message(), aside.empty() ? "" : fmt::format(" (kept as {})", aside));
+      auto fresh = PromiseJournal::Create(o.journal_path, o.identity);
+      if (!fresh.ok()) return fresh.status();
+      array->journal_ = std::move(*fresh);
+      rederive = true;
+    } else {
+      return journal.status();
+    }
+  }
+  std::map<uint32_t, uint32_t> position_of;  // archive disk -> grid position
+  for (uint32_t p = 0; p < array->members_.size(); p++) position_of[array->members_[p].disk] = p;
+  for (const auto& [disk, ranges] : replayed.defects) {
+    auto it = position_of.find(disk);
+    if (it == position_of.end()) {
+      return Status::Corruption(fmt::format("lonestar journal {}: a defect of disk {}, which is not in group {}",
+                                            o.journal_path, disk, o.name));
+    }
+    array->defects_[it->second] = ranges;
+  }
+  ByteRange whole{o.data_start, o.data_end - o.data_start};
+  for (uint32_t p = 0; p < g.disk_count(); p++) {
+    bool parity = g.role(p) != DiskRole::kData;
+    bool replaced = array->members_[p].replaced && !array->defects_.contains(p);
+    if ((rederive && parity) || replaced) CAIRN_RETURN_IF_ERROR(array->AddDefect(p, whole));
+  }
+  CAIRN_RETURN_IF_ERROR(array->Recover(replayed));
+  return array;
+}
+
+LoneStarArray::~LoneStarArray() {
+  std::vector<uint32_t> buckets;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [position, txns] : unsynced_) buckets.push_back(position);
+  }
+  for (uint32_t position : buckets) {
+    Status st = Sync(position);
+    if (!st.ok() && !halted_) LogError("lonestar group {}: {}", options_.name, st.message());
+  }
+}
+
+Status LoneStarArray::Recover(const PromiseJournal::State& state) {
+  std::map<uint32_t, uint32_t> position_of;
+  for (uint32_t p = 0; p < members_.size(); p++) position_of[members_[p].disk] = p;
+  std::vector<uint64_t> done;
+  std::vector<std::pair<uint32_t, ByteRange>> undefined;
+  for (const auto& [txn, promise] : state.open) {
+    Pending pending{promise};
+    for (size_t role = 0; role < kPromiseRoles; role++) {
+      auto it = position_of.find(promise.disks[role]);
+      if (it == position_of.end()) {
+        return Status::Corruption(fmt::format("lonestar journal {}: promise {} names disk {}, not in group {}",
+                                              options_.journal_path, txn, promise.disks[role], options_.name));
+      }
+      pending.positions[role] = it->second;
+    }
+    ByteRange r = pending.range();
+    bool keep = false;
+    if (!promise.finished[kDataRole]) {
+      if (promise.mode == ArrayWriteMode::kDirect) {  // all four were being written: d stays, parity follows it
+        for (size_t role = 1; role < kPromiseRoles; role++) undefined.emplace_back(pending.positions[role], r);
+      } else {  // no parity was touched yet: d goes back to what its parity says
+        undefined.emplace_back(pending.positions[kDataRole], r);
+      }
+    } else {
+      pending.applied[kDataRole] = true;
+      pending.data_synced = true;
+      // A delayed promise's delta is still owed to every parity not finished (reads and
+      // FlushParity apply it); one whose update had started is rebuilt first, owing it still.
+      keep = promise.mode == ArrayWriteMode::kDelayed && promise.has_delta;
+      for (size_t role = 1; role < kPromiseRoles; role++) {
+        pending.applied[role] = promise.finished[role];
+        if (!promise.finished[role] && (!keep || promise.started[role])) undefined.emplace_back(pending.positions[role], r);
+      }
+      keep = keep && !std::all_of(pending.applied.begin(), pending.applied.end(), [](bool a) { return a; });
+    }
+    if (keep) {
+      delta_bytes_ += r.length;
+      pending_.emplace(txn, std::move(pending));
+    } else {
+      done.push_back(txn);
+    }
+  }
+  for (const auto& [position, r] : undefined) CAIRN_RETURN_IF_ERROR(AddDefect(position, r));
+  CAIRN_RETURN_IF_ERROR(journal_->Done(done));
+  if (!undefined.empty()) {
+    LogWarning("lonestar group {}: {} promise(s) were cut short by a crash; {} range(s) are rebuilt from their parity "
+               "groups",
+               options_.name, done.size(), undefined.size());
+  }
+  for (const auto& [position, r] : undefined) {
+    if (members_[position].lost) continue;  // rebuilt with the rest of it once replaced
+    Status st = RebuildWindow(r);
+    if (!st.ok()) LogError("lonestar group {}: {}", options_.name, st.message());
+  }
+  return Status::OK();
+}
+
+std::unique_ptr<Disk> LoneStarArray::View(uint32_t position) {
+  bool bucket = options_.geometry.role(position) == DiskRole::kData;
+  return std::make_unique<MemberView>(*this, position, *members_[position].device, options_.data_start,
+                                      options_.data_end, bucket);
+}
+
+Status LoneStarArray::Halted() const {
+  if (!halted_) return Status::OK();
+  return Status::IOError(fmt::format("lonestar group {}: stopped at a crash point", options_.name));
+}
+
+bool LoneStarArray::Crash(std::string_view step) {
+  if (options_.crash_point && options_.crash_point(step)) halted_ = true;
+  return halted_;
+}
+
+void LoneStarArray::Access(uint32_t position, ArrayIoObserver::Access access) {
+  if (options_.observer) options_.observer->WillAccess(members_[position].disk, access);
+}
+
+ByteRange LoneStarArray::UnitsOf(uint64_t offset, uint64_t length) const {
+  uint64_t first = (offset - options_.data_start) / kUnit;
+  uint64_t last = (offset + length - options_.data_start + kUnit - 1) / kUnit;
+  uint64_t begin = options_.data_start + first * kUnit;
+  uint64_t end = std::min(options_.data_start + last * kUnit, options_.data_end);
+  return {begin, end - begin};
+}
+
+std::set<uint32_t> LoneStarArray::ErasedFor(const ByteRange& r) {
+  std::lock_guard lock(mutex_);
+  std::set<uint32_t> erased;
+  for (uint32_t p = 0; p < members_.size(); p++) {
+    auto d = defects_.find(p);
+    if (members_[p].lost || (d != defects_.end() && d->second.Overlaps(r))) erased.insert(p);
+  }
+  return erased;
+}
+
+Result<std::shared_ptr<const std::vector<uint8_t>>> LoneStarArray::DeltaOf(uint64_t txn) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = pending_.find(txn);
+    if (it != pending_.end() && it->second.delta) return it->second.delta;
+  }
+  auto loaded = journal_->LoadDelta(txn);
+  if (!loaded.ok()) return loaded.status();
+  return std::make_shared<const std::vector<uint8_t>>(std::move(*loaded));
+}
+
+Status LoneStarArray::ReadMember(uint32_t position, const ByteRange& r, std::vector<uint8_t>& out) {
+  out.resize(r.length);
+  Access(position, ArrayIoObserver::Access::kRead);
+  CAIRN_RETURN_IF_ERROR(members_[position].device->ReadAt(r.offset, out));
+  return AddOwedDeltas(position, r, out);
+}
+
+Status LoneStarArray::AddOwedDeltas(uint32_t position, const ByteRange& r, std::span<uint8_t> bytes) {
+  if (options_.geometry.role(position) == DiskRole::kData) return Status::OK();
+  std::vector<std::pair<uint64_t, ByteRange>> owed;  // txn, its range
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [txn, p] : pending_) {
+      if (!p.applied[kDataRole] || !Intersect(p.range(), r)) continue;
+      for (size_t role = 1; role < kPromiseRoles; role++) {
+        if (p.positions[role] == position && !p.applied[role]) owed.emplace_back(txn, p.range());
+      }
+    }
+  }
+  for (const auto& [txn, pr] : owed) {
+    auto delta = DeltaOf(txn);
+    if (!delta.ok()) return delta.status();
+    ByteRange both = *Intersect(pr, r);
+    XorInto(Slice(bytes, r, both), Slice(std::span<const uint8_t>(**delta), pr, both));
+  }
+  return Status::OK();
+}
+
+Status LoneStarArray::WriteMember(uint32_t position, const ByteRange& r, std::vector<uint8_t> seen) {
+  // A parity disk holds what the group sees minus the deltas still owed to it (XOR: plus).
+  CAIRN_RETURN_IF_ERROR(AddOwedDeltas(position, r, seen));
+  Access(position, ArrayIoObserver::Access::kWrite);
+  return members_[position].device->WriteAt(r.offset, seen);
+}
+
+Status LoneStarArray::Reconstruct(uint32_t target, const ByteRange& r, std::set<uint32_t> erased,
+                                  std::map<uint32_t, std::vector<uint8_t>>* rebuilt) {
+  std::vector<uint8_t> buffer;
+  for (size_t attempt = 0; attempt <= members_.size(); attempt++) {
+    rebuilt->clear();
+    auto plan = PlanRecovery(options_.geometry, erased);
+    if (!plan.ok()) return plan.status();
+    bool read_failed = false;
+    for (const RecoveryStep& step : plan->steps()) {
+      std::vector<uint8_t> sum(r.length, 0);
+      for (uint32_t m : plan->reads(step)) {
+        if (auto it = rebuilt->find(m); it != rebuilt->end()) {
+          XorInto(sum, it->second);
+          continue;
+        }
+        Status st = ReadMember(m, r, buffer);
+        if (!st.ok()) {  // that one is erased too: plan again
+          LogWarning("lonestar group {}: {}", options_.name, st.message());
+          erased.insert(m);
+          read_failed = true;
+          break;
+        }
+        XorInto(sum, buffer);
+      }
+      if (read_failed) break;
+      (*rebuilt)[step.disk] = std::move(sum);
+      if (step.disk == target) return Status::OK();
+    }
+    if (read_failed) continue;
+    if (plan->recoverable() && target == UINT32_MAX) return Status::OK();
+    std::string lost;
+    for (uint32_t p : plan->lost()) lost += fmt::format("{}{}", lost.empty() ? "" : ", ", members_[p].disk);
+    return Status::Corruption(fmt::format("lonestar group {}: bytes {}..{} of disk(s) {} cannot be rebuilt: too "
+                                          "many members of their parity groups are lost there",
+                                          options_.name, r.offset, r.end(), lost));
+  }
+  return Status::Corruption(fmt::format("lonestar group {}: bytes {}..{}: too many unreadable disks", options_.name,
+                                        r.offset, r.end()));
+}
+
+Status LoneStarArray::Read(uint32_t position, uint64_t offset, std::span<uint8_t> dst) {
+  CAIRN_RETURN_IF_ERROR(Halted());
+  if (dst.empty()) return Status::OK();
+  bool direct;
+  {
+    std::lock_guard lock(mutex_);
+    auto d = defects_.find(position);
+    direct = !members_[position].lost && (d == defects_.end() || !d->second.Overlaps({offset, dst.size()}));
+  }
+  if (direct) {
+    Access(position, ArrayIoObserver::Access::kRead);
+    Status st = members_[position].device->ReadAt(offset, dst);
+    if (st.ok() || options_.geometry.role(position) != DiskRole::kData) return st;
+    LogWarning("lonestar group {}: {}; rebuilding the range from its parity", options_.name, st.message());
+  }
+  return ReadRebuilt(position, offset, dst);
+}
+
+Status LoneStarArray::ReadRebuilt(uint32_t position, uint64_t offset, std::span<uint8_t> dst) {
+  CAIRN_RETURN_IF_ERROR(Halted());
+  ByteRange r = UnitsOf(offset, dst.size());
+  auto held = LockUnits(r);
+  std::set<uint32_t> erased = ErasedFor(r);
+  erased.insert(position);
+  std::map<uint32_t, std::vector<uint8_t>> rebuilt;
+  CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
+  const std::vector<uint8_t>& bytes = rebuilt.at(position);
+  std::copy_n(bytes.begin() + (offset - r.offset), dst.size(), dst.begin());
+  bool present;
+  bool defective;
+  {
+    std::lock_guard lock(mutex_);
+    present = !members_[position].lost;
+    auto d = defects_.find(position);
+    defective = d != defects_.end() && d->second.Overlaps(r);
+  }
+  if (!present || !defective) return Status::OK();
+  // A defective range of a disk that is there: recovered in place, as a rebuild would.
+  Status st = WriteMember(position, r, bytes);
+  if (st.ok()) st = SyncMember(position);
+  if (st.ok()) st = RemoveDefect(position, r);
+  if (!st.ok()) LogWarning("lonestar group {}: cannot recover a range in place: {}", options_.name, st.message());
+  return Status::OK();
+}
+
+Status LoneStarArray::Rewrite(uint32_t position, uint64_t offset, std::span<const uint8_t> data) {
+  CAIRN_RETURN_IF_ERROR(Halted());
+  auto held = LockUnits(UnitsOf(offset, data.size()));
+  Access(position, ArrayIoObserver::Access::kWrite);
+  return members_[position].device->WriteAt(offset, data);
+}
+
+Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const uint8_t> data) {
+  CAIRN_RETURN_IF_ERROR(Halted());
+  const GridGeometry& g = options_.geometry;
+  if (g.role(position) != DiskRole::kData || offset < options_.data_start || offset + data.size() > options_.data_end) {
+    return Status::InvalidArgument(fmt::format("lonestar group {}: no bucket bytes {}..{} on disk {}", options_.name,
+                                               offset, offset + data.size(), members_[position].disk));
+  }
+  if (data.empty()) return Status::OK();
+  {
+    std::lock_guard lock(mutex_);
+    if (members_[position].lost) {
+      return Status::IOError(fmt::format("lonestar group {}: disk {} is out of service", options_.name,
+                                         members_[position].disk));
+    }
+  }
+  ByteRange r = UnitsOf(offset, data.size());
+  auto held = LockUnits(r);
+  std::vector<uint8_t> old;
+  std::set<uint32_t> erased = ErasedFor(r);
+  if (erased.contains(position)) {
+    std::map<uint32_t, std::vector<uint8_t>> rebuilt;
+    CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
+    old = std::move(rebuilt.at(position));
+  } else {
+    CAIRN_RETURN_IF_ERROR(ReadMember(position, r, old));
+  }
+  std::vector<uint8_t> now = old;
+  std::copy(data.begin(), data.end(), now.begin() + (offset - r.offset));
+  auto delta = std::make_shared<std::vector<uint8_t>>(r.length);
+  ParityDelta(old, now, *delta);
+  if (IsAllZero(*delta)) return Status::OK();  // the bytes are there already
+  std::array<uint32_t, kPromiseRoles> positions = g.WriteSet(position);
+  std::array<uint32_t, kPromiseRoles> disks;
+  for (size_t role = 0; role < kPromiseRoles; role++) disks[role] = members_[positions[role]].disk;
+  bool delayed = options_.mode == ArrayWriteMode::kDelayed;
+  auto promise = journal_->Begin(options_.mode, disks, r.offset, r.length,
+                                 delayed ? std::span<const uint8_t>(*delta) : std::span<const uint8_t>());
+  if (!promise.ok()) return promise.status();
+  if (Crash("begin")) return Halted();
+  Access(position, ArrayIoObserver::Access::kWrite);
+  Status st = members_[position].device->WriteAt(r.offset, now);
+  if (!st.ok()) {  // the range is undefined now: its parity knows what it held
+    Status marked = AddDefect(position, r);
+    if (marked.ok()) marked = journal_->Done(std::vector<uint64_t>{promise->txn});
+    if (!marked.ok()) LogError("lonestar group {}: {}", options_.name, marked.message());
+    return st;
+  }
+  Pending pending{*promise, positions, delta};
+  pending.applied[kDataRole] = true;
+  {
+    std::lock_guard lock(mutex_);
+    pending_.emplace(promise->txn, pending);
+    unsynced_[position].push_back(promise->txn);
+    if (delayed) delta_bytes_ += r.length;
+  }
+  if (Crash("data")) return Halted();
+  if (options_.mode != ArrayWriteMode::kDirect) return Status::OK();
+  // Direct: the three parities at once, each a read-modify-write of its own disk.
+  std::array<std::future<Status>, kPromiseRoles> parity;
+  for (size_t role = 1; role < kPromiseRoles; role++) {
+    parity[role] = std::async(std::launch::async, [this, role, &positions, &r, &delta] {
+      return ApplyDelta(positions[role], r, *delta);
+    });
+  }
+  for (size_t role = 1; role < kPromiseRoles; role++) {
+    Status applied = parity[role].get();
+    if (!applied.ok()) {  // the data is safe; that parity range is rebuilt later
+      LogError("lonestar group {}: {}", options_.name, applied.message());
+      Status marked = AddDefect(positions[role], r);
+      if (!marked.ok()) return marked;
+    }
+    std::lock_guard lock(mutex_);
+    pending_.at(promise->txn).applied[role] = true;
+  }
+  if (Crash("parity")) return Halted();
+  return Status::OK();
+}
+
+Status LoneStarArray::ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta) {
+  {
+    std::lock_guard lock(mutex_);
+    auto d = defects_.find(position);
+    // A lost disk is rebuilt whole once replaced; a defective range is recomputed from its group.
+    if (members_[position].lost || (d != defects_.end() && d->second.Overlaps(r))) return Status::OK();
+  }
+  std::vector<uint8_t> parity(r.length);
+  Access(position, ArrayIoObserver::Access::kRead);
+  CAIRN_RETURN_IF_ERROR(members_[position].device->ReadAt(r.offset, parity));
+  XorInto(parity, delta);
+  Access(position, ArrayIoObserver::Access::kWrite);
+  return members_[position].device->WriteAt(r.offset, parity);
+}
+
+Status LoneStarArray::SyncMember(uint32_t position) {
+  {
+    std::lock_guard lock(mutex_);
+    if (members_[position].lost) return Status::OK();
+  }
+  Access(position, ArrayIoObserver::Access::kSync);
+  return members_[position].device->Sync();
+}
+
+Status LoneStarArray::Sync(uint32_t position) {
+  CAIRN_RETURN_IF_ERROR(Halted());
+  std::vector<uint64_t> txns;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = unsynced_.find(position); it != unsynced_.end()) {
+      txns = std::move(it->second);
+      unsynced_.erase(it);
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(SyncMember(position));
+  if (txns.empty()) return Status::OK();
+  if (Crash("data-synced")) return Halted();
+  if (options_.mode == ArrayWriteMode::kDirect) {
+    std::set<uint32_t> touched;
+    {
+      std::lock_guard lock(mutex_);
+      for (uint64_t txn : txns) touched.insert(pending_.at(txn).positions.begin() + 1, pending_.at(txn).positions.end());
+    }
+    for (uint32_t p : touched) CAIRN_RETURN_IF_ERROR(SyncMember(p));
+    if (Crash("parity-synced")) return Halted();
+  } else {
+    CAIRN_RETURN_IF_ERROR(journal_->Mark(txns, kDataRole, true));
+    if (Crash("data-marked")) return Halted();
+    if (options_.mode == ArrayWriteMode::kDelayed) {
+      bool flush;
+      {
+        std::lock_guard lock(mutex_);
+        for (uint64_t txn : txns) {
+          Pending& p = pending_.at(txn);
+          p.data_synced = true;
+          p.delta.reset();  // kept in the journal; memory holds only what waits for a sync
+        }
+        flush = delta_bytes_ > options_.delta_cache_bytes;
+      }
+      return flush ? FlushParity() : Status::OK();
+    }
+    CAIRN_RETURN_IF_ERROR(ApplyParity(txns, false));
+  }
+  CAIRN_RETURN_IF_ERROR(journal_->Done(txns));
+  std::lock_guard lock(mutex_);
+  for (uint64_t txn : txns) pending_.erase(txn);
+  return Status::OK();
+}
+
+Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge) {
+  struct Owed {
+    ByteRange range;
+    std::vector<uint8_t> delta;   // for `range`: one promise's, or the XOR of several (merged)
+    std::vector<uint64_t> txns;   // the promises it completes on its disk
+  };
+  for (size_t role = 1; role < kPromiseRoles; role++) {
+    std::map<uint32_t, std::vector<Owed>> owed;  // by parity disk position
+    std::vector<uint64_t> marked;
+    for (uint64_t txn : txns) {
+      ByteRange r;
+      uint32_t target;
+      {
+        std::lock_guard lock(mutex_);
+        const Pending& p = pending_.at(txn);
+        if (p.applied[role]) continue;
+        r = p.range();
+        target = p.positions[role];
+      }
+      auto delta = DeltaOf(txn);
+      if (!delta.ok()) return delta.status();
+      marked.push_back(txn);
+      owed[target].push_back({r, **delta, {txn}});
+    }
+    if (marked.empty()) continue;
+    if (merge) {
+      // Deltas on one disk that overlap or touch are XORed into one read-modify-write.
+      for (auto& [target, list] : owed) {
+        std::sort(list.begin(), list.end(), [](const Owed& a, const Owed& b) { return a.range.offset < b.range.offset; });
+        std::vector<Owed> merged;
+        for (Owed& o : list) {
+          if (merged.empty() || o.range.offset > merged.back().range.end()) {
+            merged.push_back(std::move(o));
+            continue;
+          }
+          Owed& into = merged.back();
+          if (o.range.end() > into.range.end()) {
+            into.delta.resize(o.range.end() - into.range.offset, 0);
+            into.range.length = o.range.end() - into.range.offset;
+          }
+          XorInto(Slice(std::span<uint8_t>(into.delta), into.range, o.range), o.delta);
+          into.txns.insert(into.txns.end(), o.txns.begin(), o.txns.end());
+        }
+        list = std::move(merged);
+      }
+      CAIRN_RETURN_IF_ERROR(journal_->Mark(marked, static_cast<PromiseRole>(role), false));
+    }
+    for (auto& [target, list] : owed) {
+      for (const Owed& o : list) {
+        auto held = LockUnits(o.range);
+        Status st = ApplyDelta(target, o.range, o.delta);
+        if (!st.ok()) {  // the data is safe; that parity range is rebuilt later
+          LogError("lonestar group {}: {}", options_.name, st.message());
+          CAIRN_RETURN_IF_ERROR(AddDefect(target, o.range));
+        }
+        std::lock_guard lock(mutex_);  // readers of the parity stop adding these deltas
+        for (uint64_t txn : o.txns) pending_.at(txn).applied[role] = true;
+      }
+    }
+    if (Crash(fmt::format("{}-written", kRoleNames[role]))) return Halted();
+    for (const auto& [target, list] : owed) CAIRN_RETURN_IF_ERROR(SyncMember(target));
+    CAIRN_RETURN_IF_ERROR(journal_->Mark(marked, static_cast<PromiseRole>(role), true));
+    if (Crash(kRoleNames[role])) return Halted();
+  }
+  return Status::OK();
+}
+
+Status LoneStarArray::FlushParity() {
+  CAIRN_RETURN_IF_ERROR(Halted());
+  std::vector<uint64_t> txns;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [txn, p] : pending_) {
+      if (p.data_synced) txns.push_back(txn);
+    }
+  }
+  if (txns.empty()) return Status::OK();
+  CAIRN_RETURN_IF_ERROR(ApplyParity(txns, true));
+  CAIRN_RETURN_IF_ERROR(journal_->Done(txns));
+  std::lock_guard lock(mutex_);
+  for (uint64_t txn : txns) {
+    delta_bytes_ -= pending_.at(txn).promise.length;
+    pending_.erase(txn);
+  }
+  return Status::OK();
+}
+
+uint64_t LoneStarArray::pending_delta_bytes() const {
+  std::lock_guard lock(mutex_);
+  return delta_bytes_;
+}
+
+void LoneStarArray::MarkLost(uint32_t position, const std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (members_[position].lost) return;
+  members_[position].lost = true;
+  LogWarning("lonestar group {}: disk {} is out of service ({}); its reads are rebuilt from its parity groups",
+             options_.name, members_[position].disk, why);
+}
+
+Status LoneStarArray::AddDefect(uint32_t position, const ByteRange& r) {
+  CAIRN_RETURN_IF_ERROR(journal_->AddDefect(members_[position].disk, r));
+  std::lock_guard lock(mutex_);
+  defects_[position].Add(r);
+  return Status::OK();
+}
+
+Status LoneStarArray::RemoveDefect(uint32_t position, const ByteRange& r) {
+  CAIRN_RETURN_IF_ERROR(journal_->RemoveDefect(members_[position].disk, r));
+  std::lock_guard lock(mutex_);
+  auto it = defects_.find(position);
+  if (it == defects_.end()) return Status::OK();
+  it->second.Remove(r);
+  if (it->second.empty()) defects_.erase(it);
+  return Status::OK();
+}
+
+uint64_t LoneStarArray::defective_bytes() const {
+  std::lock_guard lock(mutex_);
+  uint64_t total = 0;
+  for (const auto& [position, ranges] : defects_) total += ranges.bytes();
+  return total;
+}
+
+std::map<uint32_t, RangeSet> LoneStarArray::defects() const {
+  std::lock_guard lock(mutex_);
+  return defects_;
+}
+
+Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes) {
+  CAIRN_RETURN_IF_ERROR(Halted());
+  std::optional<ByteRange> next;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [position, ranges] : defects_) {
+      if (members_[position].lost) continue;  // nowhere to write it until the disk is replaced
+      next = ranges.First(std::max<uint64_t>(max_bytes, kUnit));
+      break;
+    }
+  }
+  if (next) CAIRN_RETURN_IF_ERROR(RebuildWindow(UnitsOf(next->offset, next->length)));
+  return defective_bytes();
+}
+
+Status LoneStarArray::RebuildWindow(const ByteRange& w) {
+  auto held = LockUnits(w);
+  std::set<uint32_t> erased = ErasedFor(w);
+  std::map<uint32_t, std::vector<uint8_t>> rebuilt;
+  Status recovered = Reconstruct(UINT32_MAX, w, erased, &rebuilt);
+  std::vector<uint32_t> written;
+  for (auto& [position, bytes] : rebuilt) {
+    bool lost;
+    bool fresh;
+    {
+      std::lock_guard lock(mutex_);
+      lost = members_[position].lost;
+      fresh = members_[position].replaced;
+    }
+    if (lost) continue;
+    if (!(fresh && IsAllZero(bytes))) CAIRN_RETURN_IF_ERROR(WriteMember(position, w, std::move(bytes)));
+    written.push_back(position);
+  }
+  for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(SyncMember(position));
+  for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(RemoveDefect(position, w));
+  return recovered;
+}
+
+Result<LoneStarArray::ParityReport> LoneStarArray::CheckParity(ByteRange range, bool repair) {
+  CAIRN_RETURN_IF_ERROR(Halted());
+  constexpr uint64_t kWindow = 16 * kUnit;
+  const GridGeometry& g = options_.geometry;
+  ParityReport report;
+  range = UnitsOf(std::max(range.offset, options_.data_start),
+                  std::min(range.end(), options_.data_end) - std::max(range.offset, options_.data_start));
+  for (uint64_t at = range.offset; at < range.end(); at += kWindow) {
+    ByteRange w = UnitsOf(at, std::min(kWindow, range.end() - at));
+    auto held = LockUnits(w);
+    std::set<uint32_t> erased = ErasedFor(w);
+    std::vector<std::vector<uint8_t>> bytes(g.disk_count());
+    for (uint32_t p = 0; p < g.disk_count(); p++) {
+      if (erased.contains(p)) continue;
+      Status st = ReadMember(p, w, bytes[p]);
+      if (!st.ok()) {
+        report.mismatches.push_back(st.message());
+        erased.insert(p);
+      }
+    }
+    report.bytes_checked += w.length * (g.disk_count() - erased.size());
+    // hPGs first: a repaired hP is part of its column's check.
+    auto check = [&](std::span<const uint32_t> members, const std::string& group) -> Status {
+      if (std::any_of(members.begin(), members.end(), [&](uint32_t m) { return erased.contains(m); })) {
+        return Status::OK();  // cannot be checked until the disk is back
+      }
+      std::vector<uint8_t> sum(w.length, 0);
+      for (uint32_t m : members) XorInto(sum, bytes[m]);
+      if (IsAllZero(sum)) return Status::OK();
+      uint32_t parity = members.back();
+      report.mismatches.push_back(fmt::format("lonestar group {}: {} does not XOR to zero at bytes {}..{} (parity "
+                                              "disk {})",
+                                              options_.name, group, w.offset, w.end(), members_[parity].disk));
+      if (!repair) return Status::OK();
+      XorInto(bytes[parity], sum);  // the XOR of the others: what the parity should be
+      CAIRN_RETURN_IF_ERROR(WriteMember(parity, w, bytes[parity]));
+      CAIRN_RETURN_IF_ERROR(SyncMember(parity));
+      report.repaired++;
+      return Status::OK();
+    };
+    for (uint32_t h = 0; h < g.hpg_count(); h++) CAIRN_RETURN_IF_ERROR(check(g.HpgMembers(h), fmt::format("hPG {}", h)));
+    for (uint32_t c = 0; c < g.vpg_count(); c++) CAIRN_RETURN_IF_ERROR(check(g.VpgMembers(c), fmt::format("vPG {}", c)));
+  }
+  return report;
+}
+
+}  // namespace cairn

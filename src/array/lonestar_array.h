@@ -1,0 +1,181 @@
+// LoneStarArray keeps the parity of one lonestar disk group (seed-lonestar.md §2.3–§2.7): each
+// write to a bucket is a promise (PromiseJournal) that changes the bucket and, by the same delta
+// old ⊕ new, its hP, vP and vhP, in the group's write mode; a range of a lost or defective disk
+// is rebuilt from the smaller intact parity group, peeling through the other dimension when one
+// is not enough. Every I/O on the group's disks goes through here. Thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "array/grid_geometry.h"
+#include "array/promise_journal.h"
+#include "array/range_set.h"
+#include "array/unit_locks.h"
+#include "cairn/disk.h"
+
+namespace cairn {
+
+// Told of every disk the array is about to read, write or sync, before it does: where a power
+// layer wakes exactly the disks a request needs, in order, and counts them.
+class ArrayIoObserver {
+ public:
+  enum class Access { kRead, kWrite, kSync };
+  virtual ~ArrayIoObserver() = default;
+  // `disk` is the archive's disk number.
+  virtual void WillAccess(uint32_t disk, Access access) = 0;
+};
+
+class LoneStarArray {
+ public:
+  // The unit of every read-modify-write: one SPC 16+1 intra-disk parity group (17 blocks of
+  // 4 KiB), aligned from the start of the data range, the same on every disk.
+  static constexpr uint64_t kUnit = 17 * 4096;
+
+  struct Member {
+    uint32_t disk = 0;               // the archive's disk number
+    std::unique_ptr<Disk> device;    // a MissingDisk when lost
+    bool lost = false;               // missing or failed: reads of it are rebuilt from the others
+    bool replaced = false;           // a fresh disk waiting for its rebuild: zeros where not yet rebuilt
+  };
+  struct Options {
+    explicit Options(GridGeometry g) : geometry(std::move(g)) {}
+    std::string name;                // the group, for messages
+    GridGeometry geometry;
+    ArrayWriteMode mode = ArrayWriteMode::kSerialized;
+    uint64_t data_start = 0;         // the disk range parity covers, the same on every member
+    uint64_t data_end = 0;
+    std::string journal_path;
+    std::string identity;            // archive id and group name, stamped in the journal
+    // A new group: its disks hold zeros and so does its parity; the journal is created.
+    bool create = false;
+    // Delayed mode: pending deltas (bytes) past which Sync brings the parity disks up to date.
+    uint64_t delta_cache_bytes = 256ull << 20;
+    ArrayIoObserver* observer = nullptr;
+    // Tests: called at each step boundary of a write, a sync and a parity flush ("begin",
+    // "data", "hP", ...); returning true stops the array there as a killed process would
+    // (every later call fails and nothing more reaches the disks or the journal).
+    std::function<bool(std::string_view step)> crash_point;
+  };
+
+  // Opens the group by grid position (`members[p]` is position p): replays the journal, drives
+  // every promise a crash left open forward (rebuilding the ranges it left undefined) and marks
+  // replaced members defective. A missing or damaged journal is set aside (logged) and all
+  // parity is re-derived from the buckets, never trusted.
+  static Result<std::unique_ptr<LoneStarArray>> Open(Options options, std::vector<Member> members);
+  // Completes every promise written so far (as Sync would) unless stopped at a crash point.
+  ~LoneStarArray();
+  LoneStarArray(const LoneStarArray&) = delete;
+  LoneStarArray& operator=(const LoneStarArray&) = delete;
+
+  const GridGeometry& geometry() const { return options_.geometry; }
+  const std::string& name() const { return options_.name; }
+  ArrayWriteMode mode() const { return options_.mode; }
+  uint32_t disk_of(uint32_t position) const { return members_[position].disk; }
+
+  // The Disk the chunk store of grid position `position` uses: below data_start it is the
+  // device itself (the superblock); above, a bucket's reads and writes go through the array
+  // and a parity disk holds no chunks. Discard keeps freed bytes as they are (parity covers
+  // them). The view must not outlive the array.
+  std::unique_ptr<Disk> View(uint32_t position);
+
+  // --- the data path, in disk offsets within [data_start, data_end)
+  // A promise: `data` lands on bucket `position` and the parity follows as the mode says.
+  Status Write(uint32_t position, uint64_t offset, std::span<const uint8_t> data);
+  // Writes bytes the parity already agrees with (a repair of a damaged range): no promise.
+  Status Rewrite(uint32_t position, uint64_t offset, std::span<const uint8_t> data);
+  // Reads a member; a lost disk or a defective range is rebuilt from the parity groups.
+  Status Read(uint32_t position, uint64_t offset, std::span<uint8_t> dst);
+  // Rebuilds a range from the parity groups whatever the disk holds (it read back wrong).
+  Status ReadRebuilt(uint32_t position, uint64_t offset, std::span<uint8_t> dst);
+  // Makes the writes to bucket `position` so far durable, with their parity as the mode says:
+  // serialized updates hP, vP, vhP now, one after the other; delayed leaves them to
+  // FlushParity (unless the deltas pass delta_cache_bytes).
+  Status Sync(uint32_t position);
+
+  // --- maintenance
+  // Delayed mode: applies every pending delta to its parity disks, merged per disk and range.
+  Status FlushParity();
+  uint64_t pending_delta_bytes() const;
+  // Takes a member out of service now (it failed): its reads are rebuilt from the others.
+  void MarkLost(uint32_t position, const std::string& why);
+  // Rebuilds up to `max_bytes` of defect ranges (replaced disks, ranges a crash or a failed
+  // write left undefined, parity to re-derive) on members that are there, smaller intact
+  // group first. Returns the defective bytes left.
+  Result<uint64_t> RebuildStep(uint64_t max_bytes);
+  uint64_t defective_bytes() const;
+  std::map<uint32_t, RangeSet> defects() const;  // by position
+
+  // Scrub: checks that every horizontal and vertical parity group XORs to zero over `range`
+  // (pending deltas applied); with `repair`, recomputes a mismatching range of a parity
+  // disk from its group. Mismatches name group, disk and range.
+  struct ParityReport {
+    uint64_t bytes_checked = 0;
+    std::vector<std::string> mismatches;
+    uint64_t repaired = 0;
+  };
+  Result<ParityReport> CheckParity(ByteRange range, bool repair);
+
+ private:
+  struct Pending;  // a promise whose parity is not all on the disks yet
+  LoneStarArray(Options options, std::vector<Member> members);
+
+  Status Recover(const PromiseJournal::State& state);
+  Status Halted() const;
+  bool Crash(std::string_view step);
+  // The unit-aligned range covering [offset, offset + length), clipped to data_end.
+  ByteRange UnitsOf(uint64_t offset, uint64_t length) const;
+  uint64_t FirstUnit(const ByteRange& r) const { return (r.offset - options_.data_start) / kUnit; }
+  uint64_t UnitCount(const ByteRange& r) const { return (r.length + kUnit - 1) / kUnit; }
+  UnitLocks::Held LockUnits(const ByteRange& r) { return locks_.Lock(FirstUnit(r), UnitCount(r)); }
+
+  // Reads a member's range as the group sees it: a parity disk with the pending deltas that
+  // are not on it yet XORed in. REQUIRES: the units locked.
+  Status ReadMember(uint32_t position, const ByteRange& r, std::vector<uint8_t>& out);
+  // Writes `seen` (the range as the group sees it) to a member: a parity disk without the
+  // deltas still owed to it, which are applied later. REQUIRES: the units locked.
+  Status WriteMember(uint32_t position, const ByteRange& r, std::vector<uint8_t> seen);
+  // XORs into `bytes` (range `r` of parity member `position`) the deltas owed to it.
+  Status AddOwedDeltas(uint32_t position, const ByteRange& r, std::span<uint8_t> bytes);
+  // Rebuilds `target`'s range (or every erased member's, target = UINT32_MAX) from the groups,
+  // into *rebuilt by position. Corruption naming the disks when the peeling gets stuck.
+  // REQUIRES: the units locked.
+  Status Reconstruct(uint32_t target, const ByteRange& r, std::set<uint32_t> erased,
+                     std::map<uint32_t, std::vector<uint8_t>>* rebuilt);
+  // Members whose range `r` cannot be read as it is: lost, or defective there.
+  std::set<uint32_t> ErasedFor(const ByteRange& r);
+  // Applies `delta` to parity member `position` over `r` (read, XOR, write). REQUIRES: units locked.
+  Status ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta);
+  Status SyncMember(uint32_t position);
+  // The delta of a pending promise, from memory or the journal.
+  Result<std::shared_ptr<const std::vector<uint8_t>>> DeltaOf(uint64_t txn);
+  // Applies the parity of `txns` role by role, each disk synced and marked before the next role.
+  Status ApplyParity(const std::vector<uint64_t>& txns, bool merge);
+  Status AddDefect(uint32_t position, const ByteRange& r);
+  Status RemoveDefect(uint32_t position, const ByteRange& r);
+  // Rebuilds window `w` of every erased member that is there; removes their defects there.
+  Status RebuildWindow(const ByteRange& w);
+  void Access(uint32_t position, ArrayIoObserver::Access access);
+
+  const Options options_;
+  std::vector<Member> members_;  // by grid position; `lost` guarded by mutex_
+  std::unique_ptr<PromiseJournal> journal_;
+  UnitLocks locks_;
+  std::atomic<bool> halted_{false};
+  mutable std::mutex mutex_;  // guards what follows; never held across I/O
+  std::map<uint64_t, Pending> pending_;        // by txn
+  std::map<uint32_t, std::vector<uint64_t>> unsynced_;  // bucket position -> txns written, not synced
+  std::map<uint32_t, RangeSet> defects_;       // by position: mirrors the journal's
+  uint64_t delta_bytes_ = 0;                   // deltas of delayed promises still pending
+};
+
+}  // namespace cairn

@@ -1,0 +1,305 @@
+// LoneStarArray on file-backed image disks: parity relations after writes in each mode, reads
+// of lost disks, which disks a read and a write touch, crashes at every step boundary, the
+// rebuild of a replaced disk and of parity whose journal was lost, and the parity check.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "array/lonestar_array.h"
+#include "test_util.h"
+
+using namespace cairn;
+
+namespace {
+
+constexpr uint64_t kDataStart = 4096;
+constexpr uint64_t kDiskSize = 2 << 20;
+constexpr uint32_t kFirstDisk = 10;  // the group's disks are the archive's disks 10..25
+
+struct CountingObserver : ArrayIoObserver {
+  std::mutex mutex;
+  std::map<uint32_t, int> reads, writes;
+  void WillAccess(uint32_t disk, Access access) override {
+    std::lock_guard lock(mutex);
+    if (access == Access::kRead) reads[disk]++;
+    if (access == Access::kWrite) writes[disk]++;
+  }
+  void Clear() {
+    reads.clear();
+    writes.clear();
+  }
+};
+
+// A 4x4:2+1 group of 2 MiB images and what its buckets should hold.
+struct Group {
+  test::TempDir tmp;
+  GridGeometry geometry = *GridGeometry::Parse("4x4:2+1");
+  ArrayWriteMode mode;
+  std::map<uint32_t, std::vector<uint8_t>> expected;  // bucket position -> its data range
+  std::unique_ptr<LoneStarArray> array;
+  CountingObserver observer;
+  std::function<bool(std::string_view)> crash_point;
+
+  explicit Group(ArrayWriteMode m) : mode(m) {
+    for (uint32_t p = 0; p < geometry.disk_count(); p++) {
+      REQUIRE(CreateImageDisk(Image(p), kDiskSize).ok());
+      if (geometry.role(p) == DiskRole::kData) expected[p].assign(kDiskSize - kDataStart, 0);
+    }
+    Open(true);
+  }
+  std::string Image(uint32_t p) const { return tmp / fmt::format("disk-{}.img", p); }
+
+  // Opens the group with `lost` members missing and `replaced` ones fresh.
+  void Open(bool create = false, std::set<uint32_t> lost = {}, std::set<uint32_t> replaced = {}) {
+    array.reset();
+    std::vector<LoneStarArray::Member> members;
+    for (uint32_t p = 0; p < geometry.disk_count(); p++) {
+      LoneStarArray::Member m;
+      m.disk = kFirstDisk + p;
+      m.lost = lost.contains(p);
+      m.replaced = replaced.contains(p);
+      if (m.replaced) {
+        std::filesystem::remove(Image(p));
+        REQUIRE(CreateImageDisk(Image(p), kDiskSize).ok());
+      }
+      if (m.lost) {
+        m.device = MissingDisk(Image(p), "taken out by the test");
+      } else {
+        auto disk = OpenImageDisk(Image(p));
+        REQUIRE(disk.ok());
+        m.device = std::move(*disk);
+      }
+      members.push_back(std::move(m));
+    }
+    LoneStarArray::Options o(geometry);
+    o.name = "cold";
+    o.mode = mode;
+    o.data_start = kDataStart;
+    o.data_end = kDiskSize;
+    o.journal_path = tmp / "cold.journal";
+    o.identity = "test/cold";
+    o.create = create;
+    o.observer = &observer;
+    o.crash_point = crash_point;
+    auto opened = LoneStarArray::Open(std::move(o), std::move(members));
+    INFO(opened.status().ToString());
+    REQUIRE(opened.ok());
+    array = std::move(*opened);
+  }
+
+  // Writes `n` random pieces at random places of random buckets (syncing as it goes).
+  void WriteRandom(int n, uint32_t seed, bool sync = true) {
+    std::mt19937 rng(seed);
+    std::vector<uint32_t> buckets(geometry.data_disks().begin(), geometry.data_disks().end());
+    for (int i = 0; i < n; i++) {
+      uint32_t p = buckets[rng() % buckets.size()];
+      uint64_t length = 1 + rng() % (3 * LoneStarArray::kUnit);
+      uint64_t offset = kDataStart + rng() % (kDiskSize - kDataStart - length);
+      auto data = test::RandomBytes(length, seed * 1000 + i);
+      REQUIRE(array->Write(p, offset, data).ok());
+      std::copy(data.begin(), data.end(), expected[p].begin() + (offset - kDataStart));
+      if (sync) REQUIRE(array->Sync(p).ok());
+    }
+  }
+  void SyncAll() {
+    for (const auto& [p, bytes] : expected) REQUIRE(array->Sync(p).ok());
+  }
+  void CheckBuckets() {
+    for (const auto& [p, bytes] : expected) {
+      std::vector<uint8_t> got(bytes.size());
+      REQUIRE(array->Read(p, kDataStart, got).ok());
+      INFO("bucket at grid position " << p);
+      CHECK(got == bytes);
+    }
+  }
+  void CheckParityClean() {
+    auto report = array->CheckParity({kDataStart, kDiskSize - kDataStart}, false);
+    REQUIRE(report.ok());
+    INFO(fmt::format("{}", fmt::join(report->mismatches, "\n")));
+    CHECK(report->mismatches.empty());
+  }
+};
+
+ArrayWriteMode AnyMode() {
+  return GENERATE(ArrayWriteMode::kSerialized, ArrayWriteMode::kDirect, ArrayWriteMode::kDelayed);
+}
+
+}  // namespace
+
+TEST_CASE("LoneStarArray: writes keep every parity group XORing to zero, in each write mode", "[array]") {
+  Group g(AnyMode());
+  g.WriteRandom(40, 1);
+  if (g.mode == ArrayWriteMode::kDelayed) {
+    CHECK(g.array->pending_delta_bytes() > 0);
+    g.CheckParityClean();  // pending deltas count as applied for readers of the parity
+    REQUIRE(g.array->FlushParity().ok());
+    CHECK(g.array->pending_delta_bytes() == 0);
+  }
+  g.CheckParityClean();
+  g.CheckBuckets();
+  g.Open();  // and after a clean reopen
+  g.CheckParityClean();
+  g.CheckBuckets();
+}
+
+TEST_CASE("LoneStarArray: any 1, 2 or 3 lost disks read back every byte", "[array]") {
+  Group g(AnyMode());
+  g.WriteRandom(30, 2);
+  std::vector<std::set<uint32_t>> sets;
+  for (uint32_t a = 0; a < 16; a++) sets.push_back({a});
+  std::mt19937 rng(3);
+  while (sets.size() < 16 + 12) {  // data only, parity only and mixed, at random
+    std::set<uint32_t> s;
+    size_t n = 2 + rng() % 2;
+    while (s.size() < n) s.insert(rng() % 16);
+    sets.push_back(s);
+  }
+  sets.push_back({0, 1, 3});      // three buckets
+  sets.push_back({2, 12, 13});    // hP and two vPs
+  sets.push_back({0, 2, 12});     // a bucket, its hP and its vP
+  for (const auto& lost : sets) {
+    INFO("lost grid positions " << fmt::format("{}", fmt::join(lost, ",")));
+    g.Open(false, lost);
+    g.CheckBuckets();
+  }
+}
+
+TEST_CASE("LoneStarArray: a read touches its bucket alone, a write exactly d, hP, vP and vhP", "[array]") {
+  Group g(ArrayWriteMode::kSerialized);
+  uint32_t bucket = g.geometry.data_disks()[3];
+  auto data = test::RandomBytes(200000, 4);
+  g.observer.Clear();
+  REQUIRE(g.array->Write(bucket, 100000, data).ok());
+  REQUIRE(g.array->Sync(bucket).ok());
+  std::set<uint32_t> written;
+  for (const auto& [disk, n] : g.observer.writes) written.insert(disk - kFirstDisk);
+  auto ws = g.geometry.WriteSet(bucket);
+  CHECK(written == std::set<uint32_t>(ws.begin(), ws.end()));
+  g.observer.Clear();
+  std::vector<uint8_t> back(data.size());
+  REQUIRE(g.array->Read(bucket, 100000, back).ok());
+  CHECK(back == data);
+  CHECK(g.observer.reads == std::map<uint32_t, int>{{kFirstDisk + bucket, 1}});
+  CHECK(g.observer.writes.empty());
+}
+
+TEST_CASE("LoneStarArray: a crash at any step boundary keeps every synced byte and consistent parity", "[array]") {
+  ArrayWriteMode mode = AnyMode();
+  // Crash at the n-th step boundary reached, for n = 1, 2, ... until a run reaches none.
+  for (int crash_at = 1;; crash_at++) {
+    INFO("mode " << static_cast<int>(mode) << ", crash at step boundary " << crash_at);
+    Group g(mode);
+    g.WriteRandom(4, 5);  // synced: acknowledged
+    if (mode == ArrayWriteMode::kDelayed) REQUIRE(g.array->FlushParity().ok());
+    auto acknowledged = g.expected;
+    int steps = 0;
+    std::string where;
+    g.crash_point = [&](std::string_view step) {
+      if (++steps != crash_at) return false;
+      where = step;
+      return true;
+    };
+    g.Open();
+    // A batch of writes to two buckets, synced, then (delayed) the parity flush.
+    bool stopped = false;
+    std::mt19937 rng(crash_at);
+    for (uint32_t p : {g.geometry.data_disks()[0], g.geometry.data_disks()[5]}) {
+      for (int i = 0; i < 3 && !stopped; i++) {
+        uint64_t offset = kDataStart + rng() % (kDiskSize / 2);
+        auto data = test::RandomBytes(70000 + i * 9000, crash_at * 10 + i);
+        stopped = !g.array->Write(p, offset, data).ok();
+        if (!stopped) std::copy(data.begin(), data.end(), g.expected[p].begin() + (offset - kDataStart));
+      }
+      if (!stopped) stopped = !g.array->Sync(p).ok();
+      if (!stopped) acknowledged = g.expected;
+    }
+    if (!stopped && mode == ArrayWriteMode::kDelayed) stopped = !g.array->FlushParity().ok();
+    g.crash_point = nullptr;
+    if (!stopped) {
+      CHECK(steps < crash_at);
+      WARN(fmt::format("mode {}: {} step boundaries", static_cast<int>(mode), crash_at - 1));
+      break;
+    }
+    INFO("stopped at " << where);
+    g.array.reset();  // the process is gone: nothing more reaches the disks
+    g.Open();         // replay and recovery
+    g.expected = acknowledged;
+    g.CheckParityClean();
+    // Every acknowledged byte; what was written and never synced may read old or new.
+    for (const auto& [p, bytes] : acknowledged) {
+      std::vector<uint8_t> got(bytes.size());
+      REQUIRE(g.array->Read(p, kDataStart, got).ok());
+      size_t differ = 0;
+      for (size_t i = 0; i < got.size(); i++) differ += got[i] != bytes[i];
+      CHECK(differ <= 3 * (70000 + 18000));  // only the unacknowledged writes' bytes
+    }
+    REQUIRE(g.array->defective_bytes() == 0);
+  }
+}
+
+TEST_CASE("LoneStarArray: a replaced disk reads through its parity until rebuilt, then holds its bytes", "[array]") {
+  Group g(AnyMode());
+  g.WriteRandom(30, 6);
+  uint32_t replaced = GENERATE(1, 2, 12);  // a bucket, an hP, a vP
+  INFO("replaced grid position " << replaced);
+  g.Open(false, {}, {replaced});
+  CHECK(g.array->defective_bytes() == kDiskSize - kDataStart);
+  g.CheckBuckets();  // on demand, from the parity groups
+  for (int steps = 0; *g.array->RebuildStep(512 << 10) > 0; steps++) REQUIRE(steps < 100);
+  g.Open();
+  g.CheckParityClean();
+  g.CheckBuckets();
+}
+
+TEST_CASE("LoneStarArray: a lost journal means all parity is re-derived, never trusted", "[array]") {
+  Group g(ArrayWriteMode::kDelayed);
+  g.WriteRandom(20, 7);  // their deltas are pending: the journal holds the only record of them
+  g.array.reset();
+  bool damaged = GENERATE(false, true);
+  std::string journal = g.tmp / "cold.journal";
+  if (damaged) {  // a record in the middle no longer matches its checksum
+    std::fstream f(journal, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::filesystem::file_size(journal) / 2);
+    f.write("damage", 6);
+  } else {
+    std::filesystem::remove(journal);
+  }
+  g.Open();
+  CHECK(g.array->defective_bytes() == g.geometry.parity_disk_count() * (kDiskSize - kDataStart));
+  g.CheckBuckets();  // from the buckets themselves
+  while (*g.array->RebuildStep(1 << 20) > 0) {
+  }
+  g.CheckParityClean();
+  CHECK(std::filesystem::exists(journal));
+  bool set_aside = false;
+  for (const auto& entry : std::filesystem::directory_iterator(g.tmp.path())) {
+    set_aside |= entry.path().filename().string().starts_with("cold.journal.damaged-");
+  }
+  CHECK(set_aside == damaged);
+}
+
+TEST_CASE("LoneStarArray: the parity check finds a damaged parity range and repairs it", "[array]") {
+  Group g(ArrayWriteMode::kSerialized);
+  g.WriteRandom(10, 8);
+  g.array.reset();
+  {
+    auto disk = OpenImageDisk(g.Image(2));  // an hP disk
+    REQUIRE(disk.ok());
+    std::vector<uint8_t> junk = test::RandomBytes(100, 9);
+    REQUIRE((*disk)->WriteAt(500000, junk).ok());
+  }
+  g.Open();
+  auto report = g.array->CheckParity({kDataStart, kDiskSize - kDataStart}, true);
+  REQUIRE(report.ok());
+  CHECK(report->mismatches.size() >= 1);
+  CHECK(report->repaired >= 1);
+  g.CheckParityClean();
+  g.CheckBuckets();
+}
