@@ -11,11 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "archive/fsck.h"
-#include "archive/recover.h"
 #include "archive_fixture.h"
 #include "codec/transform_chain.h"
 #include "codec/transform_registry.h"
+#include "maintenance/fsck.h"
+#include "maintenance/recover.h"
 #include "test_util.h"
 #include "util/coding.h"
 

@@ -4,9 +4,9 @@
 
 #include "archive/archive.h"
 #include "archive/config.h"
-#include "archive/repair.h"
 #include "archive_fixture.h"
 #include "fault_disk.h"
+#include "maintenance/repair.h"
 #include "redundancy/intra_disk.h"
 #include "redundancy/striping.h"
 #include "test_util.h"

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "archive/archive.h"
-#include "archive/file_state.h"
-#include "archive/persister.h"
-#include "archive/reconciler.h"
-#include "archive/segment_store.h"
+#include "pipeline/file_state.h"
+#include "pipeline/persister.h"
+#include "pipeline/reconciler.h"
+#include "pipeline/segment_store.h"
 
 namespace cairn {
 

@@ -1,4 +1,4 @@
-#include "archive/reconciler.h"
+#include "pipeline/reconciler.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "archive/posix_acl.h"
+#include "fs/posix_acl.h"
 
 #include "util/coding.h"
 

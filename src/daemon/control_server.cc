@@ -1,4 +1,4 @@
-#include "fuse/control_server.h"
+#include "daemon/control_server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "archive/repair.h"
+#include "maintenance/repair.h"
 #include "util/log.h"
 
 namespace cairn {

@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "archive/filesystem.h"
+#include "fs/filesystem.h"
 #include "util/control_request.h"
 
 namespace cairn {

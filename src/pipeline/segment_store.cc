@@ -1,11 +1,11 @@
-#include "archive/segment_store.h"
+#include "pipeline/segment_store.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "archive/logical_payload.h"
+#include "pipeline/logical_payload.h"
 #include "util/log.h"
 
 namespace cairn {

@@ -1,4 +1,4 @@
-#include "archive/filesystem.h"
+#include "fs/filesystem.h"
 
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -15,10 +15,10 @@
 
 #include <fmt/format.h>
 
-#include "archive/posix_acl.h"
-#include "archive/xattr_namespace.h"
 #include "catalog/record_checks.h"
 #include "catalog/tree_walk.h"
+#include "fs/posix_acl.h"
+#include "fs/xattr_namespace.h"
 #include "policy/resolver.h"
 #include "policy/vocabulary.h"
 #include "util/clock.h"

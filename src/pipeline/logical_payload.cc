@@ -1,4 +1,4 @@
-#include "archive/logical_payload.h"
+#include "pipeline/logical_payload.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "archive/persister.h"
+#include "pipeline/persister.h"
 
 #include <algorithm>
 #include <cstring>

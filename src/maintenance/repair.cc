@@ -1,4 +1,4 @@
-#include "archive/repair.h"
+#include "maintenance/repair.h"
 
 #include <algorithm>
 #include <atomic>

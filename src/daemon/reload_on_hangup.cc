@@ -1,4 +1,4 @@
-#include "fuse/reload_on_hangup.h"
+#include "daemon/reload_on_hangup.h"
 
 #include <fcntl.h>
 #include <poll.h>

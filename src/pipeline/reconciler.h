@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "archive/archive.h"
-#include "archive/file_state.h"
-#include "archive/segment_store.h"
-#include "archive/segment_writer.h"
+#include "pipeline/file_state.h"
+#include "pipeline/segment_store.h"
+#include "pipeline/segment_writer.h"
 
 namespace cairn {
 

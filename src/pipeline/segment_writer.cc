@@ -1,9 +1,9 @@
-#include "archive/segment_writer.h"
+#include "pipeline/segment_writer.h"
 
 #include <map>
 #include <set>
 
-#include "archive/member_metadata.h"
+#include "pipeline/member_metadata.h"
 #include "util/coding.h"
 
 namespace cairn {

@@ -1,10 +1,10 @@
-#include "archive/xattr_namespace.h"
+#include "fs/xattr_namespace.h"
 
 #include <cerrno>
 
 #include <fmt/format.h>
 
-#include "archive/posix_acl.h"
+#include "fs/posix_acl.h"
 
 namespace cairn {
 namespace {

@@ -1,4 +1,4 @@
-#include "archive/member_metadata.h"
+#include "pipeline/member_metadata.h"
 
 #include <sys/stat.h>
 

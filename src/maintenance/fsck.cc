@@ -1,4 +1,4 @@
-#include "archive/fsck.h"
+#include "maintenance/fsck.h"
 
 #include <sys/stat.h>
 
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "archive/logical_payload.h"
 #include "catalog/record_checks.h"
+#include "pipeline/logical_payload.h"
 
 namespace cairn {
 namespace {

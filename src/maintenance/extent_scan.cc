@@ -1,4 +1,4 @@
-#include "archive/extent_scan.h"
+#include "maintenance/extent_scan.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "archive/recover.h"
+#include "maintenance/recover.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,11 +15,11 @@
 
 #include "archive/archive.h"
 #include "archive/archive_lock.h"
-#include "archive/extent_scan.h"
-#include "archive/logical_payload.h"
 #include "archive/private_files.h"
-#include "archive/segment_writer.h"
 #include "backend/member_table.h"
+#include "maintenance/extent_scan.h"
+#include "pipeline/logical_payload.h"
+#include "pipeline/segment_writer.h"
 #include "util/clock.h"
 
 namespace cairn {
