@@ -222,14 +222,14 @@ struct Checker {
         continue;
       }
       ChunkSet chunks;
-      auto checks = archive.CheckChunks(e, &chunks);
+      auto checks = archive.extents().CheckChunks(e, &chunks);
       size_t bad = 0;
       for (size_t i = 0; i < checks.size(); i++) {
         if (checks[i].ok()) continue;
         bad++;
         Problem("extent {} chunk {} (disk {}): {}", e.id, i, e.chunks[i].disk, checks[i].message());
       }
-      auto stored = archive.JoinVerified(e, chunks);  // from what was read: every chunk is read once
+      auto stored = archive.extents().JoinVerified(e, chunks);  // from what was read: every chunk is read once
       uint64_t stored_length = stored.ok() ? stored->size() : 0;
       auto logical = stored.ok() ? LogicalPayload(e, std::move(*stored)) : stored;
       if (!stored.ok()) {

@@ -145,11 +145,11 @@ void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport&
   for (const auto& [id, found] : scan.extents) {
     for (const ChunkPlacement& chunk : found.record.chunks) {
       if (chunk.disk == kNoDisk) continue;
-      Status st = archive.MarkChunkUsed(chunk);
+      Status st = archive.extents().MarkChunkUsed(chunk);
       if (!st.ok()) report.lost.push_back(fmt::format("extent {} on disk {}: {}", id, chunk.disk, st.message()));
     }
   }
-  archive.ReserveExtentIds(scan.max_extent_id);
+  archive.extents().ReserveExtentIds(scan.max_extent_id);
 }
 
 // An extent with chunks not found, read from the others, written again whole (new chunks,
@@ -159,11 +159,11 @@ Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::sp
   auto survivor = std::find_if(found.record.chunks.begin(), found.record.chunks.end(),
                                [](const ChunkPlacement& chunk) { return chunk.disk != kNoDisk; });
   std::string group = survivor != found.record.chunks.end() ? archive.group_of(survivor->disk).name() : "";
-  auto record = archive.WriteExtentToDisk(
+  auto record = archive.extents().WriteExtentToDisk(
       h.kind, h.inode, h.file_offset, payload,
       ExtentEncoding{h.policy_stamp, h.redundancy, h.chain_stamp, h.logical_length, h.members_length, group});
   if (!record.ok()) return record.status();
-  for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.SyncDisk(chunk.disk));
+  for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.extents().SyncDisk(chunk.disk));
   return record;
 }
 
@@ -183,7 +183,7 @@ Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverRepor
                                         found.header.version));
       continue;
     }
-    auto payload = archive.ReadExtentPayload(found.record);
+    auto payload = archive.extents().ReadExtentPayload(found.record);
     v.records[id] = found.record;
     if (payload.ok() && !found.missing.empty()) {  // readable from the other chunks
       auto rewritten = Rewrite(archive, found, *payload);
@@ -466,7 +466,8 @@ Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOption
   std::lock_guard lock((*archive)->catalog_mutex());
   Catalog& catalog = (*archive)->catalog();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {
-    CAIRN_RETURN_IF_ERROR(CatalogWriter(catalog, scan, versions, (*archive)->MaxExtentIdUsed(), report).Run());
+    uint64_t max_extent_id = (*archive)->extents().MaxExtentIdUsed();
+    CAIRN_RETURN_IF_ERROR(CatalogWriter(catalog, scan, versions, max_extent_id, report).Run());
     return catalog.SetMeta(kRecoverUnfinishedMeta, "");
   }));
   CAIRN_RETURN_IF_ERROR(catalog.FlushDurably());

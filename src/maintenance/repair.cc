@@ -170,7 +170,7 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
     if (std::find(task.lost.begin(), task.lost.end(), i) != task.lost.end()) continue;
     if (options_.rebuild && have == ChunksNeeded(r)) break;
     bool idr_repaired = false;
-    auto bytes = archive_.ReadChunk(extent, i, &idr_repaired, &header);
+    auto bytes = archive_.extents().ReadChunk(extent, i, &idr_repaired, &header);
     report.bytes_read += chunk_length;
     if (bytes.ok()) {
       chunks[i] = std::move(*bytes);
@@ -237,18 +237,18 @@ Result<bool> Repairer::WriteChunk(ExtentRecord& extent, size_t index, const Exte
                                   std::span<const uint8_t> bytes, BatchWrites& writes) {
   const ChunkPlacement placement = extent.chunks[index];
   if (!archive_.IsOut(placement.disk)) {
-    auto written = archive_.RewriteChunk(extent, index, header, bytes);
+    auto written = archive_.extents().RewriteChunk(extent, index, header, bytes);
     if (written.ok() && *written) {
       std::lock_guard lock(mutex_);
       writes.disks.insert(placement.disk);
     }
     return written;
   }
-  auto target = archive_.ReserveRelocation(extent, index);
+  auto target = archive_.extents().ReserveRelocation(extent, index);
   if (!target.ok()) return target.status();
-  Status st = archive_.WriteChunkAt(*target, HeaderForChunk(header, index, *target, bytes.size()), bytes);
+  Status st = archive_.extents().WriteChunkAt(*target, HeaderForChunk(header, index, *target, bytes.size()), bytes);
   if (!st.ok()) {
-    archive_.ReleaseUncommittedChunk(*target);
+    archive_.extents().ReleaseUncommittedChunk(*target);
     return st;
   }
   std::lock_guard lock(mutex_);
@@ -263,7 +263,7 @@ Result<bool> Repairer::WriteChunk(ExtentRecord& extent, size_t index, const Exte
 Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
   Status st;
   for (uint32_t d : writes.disks) {
-    if (st.ok()) st = archive_.SyncDisk(d);
+    if (st.ok()) st = archive_.extents().SyncDisk(d);
   }
   std::unique_lock lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
@@ -284,7 +284,7 @@ Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
   if (!st.ok()) recorded.clear();
   for (const BatchWrites::Move& move : writes.moved) {
     if (std::find(recorded.begin(), recorded.end(), &move) == recorded.end()) {
-      archive_.ReleaseUncommittedChunk(move.to);
+      archive_.extents().ReleaseUncommittedChunk(move.to);
     }
   }
   writes = BatchWrites{};

@@ -5,7 +5,7 @@
 // fetch, persist snapshot, truncate, evict; shared: read) and is taken BEFORE
 // catalog_mutex.
 //
-// Lock order: Persister::batch_mutex, data locks (in stripe order), Archive's space mutex,
+// Lock order: Persister::batch_mutex, data locks (in stripe order), ExtentStore's space mutex,
 // catalog_mutex. The catalog mutex is what every metadata operation needs: nothing reads,
 // writes, syncs or discards a disk, fsyncs the catalog's WAL or the staging cache, or
 // waits for a client while holding it (prepare outside, commit inside; durable commits

@@ -365,7 +365,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   std::vector<ExtentRecord> no_extents;
   std::vector<ExtentRecord>& extents = written.ok() ? written->extents : no_extents;
   auto give_back = [&]() {
-    for (const auto& extent : extents) archive_.ReleaseUncommitted(extent);
+    for (const auto& extent : extents) archive_.extents().ReleaseUncommitted(extent);
     for (const SegmentPiece& piece : pieces) {
       if (piece.index != kMarker) state_.dirty[piece.ino].segments.insert(piece.index);
       state_.persist_queue[piece.ino] = NowNs() + kRetryDelayNs;
@@ -440,7 +440,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     return st;
   }
   for (size_t i = 0; i < extents.size(); i++) {
-    if (refs[i] == 0) archive_.ReleaseUncommitted(extents[i]);
+    if (refs[i] == 0) archive_.extents().ReleaseUncommitted(extents[i]);
   }
   Archive::PendingSync pending;
   st = archive_.Commit(Archive::SyncWhen::kIfWaiting, &pending);

@@ -432,7 +432,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
     return Status::OK();
   });
   for (size_t i = 0; i < batch.extents.size(); i++) {
-    if (!st.ok() || refs[i] == 0) archive_.ReleaseUncommitted(batch.extents[i]);
+    if (!st.ok() || refs[i] == 0) archive_.extents().ReleaseUncommitted(batch.extents[i]);
   }
   if (!st.ok()) return st;
   for (size_t j = 0; j < batch.jobs.size(); j++) {
@@ -456,7 +456,7 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
   auto abandon = [&](Status st) {
     std::lock_guard lock(archive_.catalog_mutex());
     state_.migrating = 0;
-    for (const ExtentRecord& extent : batch.extents) archive_.ReleaseUncommitted(extent);
+    for (const ExtentRecord& extent : batch.extents) archive_.extents().ReleaseUncommitted(extent);
     return st;
   };
   auto commit = [&]() {

@@ -32,7 +32,7 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
     if (!record.ok()) return record.status();
     extent = *record;
   }
-  auto stored = archive_.ReadExtentPayload(extent);
+  auto stored = archive_.extents().ReadExtentPayload(extent);
   auto bytes = stored.ok() ? LogicalPayload(extent, std::move(*stored)) : stored;
   if (!bytes.ok()) {
     LogError("read of extent {} failed: {}", extent_id, bytes.status().message());

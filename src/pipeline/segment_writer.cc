@@ -45,7 +45,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     ExtentEncoding encoding{plan.policy_stamp, plan.redundancy, plan.chain.Stamp(), payload.size(),
                             static_cast<uint32_t>(table.size()), plan.group};
     auto stored = plan.chain.Encode(std::move(payload));
-    auto record = stored.ok() ? archive.WriteExtentToDisk(kind, ino, file_offset, *stored, encoding)
+    auto record = stored.ok() ? archive.extents().WriteExtentToDisk(kind, ino, file_offset, *stored, encoding)
                               : Result<ExtentRecord>(stored.status());
     if (!record.ok()) {
       if (failure.ok()) failure = record.status();
@@ -113,11 +113,11 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   }
   for (uint32_t disk : disks_written) {
     if (!failure.ok()) break;
-    failure = archive.SyncDisk(disk);
+    failure = archive.extents().SyncDisk(disk);
   }
   if (!failure.ok()) {
     std::lock_guard lock(archive.catalog_mutex());
-    for (const auto& extent : out.extents) archive.ReleaseUncommitted(extent);
+    for (const auto& extent : out.extents) archive.extents().ReleaseUncommitted(extent);
     return failure;
   }
   return out;
