@@ -19,6 +19,7 @@
 #include "catalog/tree_walk.h"
 #include "fs/posix_acl.h"
 #include "fs/xattr_namespace.h"
+#include "pipeline/segment_map_update.h"
 #include "policy/resolver.h"
 #include "policy/vocabulary.h"
 #include "util/clock.h"
@@ -217,25 +218,13 @@ Status Filesystem::MaybeDelete(uint64_t ino) {
   auto live = state_.live.find(ino);
   if (live != state_.live.end() && (live->second.nlookup > 0 || live->second.nopen > 0)) return Status::OK();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {
-    CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(ino, 0));
+    CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(archive_, ino, 0));
     return catalog.DeleteInode(ino);
   }));
   state_.EraseDirty(ino);
   state_.persist_queue.erase(ino);
   state_.DropCached(ino);
   archive_.RemoveCacheAfterFlush(ino);
-  return Status::OK();
-}
-
-Status Filesystem::DropSegmentsFrom(uint64_t ino, uint64_t first) {
-  Catalog& catalog = archive_.catalog();
-  auto segments = catalog.GetSegments(ino);
-  if (!segments.ok()) return segments.status();
-  for (const SegmentRecord& segment : *segments) {
-    if (segment.index < first) continue;
-    CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.referenced_extent()));
-    CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(ino, segment.index));
-  }
   return Status::OK();
 }
 
@@ -511,7 +500,7 @@ Result<InodeRecord> Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& requ
       if (inode.segment_size == 0) {
         dirty.all_cached = true;  // segment size not decided yet (see Write)
       } else if (new_size < old_size) {
-        CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(ino, new_count));
+        CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(archive_, ino, new_count));
         for (auto it = dirty.segments.lower_bound(new_count); it != dirty.segments.end();) it = dirty.segments.erase(it);
         if (new_size % segment_size != 0) dirty.segments.insert(new_size / segment_size);
       } else {

@@ -136,9 +136,6 @@ class Filesystem {
   void AddLookup(uint64_t ino) { state_.live[ino].nlookup++; }
   // Frees an inode with no names left once nothing references it. REQUIRES: catalog mutex.
   Status MaybeDelete(uint64_t ino);
-  // Removes every segment at index >= first, releasing extents nobody else uses.
-  // REQUIRES: catalog mutex, open transaction.
-  Status DropSegmentsFrom(uint64_t ino, uint64_t first);
   // Unlinks one name of `ino` (already removed from its directory); a persisted file that
   // keeps other names is queued for a policy check. REQUIRES: catalog mutex, open transaction.
   Status DropLink(InodeRecord& inode, int64_t now);

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "pipeline/segment_map_update.h"
 #include "policy/resolver.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -362,23 +363,20 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
 
   std::unique_lock lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
-  std::vector<ExtentRecord> no_extents;
-  std::vector<ExtentRecord>& extents = written.ok() ? written->extents : no_extents;
-  auto give_back = [&]() {
-    for (const auto& extent : extents) archive_.extents().ReleaseUncommitted(extent);
+  auto retry_later = [&]() {
     for (const SegmentPiece& piece : pieces) {
       if (piece.index != kMarker) state_.dirty[piece.ino].segments.insert(piece.index);
       state_.persist_queue[piece.ino] = NowNs() + kRetryDelayNs;
     }
   };
-  if (!written.ok()) {
-    give_back();
+  if (!written.ok()) {  // WriteSegments gave back what it wrote
+    retry_later();
     return written.status();
   }
 
+  SegmentMapUpdate update(archive_, written->extents, true);  // read from the cache, which keeps them
   Status st = catalog.Begin();
   std::map<uint64_t, InodeRecord> inodes;
-  std::vector<uint64_t> refs(extents.size(), 0);
   for (const auto& p : written->placements) {
     if (!st.ok()) break;
     const SegmentPiece& piece = pieces[p.piece];
@@ -388,23 +386,9 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
       break;
     }
     if (!inode.ok() || piece.index * piece.segment_size >= inode->size) continue;  // deleted or truncated meanwhile
-    auto old = catalog.GetSegment(piece.ino, piece.index);
-    if (!old.ok()) {
-      st = old.status();
-      break;
-    }
-    if (*old) {
-      st = archive_.UnrefExtent((*old)->referenced_extent());
-      if (!st.ok()) break;
-    }
-    st = catalog.PutSegment(
-        PlacedSegment(piece.ino, piece.index, p.hole, extents[p.extent].id, p.offset, piece.length(), true));
-    refs[p.extent]++;
+    st = update.Replace({piece.ino, piece.index, piece.length(), p.extent, p.offset, p.hole});
   }
-  for (size_t i = 0; i < extents.size() && st.ok(); i++) {
-    extents[i].refs = refs[i];
-    if (refs[i] > 0) st = catalog.InsertExtent(extents[i]);
-  }
+  if (st.ok()) st = update.InsertReferenced();
   for (const SegmentPiece& piece : pieces) {
     if (!st.ok()) break;
     if (inodes.contains(piece.ino)) continue;
@@ -420,13 +404,8 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
       st = catalog.QueuePolicyCheck(piece.ino);
       if (!st.ok()) break;
     }
-    inode->segment_size = piece.segment_size;
-    auto layout = catalog.InternLayout(piece.plan->policy_stamp);
-    if (!layout.ok()) {
-      st = layout.status();
-      break;
-    }
-    inode->layout_id = *layout;
+    st = update.SetLayout(*inode, *piece.plan);
+    if (!st.ok()) break;
     auto dirty = state_.dirty.find(piece.ino);
     inode->dirty = dirty != state_.dirty.end() && (dirty->second.all_cached || !dirty->second.segments.empty());
     if (!inode->dirty && dirty != state_.dirty.end()) state_.EraseDirty(piece.ino);
@@ -434,13 +413,11 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     inodes[piece.ino] = *inode;
   }
   if (st.ok()) st = catalog.Commit();
+  if (!st.ok()) catalog.Rollback();
+  update.Finish(st.ok());
   if (!st.ok()) {
-    catalog.Rollback();
-    give_back();
+    retry_later();
     return st;
-  }
-  for (size_t i = 0; i < extents.size(); i++) {
-    if (refs[i] == 0) archive_.extents().ReleaseUncommitted(extents[i]);
   }
   Archive::PendingSync pending;
   st = archive_.Commit(Archive::SyncWhen::kIfWaiting, &pending);

@@ -10,6 +10,7 @@
 
 #include "catalog/record_checks.h"
 #include "catalog/tree_walk.h"
+#include "pipeline/segment_map_update.h"
 #include "policy/resolver.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -264,11 +265,7 @@ struct Reconciler::Job {
 struct Reconciler::Batch {
   struct Placed {
     size_t job;
-    uint64_t index;
-    uint64_t length;
-    size_t extent;  // index into `extents`: the data, or the record of the hole
-    bool hole;
-    uint64_t offset;
+    NewSegment segment;  // its extent: an index into `extents`
   };
   std::vector<Job> jobs;
   std::vector<SegmentPiece> pending;
@@ -361,8 +358,8 @@ Status Reconciler::WritePending(Batch& batch) {
   if (!written.ok()) return written.status();
   for (const auto& p : written->placements) {
     const SegmentPiece& piece = batch.pending[p.piece];
-    batch.placed.push_back(
-        {batch.pending_job[p.piece], piece.index, piece.data.size(), batch.extents.size() + p.extent, p.hole, p.offset});
+    NewSegment segment{piece.ino, piece.index, piece.data.size(), batch.extents.size() + p.extent, p.offset, p.hole};
+    batch.placed.push_back({batch.pending_job[p.piece], segment});
   }
   batch.extents.insert(batch.extents.end(), written->extents.begin(), written->extents.end());
   batch.pending.clear();
@@ -389,7 +386,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
               now->layout_id == job.inode.layout_id && !now->dirty && !state_.dirty.contains(job.inode.ino) &&
               segments.ok() && SameSegments(*segments, job.old);
   }
-  std::vector<uint64_t> refs(batch.extents.size(), 0);
+  SegmentMapUpdate update(archive_, batch.extents, false);  // read from the disks: not in the cache
   Status st = InTransaction(catalog, [&]() -> Status {
     for (size_t j = 0; j < batch.jobs.size(); j++) {
       const Job& job = batch.jobs[j];
@@ -398,29 +395,17 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
         CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(job.inode.ino));
         continue;
       }
-      for (const SegmentRecord& segment : job.old) {
-        CAIRN_RETURN_IF_ERROR(archive_.UnrefExtent(segment.referenced_extent()));
-        CAIRN_RETURN_IF_ERROR(catalog.DeleteSegment(job.inode.ino, segment.index));
-      }
+      CAIRN_RETURN_IF_ERROR(DropSegments(archive_, job.inode.ino, job.old));
     }
     for (const auto& p : batch.placed) {
-      if (!swap[p.job]) continue;
-      CAIRN_RETURN_IF_ERROR(catalog.PutSegment(PlacedSegment(batch.jobs[p.job].inode.ino, p.index, p.hole,
-                                                             batch.extents[p.extent].id, p.offset, p.length, false)));
-      refs[p.extent]++;
+      if (swap[p.job]) CAIRN_RETURN_IF_ERROR(update.Put(p.segment));
     }
-    for (size_t i = 0; i < batch.extents.size(); i++) {
-      batch.extents[i].refs = refs[i];
-      if (refs[i] > 0) CAIRN_RETURN_IF_ERROR(catalog.InsertExtent(batch.extents[i]));
-    }
+    CAIRN_RETURN_IF_ERROR(update.InsertReferenced());
     for (size_t j = 0; j < batch.jobs.size(); j++) {
       if (!swap[j]) continue;
       auto inode = catalog.GetInode(batch.jobs[j].inode.ino);
       if (!inode.ok()) return inode.status();
-      auto layout = catalog.InternLayout(batch.jobs[j].plan->policy_stamp);
-      if (!layout.ok()) return layout.status();
-      inode->segment_size = batch.jobs[j].plan->segment_size;
-      inode->layout_id = *layout;
+      CAIRN_RETURN_IF_ERROR(update.SetLayout(*inode, *batch.jobs[j].plan));
       CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*inode));
       // A policy change while it was being rewritten leaves it queued for another pass.
       auto policy = ResolvePolicy(catalog, inode->ino, archive_.policy_context());
@@ -431,9 +416,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
     }
     return Status::OK();
   });
-  for (size_t i = 0; i < batch.extents.size(); i++) {
-    if (!st.ok() || refs[i] == 0) archive_.extents().ReleaseUncommitted(batch.extents[i]);
-  }
+  update.Finish(st.ok());
   if (!st.ok()) return st;
   for (size_t j = 0; j < batch.jobs.size(); j++) {
     if (swap[j]) {

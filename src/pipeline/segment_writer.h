@@ -4,7 +4,7 @@
 // recover knows they are newer than the data they replace; each extent's logical payload
 // goes through its plan's transform chain on the way (codec/); then syncs the disks it
 // wrote. Committing the result to the catalog, or handing the space back, is the caller's
-// (persister, reconciler).
+// (persister, reconciler: SegmentMapUpdate in segment_map_update.h).
 #pragma once
 
 #include <cstdint>
