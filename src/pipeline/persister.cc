@@ -429,22 +429,8 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   }
   lock.unlock();
   if (st.ok()) st = archive_.MakeDurable(std::move(pending));
-  TouchCached(clean);
+  if (on_clean_) on_clean_(clean);
   return st;
-}
-
-void Persister::TouchCached(const std::vector<uint64_t>& inos) {
-  std::vector<uint64_t> bytes;  // stat()s of the cache files, made without the catalog mutex
-  for (uint64_t ino : inos) bytes.push_back(archive_.cache().Usage(ino));
-  std::lock_guard lock(archive_.catalog_mutex());
-  for (size_t i = 0; i < inos.size(); i++) {
-    // Still there, clean and closed (a writer may have come since): eviction may take it.
-    auto live = state_.live.find(inos[i]);
-    bool writing = live != state_.live.end() && live->second.nwriters > 0;
-    auto inode = archive_.catalog().GetInode(inos[i]);
-    if (!inode.ok() && !inode.status().IsNotFound()) LogError("inode {}: {}", inos[i], inode.status().message());
-    if (inode.ok() && !state_.dirty.contains(inos[i]) && !writing) state_.TouchCached(inos[i], bytes[i]);
-  }
 }
 
 }  // namespace cairn

@@ -35,11 +35,11 @@ class Persister {
   // the dirty set by a snapshot is not clean until its commit, and must not be evicted.
   // Lock order: this, then data locks, then the catalog mutex.
   std::mutex& batch_mutex() { return run_mutex_; }
-  // Puts clean files into the eviction LRU, unless deleted or written to since. Takes the
-  // catalog mutex; sizes them without it.
-  void TouchCached(const std::vector<uint64_t>& inos);
   // Called after every poll and batch, with no locks held (eviction hook).
   void SetAfterBatch(std::function<void()> fn) { after_batch_ = std::move(fn); }
+  // Called after a commit with the files it left clean and closed, with no locks held (they
+  // may join the eviction LRU).
+  void SetOnClean(std::function<void(const std::vector<uint64_t>&)> fn) { on_clean_ = std::move(fn); }
 
  private:
   void Run();
@@ -64,6 +64,7 @@ class Persister {
   FileState& state_;
   SegmentStore& store_;
   std::function<void()> after_batch_;
+  std::function<void(const std::vector<uint64_t>&)> on_clean_;
   std::mutex run_mutex_;  // one batch at a time
   std::mutex wake_mutex_;
   std::condition_variable wake_;
