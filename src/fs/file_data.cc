@@ -58,7 +58,7 @@ Result<FileHandle*> FileData::Open(uint64_t ino, int flags) {
 }
 
 Result<FileHandle*> FileData::Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
-                                       const Caller& caller, InodeRecord* attr) {
+                                     const Caller& caller, InodeRecord* attr) {
   auto node = names_.MakeNode(parent, name, S_IFREG | (mode & 07777), 0, caller);
   if (!node.ok()) return node.status();
   *attr = *node;

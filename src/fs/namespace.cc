@@ -127,7 +127,7 @@ Result<std::string> Namespace::ReadLink(uint64_t ino) {
 }
 
 Result<InodeRecord> Namespace::MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
-                                         const Caller& caller, const std::string& target) {
+                                        const Caller& caller, const std::string& target) {
   CAIRN_RETURN_IF_ERROR(CheckName(name));
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
@@ -238,7 +238,7 @@ Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool dire
 }
 
 Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
-                          const std::string& new_name, unsigned flags) {
+                         const std::string& new_name, unsigned flags) {
   CAIRN_RETURN_IF_ERROR(CheckName(name));
   CAIRN_RETURN_IF_ERROR(CheckName(new_name));
   if ((flags & RENAME_EXCHANGE) && (flags & RENAME_NOREPLACE)) return Status::Posix(EINVAL, "conflicting flags");
