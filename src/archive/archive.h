@@ -1,18 +1,18 @@
-// Archive is one opened cairn instance: its options, catalog, staging cache, the chunk
-// stores of its disks and the disk groups they form, plus the archive lock that keeps a
-// second daemon out. Thread-safe where noted; the catalog requires catalog_mutex().
+// Archive is one opened cairn instance: its options, rules, catalog, staging cache and the
+// extent store over its disks (which it opens, groups and takes in and out of service),
+// plus the archive lock that keeps a second daemon out. Thread-safe where noted; the
+// catalog requires catalog_mutex().
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "archive/archive_lock.h"
@@ -21,9 +21,10 @@
 #include "cairn/disk.h"
 #include "cairn/options.h"
 #include "catalog/catalog.h"
+#include "extent/extent_store.h"
 #include "group/disk_group.h"
+#include "group/disk_health.h"
 #include "policy/resolver.h"
-#include "redundancy/striping.h"
 #include "store/block_chunk_store.h"
 
 namespace cairn {
@@ -42,16 +43,6 @@ Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, 
 Status SaveConfig(const std::string& dir, const ArchiveOptions& options);
 // Adds `disk` to failed_disks in dir/cairn.conf.
 Status MarkDiskFailed(const std::string& dir, uint32_t disk);
-
-// How an extent's stored payload was made, recorded in the header of each of its chunks.
-struct ExtentEncoding {
-  std::string policy_stamp;  // the resolved policy (WritePlan::policy_stamp)
-  Redundancy redundancy;
-  std::string chain_stamp;      // the transform chain (TransformChain::Stamp()), "" for none
-  uint64_t logical_length = 0;  // of the payload the chain was given
-  uint32_t members_length = 0;  // the member table ending the logical payload (backend/member_table.h)
-  std::string group;            // the disk group its chunks go to (WritePlan::group), "" for the first
-};
 
 // Catalog meta key set while `cairn recover` rebuilds the catalog: until it is cleared only
 // recover opens the archive (its still empty catalog would make every chunk look free).
@@ -79,19 +70,17 @@ class Archive {
   const ArchiveOptions& options() const { return options_; }
   const ArchiveId& id() const { return id_; }
   StagingCache& cache() { return cache_; }
-  size_t disk_count() const { return stores_.size(); }
-  // Disk `index` itself, for the tools that scan it block by block (fsck, recover, status).
-  Disk& disk(size_t index) { return stores_[index]->disk(); }
-  // The chunk store of disk `index`. Thread-safe.
-  ChunkStore& store(size_t index) { return *stores_[index]; }
-  // The disk groups, new data going to the first; and the group disk `index` belongs to.
-  const std::vector<DiskGroup>& groups() const { return groups_; }
-  const DiskGroup& group_of(size_t disk) const { return groups_[group_of_disk_[disk]]; }
-  // The group called `name`, the first for ""; InvalidArgument naming it when there is none.
-  Result<const DiskGroup*> group_named(std::string_view name) const;
-  // Room left for chunks and room in all, over every disk. Thread-safe.
-  uint64_t free_bytes() const;
-  uint64_t capacity() const;
+  // The extents on the disks: their chunk stores and groups, extent and chunk I/O. Thread-safe.
+  ExtentStore& extents() { return *extents_; }
+  // The extent store's disks and groups (see there). Thread-safe.
+  size_t disk_count() const { return extents_->disk_count(); }
+  Disk& disk(size_t index) { return extents_->disk(index); }
+  ChunkStore& store(size_t index) { return extents_->store(index); }
+  const std::vector<DiskGroup>& groups() const { return extents_->groups(); }
+  const DiskGroup& group_of(size_t disk) const { return extents_->group_of(disk); }
+  Result<const DiskGroup*> group_named(std::string_view name) const { return extents_->group_named(name); }
+  uint64_t free_bytes() const { return extents_->free_bytes(); }
+  uint64_t capacity() const { return extents_->capacity(); }
 
   // The admin rules in force (ARCHIVE/rules, or built-in defaults when there is none)
   // and the rest of what policy resolution needs. Thread-safe.
@@ -112,38 +101,10 @@ class Archive {
   std::mutex& catalog_mutex() { return catalog_mutex_; }
   Catalog& catalog() { return *catalog_; }  // REQUIRES: catalog_mutex held
 
-  // A fresh extent id (never reused within this archive's catalog). Thread-safe.
-  uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
-  // The highest extent id handed out so far (or found in the catalog at open). Thread-safe.
-  uint64_t MaxExtentIdUsed() const { return next_extent_id_ - 1; }
-  // Makes NewExtentId() return more than `max_id` (cairn recover: ids found on the disks).
-  void ReserveExtentIds(uint64_t max_id) {
-    for (uint64_t next = next_extent_id_; next <= max_id && !next_extent_id_.compare_exchange_weak(next, max_id + 1);) {
-    }
-  }
-
-  // Cuts the stored `payload` into the chunks `encoding.redundancy` asks for, has the placer
-  // of disk group `encoding.group` (InvalidArgument naming it when there is none) reserve room for each in its own failure domain (disks in service
-  // only) and writes them there, their headers saying how the payload was made (`encoding`),
-  // without syncing. On success the caller owns the reservation: commit the returned record
-  // to the catalog, or hand it back with ReleaseUncommitted. Thread-safe.
-  Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
-                                         std::span<const uint8_t> payload, const ExtentEncoding& encoding);
-  // Returns the space of an extent that was never committed. Thread-safe.
-  void ReleaseUncommitted(const ExtentRecord& extent);
-  // Reserves room for chunk `index` of `extent` on another disk of its group, in a failure
-  // domain that holds no other chunk of it (rebuild of a chunk whose disk is out). The
-  // caller writes it with WriteChunkAt, then records it or hands it back with
-  // ReleaseUncommittedChunk. Thread-safe.
-  Result<ChunkPlacement> ReserveRelocation(const ExtentRecord& extent, size_t index);
-  void ReleaseUncommittedChunk(const ChunkPlacement& chunk);
-  // Writes a chunk into room reserved for it, without syncing. Thread-safe.
-  Status WriteChunkAt(const ChunkPlacement& chunk, const ExtentHeader& header, std::span<const uint8_t> bytes);
-  // Makes the writes to disk `index` so far durable. Thread-safe.
-  Status SyncDisk(size_t index) { return stores_[index]->Sync(); }
-  // Marks the room of a chunk found on the disks as used (cairn recover, before it
-  // writes anything). Corruption when it overlaps another.
-  Status MarkChunkUsed(const ChunkPlacement& chunk) { return stores_[chunk.disk]->MarkUsed(chunk.locator()); }
+  // Catalog commits and the work that waits until they are durable (archive_commit.cc).
+  // This bookkeeping stays with the Archive, which owns the catalog, its mutex and the
+  // staging cache; the space it releases goes back through ExtentStore::FreeCommitted.
+  //
   // Queues the space of an extent whose deletion is in the current transaction; it is
   // reused only after a commit that made that deletion durable (Commit + MakeDurable), so a
   // power loss can never roll the catalog back to an extent whose blocks were overwritten.
@@ -185,41 +146,16 @@ class Archive {
   // space with FreeAfterDurableCommit) when none is left.
   // REQUIRES: catalog_mutex held, inside a catalog transaction.
   Status UnrefExtent(uint64_t extent_id);
-  // Reads and verifies an extent's payload: the chunks it needs, more when some fail
-  // (degraded read), the reconstruction checked against the payload CRC. Each disk's
-  // first failure is logged. Thread-safe.
-  Result<std::vector<uint8_t>> ReadExtentPayload(const ExtentRecord& extent);
-  // Reads and verifies chunk `index` of `extent`; *idr_repaired says whether intra-disk
-  // parity had to rebuild blocks of it (the bytes are good, the disk is not), *header its
-  // header. Thread-safe.
-  Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired = nullptr,
-                                         ExtentHeader* header = nullptr);
-  // The header of chunk `index` (policy stamp, inode, ...), checked.
-  Result<ExtentHeader> ReadChunkHeader(const ExtentRecord& extent, size_t index);
-  // The first chunk header of `extent` that reads and checks: the template for rewriting
-  // any chunk of it (the chunk's own fields are set by RewriteChunk).
-  Result<ExtentHeader> ReadAnyChunkHeader(const ExtentRecord& extent);
-  // Rewrites chunk `index` of `extent` where it is, with its `bytes` and the header of a
-  // good chunk, unless the catalog no longer has that chunk there (then false). The caller
-  // syncs the disk. Thread-safe.
-  Result<bool> RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
-                            std::span<const uint8_t> bytes);
-  // Reads and checks every chunk of an extent (fsck): one status per chunk, and the chunks
-  // that read well in *chunks.
-  std::vector<Status> CheckChunks(const ExtentRecord& extent, ChunkSet* chunks);
-  // The payload joined from `chunks` (some may be missing), each rebuilt data chunk checked
-  // against its digest and the payload against its CRC.
-  Result<std::vector<uint8_t>> JoinVerified(const ExtentRecord& extent, ChunkSet& chunks);
   // Whether disk `index` takes new chunks and serves reads: neither out nor awaiting rebuild.
-  bool InService(size_t disk) const { return !IsOut(disk) && !AwaitsRebuild(disk); }
+  bool InService(size_t disk) const { return health_.InService(disk); }
   // Disks out of service (missing at open with -o degraded, or failed since), by index,
   // with the reason. Thread-safe.
-  std::map<size_t, std::string> missing_disks() const;
-  bool IsOut(size_t disk) const;
+  std::map<size_t, std::string> missing_disks() const { return health_.missing(); }
+  bool IsOut(size_t disk) const { return health_.IsOut(disk); }
   // Disks replaced and not yet filled by cairn rebuild: their chunks are read from the
   // others and nothing new goes to them. Thread-safe.
-  std::set<uint32_t> awaiting_rebuild() const;
-  bool AwaitsRebuild(size_t disk) const;
+  std::set<uint32_t> awaiting_rebuild() const { return health_.awaiting_rebuild(); }
+  bool AwaitsRebuild(size_t disk) const { return health_.AwaitsRebuild(disk); }
   // After a complete rebuild the replaced disks are in service again (cairn.conf too).
   Status FinishRebuild();
   // Takes a disk out of service now (cairn disk fail on a mounted archive): its chunks
@@ -233,11 +169,16 @@ class Archive {
   Archive() = default;
   static Result<std::unique_ptr<Archive>> OpenWithLock(const std::string& dir, const OpenOptions& open,
                                                        std::optional<ArchiveLock> held);
-  Status LoadDisks(const OpenOptions& open);
-  void MakeGroups();
-  // Rewrites the chunks a read found bad (on disks that are there), from the payload.
-  void RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed, std::span<const uint8_t> payload);
+  // The chunk stores of the disks cairn.conf lists, by index; with open.degraded, a missing
+  // or damaged disk is marked out of service and gets a store that fails every call.
+  Status LoadDisks(const OpenOptions& open, std::vector<std::unique_ptr<BlockChunkStore>>* stores);
+  // The groups cairn.conf forms over `stores` (one pool of every disk when it names none).
+  std::vector<DiskGroup> MakeGroups(const std::vector<std::unique_ptr<BlockChunkStore>>& stores) const;
+  // Marks the room of every chunk in the catalog as used.
   Status RebuildSpaceMaps();
+  // Joins (commit) or drops (rollback) what the ending catalog operation queued. Set as
+  // the catalog's listener. REQUIRES: catalog_mutex held.
+  void EndOperation(bool committed);
 
   std::string dir_;
   ArchiveOptions options_;
@@ -246,16 +187,8 @@ class Archive {
   std::mutex catalog_mutex_;
   std::unique_ptr<Catalog> catalog_;
   StagingCache cache_{""};
-  std::vector<std::unique_ptr<BlockChunkStore>> stores_;  // by disk index
-  std::vector<DiskGroup> groups_;                          // over stores_
-  std::vector<size_t> group_of_disk_;                      // index into groups_, by disk
-  mutable std::mutex missing_mutex_;
-  std::map<size_t, std::string> missing_;  // guarded by missing_mutex_
-  std::set<uint32_t> awaiting_rebuild_;    // guarded by missing_mutex_
-  bool repair_on_read_ = false;
-  std::mutex failures_mutex_;
-  std::set<uint32_t> failed_disks_logged_;  // guarded by failures_mutex_
-  std::atomic<uint64_t> next_extent_id_{1};
+  DiskHealth health_;
+  std::unique_ptr<ExtentStore> extents_;
   mutable std::mutex rules_mutex_;
   std::shared_ptr<const RuleSet> rules_;  // guarded by rules_mutex_
   // Guarded by catalog_mutex_. The op_ lists belong to the catalog operation in progress:
@@ -264,14 +197,6 @@ class Archive {
   std::vector<uint64_t> cache_removals_;
   std::vector<ExtentRecord> op_freed_;
   std::vector<uint64_t> op_cache_removals_;
-  // Shared while a chunk is rewritten in place after the catalog said it is still there;
-  // exclusive while committed-free space is handed back. Never taken with catalog_mutex_
-  // held, so a rewrite waits on a disk without blocking metadata.
-  std::shared_mutex space_mutex_;
 };
-
-// The header of chunk `index` (`length` bytes, placed as `chunk` says), made from the header
-// of any chunk of the same extent.
-ExtentHeader HeaderForChunk(ExtentHeader header, size_t index, const ChunkPlacement& chunk, uint64_t length);
 
 }  // namespace cairn

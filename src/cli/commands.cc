@@ -18,8 +18,8 @@
 
 #include "archive/archive.h"
 #include "archive/config.h"
-#include "archive/fsck.h"
 #include "backend/extent_format.h"
+#include "maintenance/fsck.h"
 #include "policy/resolver.h"
 #include "redundancy/striping.h"
 #include "util/size.h"

@@ -11,7 +11,7 @@
 #include "archive/archive.h"
 #include "archive/private_files.h"
 #include "cli/commands.h"
-#include "fuse/control_server.h"
+#include "daemon/control_server.h"
 
 namespace cairn {
 

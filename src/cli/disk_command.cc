@@ -11,8 +11,8 @@
 
 #include "archive/archive.h"
 #include "archive/config.h"
-#include "archive/repair.h"
 #include "cli/commands.h"
+#include "maintenance/repair.h"
 #include "util/clock.h"
 #include "util/size.h"
 

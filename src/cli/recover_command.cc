@@ -1,12 +1,12 @@
-// cairn recover: rebuilds a lost catalog from the disks (archive/recover.h). See cairn(8).
+// cairn recover: rebuilds a lost catalog from the disks (maintenance/recover.h). See cairn(8).
 #include <unistd.h>
 
 #include <cstdio>
 
 #include <fmt/format.h>
 
-#include "archive/recover.h"
 #include "cli/commands.h"
+#include "maintenance/recover.h"
 #include "util/size.h"
 
 namespace cairn {

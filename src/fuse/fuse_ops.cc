@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 
 #include "fuse/errno_map.h"
-#include "fuse/reload_on_hangup.h"
 #include "util/log.h"
 
 namespace cairn {
@@ -439,7 +438,6 @@ Status ServeFuse(Filesystem& fs, const MountSettings& settings, const std::funct
       result = ready();
       if (result.ok()) {
         LogInfo("mounted {} on {}", fs.archive().dir(), settings.mountpoint);
-        ReloadOnHangup reload_on_hangup(fs);
         int rc;
         if (settings.single_thread) {
           rc = fuse_session_loop(se);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "archive/filesystem.h"
+#include "fs/filesystem.h"
 
 namespace cairn {
 
@@ -17,8 +17,9 @@ struct MountSettings {
   std::vector<std::string> fuse_options;  // passed to the kernel / libfuse (allow_other, ro, ...)
 };
 
-// Mounts `fs` at settings.mountpoint, calls `ready()` once the mount is live, then
-// serves requests until unmounted or signalled. Returns after unmounting.
+// Mounts `fs` at settings.mountpoint, calls `ready()` once the mount is live (libfuse's
+// signal handlers installed: SIGINT, SIGTERM and SIGHUP unmount), then serves requests
+// until unmounted or signalled. Returns after unmounting.
 Status ServeFuse(Filesystem& fs, const MountSettings& settings, const std::function<Status()>& ready);
 
 }  // namespace cairn

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "archive/archive.h"
-#include "archive/filesystem.h"
 #include "fault_disk.h"
+#include "fs/filesystem.h"
 #include "test_util.h"
 
 namespace cairn::test {

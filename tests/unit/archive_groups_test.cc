@@ -47,20 +47,20 @@ TEST_CASE("Archive: new extents go to the first disk group, and raid= must fit i
         "raid=mirror-3 puts 3 chunks on distinct disks; group hot (where new data goes) has 2 disks");
   for (int round = 0; round < 6; round++) {
     auto payload = test::RandomBytes(50000, round);
-    auto extent = archive->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
-                                             test::PlainEncoding("", Parse("mirror-2"), payload));
+    auto extent = archive->extents().WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
+                                                       test::PlainEncoding("", Parse("mirror-2"), payload));
     REQUIRE(extent.ok());
     std::set<uint32_t> disks;
     for (const ChunkPlacement& chunk : extent->chunks) disks.insert(chunk.disk);
     CHECK(disks == std::set<uint32_t>{3, 4});
-    auto back = archive->ReadExtentPayload(*extent);
+    auto back = archive->extents().ReadExtentPayload(*extent);
     REQUIRE(back.ok());
     CHECK(*back == payload);
-    archive->ReleaseUncommitted(*extent);
+    archive->extents().ReleaseUncommitted(*extent);
   }
   auto small = test::RandomBytes(100, 9);
-  auto wide = archive->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, small,
-                                         test::PlainEncoding("", Parse("rs-2-1"), small));
+  auto wide = archive->extents().WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, small,
+                                                   test::PlainEncoding("", Parse("rs-2-1"), small));
   REQUIRE_FALSE(wide.ok());
   CHECK(wide.status().message().find("only 2 found among the 2 disks of group hot") != std::string::npos);
 }
@@ -69,27 +69,27 @@ TEST_CASE("Archive: a chunk relocated off a failed disk stays in its group", "[g
   test::TempDir dir;
   auto archive = OpenGrouped(dir);
   auto payload = test::RandomBytes(50000, 1);
-  auto extent = archive->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
-                                           test::PlainEncoding("", Parse("mirror-2"), payload));
+  auto extent = archive->extents().WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
+                                                     test::PlainEncoding("", Parse("mirror-2"), payload));
   REQUIRE(extent.ok());
   REQUIRE(archive->FailDisk(4).ok());
   size_t on_failed = extent->chunks[0].disk == 4 ? 0 : 1;
   // Group hot has no other disk: the cold disks with room are not used.
-  auto nowhere = archive->ReserveRelocation(*extent, on_failed);
+  auto nowhere = archive->extents().ReserveRelocation(*extent, on_failed);
   REQUIRE_FALSE(nowhere.ok());
   CHECK(nowhere.status().code() == Status::Code::kNoSpace);
 
   // In group cold, a chunk of a failed disk moves to the cold disk in service that holds no
   // other chunk of the extent, though the hot disk 3 has more room.
-  archive->ReleaseUncommitted(*extent);
+  archive->extents().ReleaseUncommitted(*extent);
   ExtentRecord cold = *extent;
   cold.chunks[0].disk = 0;  // a cold extent on disks 0 and 1
   cold.chunks[1].disk = 1;
   REQUIRE(archive->store(2).Reserve(1 << 20, 0));
   REQUIRE(archive->FailDisk(0).ok());
-  auto moved = archive->ReserveRelocation(cold, 0);
+  auto moved = archive->extents().ReserveRelocation(cold, 0);
   REQUIRE(moved.ok());
   CHECK(moved->disk == 2);
   CHECK(moved->crc == cold.chunks[0].crc);
-  archive->ReleaseUncommittedChunk(*moved);
+  archive->extents().ReleaseUncommittedChunk(*moved);
 }

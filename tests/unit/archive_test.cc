@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 
 #include "archive/archive.h"
-#include "archive/filesystem.h"
-#include "archive/fsck.h"
 #include "archive_fixture.h"
 #include "fault_disk.h"
+#include "fs/filesystem.h"
+#include "maintenance/fsck.h"
 #include "sql_faults.h"
 #include "test_util.h"
 

@@ -2,8 +2,8 @@
 // each case fails one query with SqlFaults and checks that its callers say so.
 #include <catch2/catch.hpp>
 
-#include "archive/member_metadata.h"
 #include "catalog/catalog.h"
+#include "pipeline/member_metadata.h"
 #include "policy/resolver.h"
 #include "sql_faults.h"
 #include "test_util.h"

@@ -11,11 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "archive/fsck.h"
-#include "archive/recover.h"
 #include "archive_fixture.h"
 #include "codec/transform_chain.h"
 #include "codec/transform_registry.h"
+#include "maintenance/fsck.h"
+#include "maintenance/recover.h"
 #include "test_util.h"
 #include "util/coding.h"
 
@@ -153,13 +153,13 @@ TEST_CASE("Codec: logical and stored lengths travel apart through persist, read,
       CHECK(e.payload_length == (4 + e.logical_length + 4095) / 4096 * 4096);  // stored: what XorPad made
       CHECK(segment.extent_offset + segment.length <= e.logical_length);
       // Every chunk's header says so too (format v4), and the disks hold the transformed bytes.
-      auto header = a.archive->ReadChunkHeader(e, 0);
+      auto header = a.archive->extents().ReadChunkHeader(e, 0);
       REQUIRE(header.ok());
       CHECK(header->version == 4);
       CHECK(header->logical_length == e.logical_length);
       CHECK(header->extent_payload_length == e.payload_length);
       CHECK(header->chain_stamp == "test-xor-pad@1");
-      auto stored = a.archive->ReadExtentPayload(e);
+      auto stored = a.archive->extents().ReadExtentPayload(e);
       REQUIRE(stored.ok());
       CHECK(GetFixed32(stored->data()) == e.logical_length);
       const auto& data = ino == big_ino ? big : small;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "archive/member_metadata.h"
+#include "pipeline/member_metadata.h"
 
 using namespace cairn;
 

@@ -10,9 +10,9 @@
 #include <future>
 #include <thread>
 
-#include "archive/repair.h"
 #include "archive_fixture.h"
 #include "fault_disk.h"
+#include "maintenance/repair.h"
 #include "power_loss.h"
 #include "test_util.h"
 

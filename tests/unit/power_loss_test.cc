@@ -17,9 +17,9 @@
 
 #include "archive/archive.h"
 #include "archive/config.h"
-#include "archive/filesystem.h"
-#include "archive/fsck.h"
-#include "archive/repair.h"
+#include "fs/filesystem.h"
+#include "maintenance/fsck.h"
+#include "maintenance/repair.h"
 #include "power_loss.h"
 #include "test_util.h"
 

@@ -4,9 +4,9 @@
 
 #include "archive/archive.h"
 #include "archive/config.h"
-#include "archive/repair.h"
 #include "archive_fixture.h"
 #include "fault_disk.h"
+#include "maintenance/repair.h"
 #include "redundancy/intra_disk.h"
 #include "redundancy/striping.h"
 #include "test_util.h"
@@ -118,17 +118,17 @@ TEST_CASE("Archive: degraded reads rebuild from intra-disk parity first, then fr
   REQUIRE(archive.ok());
   auto payload = test::RandomBytes(3 << 20, 5);
   Redundancy r = Parse("rs-4-2", "spc-16-1-s4");
-  auto extent =
-      (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 9, 0, payload, PlainEncoding("raid=rs-4-2", r, payload));
+  auto extent = (*archive)->extents().WriteExtentToDisk(ExtentKind::kFileSegment, 9, 0, payload,
+                                                       PlainEncoding("raid=rs-4-2", r, payload));
   REQUIRE(extent.ok());
   REQUIRE(extent->chunks.size() == 6);
-  auto read = [&]() { return (*archive)->ReadExtentPayload(*extent); };
+  auto read = [&]() { return (*archive)->extents().ReadExtentPayload(*extent); };
   REQUIRE(*read() == payload);
 
   SECTION("a burst of unreadable blocks inside one chunk: intra-disk parity fixes it on that disk alone") {
     const ChunkPlacement& c = extent->chunks[0];
     bad[c.disk].push_back({c.offset + kExtentHeaderSize + 5 * kIdrBlockSize, 4 * kIdrBlockSize});
-    auto again = (*archive)->ReadChunk(*extent, 0);
+    auto again = (*archive)->extents().ReadChunk(*extent, 0);
     REQUIRE(again.ok());  // the chunk itself decodes: IDR, not the other disks
     CHECK(*read() == payload);
   }
@@ -147,11 +147,11 @@ TEST_CASE("Archive: degraded reads rebuild from intra-disk parity first, then fr
     const ChunkPlacement& c = extent->chunks[2];
     uint8_t junk[16] = {1, 2, 3};
     REQUIRE((*archive)->disk(c.disk).WriteAt(c.offset + kExtentHeaderSize + 70000, junk).ok());
-    CHECK((*archive)->ReadChunk(*extent, 2).ok());
+    CHECK((*archive)->extents().ReadChunk(*extent, 2).ok());
     CHECK(*read() == payload);
   }
   std::lock_guard lock((*archive)->catalog_mutex());
-  (*archive)->ReleaseUncommitted(*extent);
+  (*archive)->extents().ReleaseUncommitted(*extent);
 }
 
 TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[striping]") {
@@ -169,14 +169,14 @@ TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[strip
                               "domains");
   for (int round = 0; round < 5; round++) {
     auto payload = test::RandomBytes(100000, round);
-    auto extent = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
-                                                PlainEncoding("", Parse("rs-2-1"), payload));
+    auto extent = (*archive)->extents().WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
+                                                          PlainEncoding("", Parse("rs-2-1"), payload));
     REQUIRE(extent.ok());
     std::set<std::string> domains;
     for (const auto& c : extent->chunks) domains.insert((*archive)->DomainOf(c.disk));
     CHECK(domains.size() == 3);
     std::lock_guard lock((*archive)->catalog_mutex());
-    (*archive)->ReleaseUncommitted(*extent);
+    (*archive)->extents().ReleaseUncommitted(*extent);
   }
 }
 
@@ -190,9 +190,9 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
   {
     auto archive = Archive::Open(dir / "a", {});
     REQUIRE(archive.ok());
-    auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,
-                                                 PlainEncoding("checksum=sha256",
-                                                       *ParseRedundancy("mirror-2", "none", "sha256"), payload));
+    auto written = (*archive)->extents().WriteExtentToDisk(
+        ExtentKind::kFileSegment, 1, 0, payload,
+        PlainEncoding("checksum=sha256", *ParseRedundancy("mirror-2", "none", "sha256"), payload));
     REQUIRE(written.ok());
     extent = *written;
     extent.refs = 1;
@@ -219,8 +219,10 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
   }
   auto archive = Archive::Open(dir / "a", open);
   REQUIRE(archive.ok());
-  for (size_t i = 0; i < 2; i++) CHECK((*archive)->ReadChunk(extent, i).ok());  // both copies, digests and all
-  CHECK(*(*archive)->ReadExtentPayload(extent) == payload);
+  for (size_t i = 0; i < 2; i++) {
+    CHECK((*archive)->extents().ReadChunk(extent, i).ok());  // both copies, digests and all
+  }
+  CHECK(*(*archive)->extents().ReadExtentPayload(extent) == payload);
   archive->reset();
 
   auto options = LoadConfig(dir / "a/cairn.conf");
@@ -230,13 +232,13 @@ TEST_CASE("Repair: relocated chunks keep their digest; replaced disks get nothin
   archive = Archive::Open(dir / "a", {});
   REQUIRE(archive.ok());
   for (int round = 0; round < 4; round++) {
-    auto more = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 2, 0, payload,
-                                              PlainEncoding("", Parse("none"), payload));
+    auto more = (*archive)->extents().WriteExtentToDisk(ExtentKind::kFileSegment, 2, 0, payload,
+                                                        PlainEncoding("", Parse("none"), payload));
     REQUIRE(more.ok());
     CHECK(more->chunks[0].disk != 1);
-    CHECK(*(*archive)->ReadExtentPayload(*more) == payload);
+    CHECK(*(*archive)->extents().ReadExtentPayload(*more) == payload);
     std::lock_guard lock((*archive)->catalog_mutex());
-    (*archive)->ReleaseUncommitted(*more);
+    (*archive)->extents().ReleaseUncommitted(*more);
   }
 }
 
@@ -256,10 +258,9 @@ struct RebuildFixture {
       id = (*archive)->id();
       for (int i = 0; i < count; i++) {
         payloads.push_back(test::RandomBytes(1 << 20, 100 + i));
-        auto written = (*archive)->WriteExtentToDisk(ExtentKind::kFileSegment, 1, uint64_t(i) << 20,
-                                                     payloads.back(),
-                                                     PlainEncoding("raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"),
-                                                           payloads.back()));
+        auto written = (*archive)->extents().WriteExtentToDisk(
+            ExtentKind::kFileSegment, 1, uint64_t(i) << 20, payloads.back(),
+            PlainEncoding("raid=rs-4-2", Parse("rs-4-2", "spc-16-1-s4"), payloads.back()));
         REQUIRE(written.ok());
         written->refs = 1;
         extents.push_back(*written);
@@ -322,10 +323,10 @@ struct RebuildFixture {
       }
       for (size_t c = 0; c < now.chunks.size(); c++) {
         INFO("extent " << i << " chunk " << c);
-        CHECK((*archive)->ReadChunk(now, c).ok());
+        CHECK((*archive)->extents().ReadChunk(now, c).ok());
         if (gone) CHECK(now.chunks[c].disk != *gone);
       }
-      CHECK(*(*archive)->ReadExtentPayload(now) == payloads[i]);
+      CHECK(*(*archive)->extents().ReadExtentPayload(now) == payloads[i]);
     }
   }
 };

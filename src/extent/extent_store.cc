@@ -1,0 +1,308 @@
+#include "extent/extent_store.h"
+
+#include <fmt/format.h>
+
+#include "redundancy/checksum.h"
+#include "util/coding.h"
+#include "util/log.h"
+
+namespace cairn {
+
+ExtentStore::ExtentStore(const ArchiveId& archive_id, std::vector<std::unique_ptr<BlockChunkStore>> stores,
+                         std::vector<DiskGroup> groups, const DiskHealth& health, std::mutex& catalog_mutex,
+                         Catalog& catalog, bool repair_on_read)
+    : archive_id_(archive_id),
+      stores_(std::move(stores)),
+      groups_(std::move(groups)),
+      group_of_disk_(stores_.size(), 0),
+      domain_of_disk_(stores_.size()),
+      health_(health),
+      catalog_mutex_(catalog_mutex),
+      catalog_(catalog),
+      repair_on_read_(repair_on_read) {
+  for (size_t g = 0; g < groups_.size(); g++) {
+    for (const DiskGroup::Member& member : groups_[g].members()) {
+      group_of_disk_[member.disk] = g;
+      domain_of_disk_[member.disk] = member.domain;
+    }
+  }
+}
+
+Result<const DiskGroup*> ExtentStore::group_named(std::string_view name) const {
+  if (name.empty()) return &groups_.front();
+  for (const DiskGroup& group : groups_) {
+    if (group.name() == name) return &group;
+  }
+  return Status::InvalidArgument(fmt::format("placement=group={}: this archive has no disk group {}", name, name));
+}
+
+uint64_t ExtentStore::free_bytes() const {
+  uint64_t total = 0;
+  for (const DiskGroup& group : groups_) total += group.free_bytes();
+  return total;
+}
+
+uint64_t ExtentStore::capacity() const {
+  uint64_t total = 0;
+  for (const DiskGroup& group : groups_) total += group.capacity();
+  return total;
+}
+
+void ExtentStore::ReserveExtentIds(uint64_t max_id) {
+  for (uint64_t next = next_extent_id_; next <= max_id && !next_extent_id_.compare_exchange_weak(next, max_id + 1);) {
+  }
+}
+
+Result<ExtentRecord> ExtentStore::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
+                                                    std::span<const uint8_t> payload, const ExtentEncoding& encoding) {
+  const Redundancy& redundancy = encoding.redundancy;
+  ExtentRecord record;
+  record.id = NewExtentId();
+  record.kind = static_cast<int>(kind);
+  record.payload_length = payload.size();
+  record.payload_crc = Crc32c(payload);
+  record.redundancy = redundancy;
+  record.logical_length = encoding.logical_length;
+  record.chain_stamp = encoding.chain_stamp;
+  auto group = group_named(encoding.group);
+  if (!group.ok()) return group.status();
+  std::vector<std::vector<uint8_t>> chunks = MakeChunks(payload, redundancy);
+  auto reserved = (*group)->Reserve(chunks.size(), chunks[0].size(), redundancy.idr_scramble, {},
+                                          [this](uint32_t disk) { return InService(disk); });
+  if (!reserved.ok()) return reserved.status();
+  for (size_t i = 0; i < chunks.size(); i++) {
+    const ReservedChunk& at = (*reserved)[i];
+    record.chunks.push_back(
+        ChunkPlacement::At(at.disk, at.locator, Crc32c(chunks[i]), ComputeDigest(redundancy.checksum, chunks[i])));
+  }
+  for (size_t i = 0; i < chunks.size(); i++) {
+    ExtentHeader header;
+    header.kind = kind;
+    header.archive_id = archive_id_;
+    header.extent_id = record.id;
+    header.inode = ino;
+    header.file_offset = file_offset;
+    header.payload_length = chunks[i].size();
+    header.payload_crc = record.chunks[i].crc;
+    header.digest = record.chunks[i].digest;
+    header.chunk_index = static_cast<uint8_t>(i);
+    header.redundancy = redundancy;
+    header.policy_stamp = encoding.policy_stamp;
+    header.extent_payload_length = record.payload_length;
+    header.extent_payload_crc = record.payload_crc;
+    header.members_length = encoding.members_length;
+    header.logical_length = encoding.logical_length;
+    header.chain_stamp = encoding.chain_stamp;
+    Status st = WriteChunkAt(record.chunks[i], header, chunks[i]);
+    if (!st.ok()) {
+      ReleaseUncommitted(record);
+      return st;
+    }
+  }
+  return record;
+}
+
+void ExtentStore::ReleaseUncommitted(const ExtentRecord& extent) {
+  for (const ChunkPlacement& chunk : extent.chunks) ReleaseUncommittedChunk(chunk);
+}
+
+void ExtentStore::ReleaseUncommittedChunk(const ChunkPlacement& chunk) {
+  Status st = stores_[chunk.disk]->Release(chunk.locator());
+  // A refusal (double free) keeps the space out of use rather than risk handing it out
+  // twice; it is free again after the next mount's rebuild.
+  if (!st.ok()) LogError("{}: {}", stores_[chunk.disk]->name(), st.message());
+}
+
+Result<ChunkPlacement> ExtentStore::ReserveRelocation(const ExtentRecord& extent, size_t index) {
+  const ChunkPlacement& from = extent.chunks[index];
+  std::set<std::string> used;  // failure domains of the other chunks
+  for (size_t i = 0; i < extent.chunks.size(); i++) {
+    if (i != index) used.insert(domain_of_disk_[extent.chunks[i].disk]);
+  }
+  auto reserved = group_of(from.disk).Reserve(1, extent.redundancy.ChunkLength(extent.payload_length),
+                                              extent.redundancy.idr_scramble, used,
+                                              [this](uint32_t disk) { return InService(disk); });
+  if (!reserved.ok()) {
+    return Status::NoSpace(fmt::format(
+        "no disk in a failure domain without a chunk of extent {} is in service with room for chunk {}", extent.id,
+        index));
+  }
+  // Same bytes, same CRC and digest: only the place changes.
+  return ChunkPlacement::At(reserved->front().disk, reserved->front().locator, from.crc, from.digest);
+}
+
+Status ExtentStore::WriteChunkAt(const ChunkPlacement& chunk, const ExtentHeader& header,
+                                 std::span<const uint8_t> bytes) {
+  return stores_[chunk.disk]->Write(chunk.locator(), header, bytes);
+}
+
+void ExtentStore::FreeCommitted(const std::vector<ExtentRecord>& extents) {
+  std::unique_lock space(space_mutex_);  // no rewrite of a chunk in this space is under way
+  for (const ExtentRecord& extent : extents) {
+    for (const ChunkPlacement& chunk : extent.chunks) {
+      Status st = stores_[chunk.disk]->Free(chunk.locator());
+      // A refusal (double free) keeps the space out of use; it is free again after the next
+      // mount's rebuild. A failed discard leaves it free.
+      if (!st.ok()) LogWarning("{}: {}", stores_[chunk.disk]->name(), st.message());
+    }
+  }
+}
+
+Result<std::vector<uint8_t>> ExtentStore::ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired,
+                                                    ExtentHeader* header) {
+  const ChunkPlacement& chunk = extent.chunks[index];
+  if (chunk.disk >= stores_.size()) {
+    return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, chunk.disk));
+  }
+  if (health_.IsOut(chunk.disk)) {
+    return Status::IOError(fmt::format("disk {} is out of service: {}", chunk.disk, health_.missing()[chunk.disk]));
+  }
+  if (health_.AwaitsRebuild(chunk.disk)) {
+    return Status::IOError(fmt::format("disk {} was replaced and waits for cairn rebuild", chunk.disk));
+  }
+  const Redundancy& r = extent.redundancy;
+  std::vector<uint64_t> repaired;
+  auto bytes = stores_[chunk.disk]->Read(
+      chunk.locator(),
+      ExtentExpectation{archive_id_, extent.id, r.ChunkLength(extent.payload_length), chunk.crc,
+                        static_cast<uint8_t>(index), r.idr_scramble, r.checksum, chunk.digest},
+      &repaired, header);
+  if (idr_repaired) *idr_repaired = bytes.ok() && !repaired.empty();
+  return bytes;
+}
+
+Result<ExtentHeader> ExtentStore::ReadChunkHeader(const ExtentRecord& extent, size_t index) {
+  const ChunkPlacement& chunk = extent.chunks[index];
+  auto header = stores_[chunk.disk]->ReadHeader(chunk.locator());
+  if (header.ok() && (header->extent_id != extent.id || header->chunk_index != index)) {
+    return Status::Corruption(fmt::format("extent {} chunk {}: the header belongs to extent {} chunk {}", extent.id,
+                                          index, header->extent_id, header->chunk_index));
+  }
+  return header;
+}
+
+Result<ExtentHeader> ExtentStore::ReadAnyChunkHeader(const ExtentRecord& extent) {
+  Status last = Status::Corruption(fmt::format("extent {}: no chunk header can be read", extent.id));
+  for (size_t i = 0; i < extent.chunks.size(); i++) {
+    if (!InService(extent.chunks[i].disk)) continue;
+    auto header = ReadChunkHeader(extent, i);
+    if (header.ok()) return header;
+    last = header.status();
+  }
+  return last;
+}
+
+Result<bool> ExtentStore::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
+                                       std::span<const uint8_t> bytes) {
+  const ChunkPlacement& chunk = extent.chunks[index];
+  if (health_.IsOut(chunk.disk)) return false;  // cairn rebuild moves it
+  // While shared, no space is freed: a chunk the catalog still has there stays its own
+  // until the write is done, and metadata operations go on meanwhile.
+  std::shared_lock space(space_mutex_);
+  {
+    std::lock_guard lock(catalog_mutex_);
+    auto current = catalog_.GetExtent(extent.id);
+    if (!current.ok() && !current.status().IsNotFound()) return current.status();
+    if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return false;
+  }
+  CAIRN_RETURN_IF_ERROR(WriteChunkAt(chunk, HeaderForChunk(header, index, chunk, bytes.size()), bytes));
+  return true;
+}
+
+ExtentHeader HeaderForChunk(ExtentHeader header, size_t index, const ChunkPlacement& chunk, uint64_t length) {
+  header.chunk_index = static_cast<uint8_t>(index);
+  header.payload_crc = chunk.crc;
+  header.digest = chunk.digest;
+  header.payload_length = length;
+  return header;
+}
+
+std::vector<Status> ExtentStore::CheckChunks(const ExtentRecord& extent, ChunkSet* chunks) {
+  std::vector<Status> out;
+  chunks->assign(extent.chunks.size(), std::nullopt);
+  for (size_t i = 0; i < extent.chunks.size(); i++) {
+    bool idr_repaired = false;
+    auto bytes = ReadChunk(extent, i, &idr_repaired);
+    Status st = bytes.status();
+    if (bytes.ok()) (*chunks)[i] = std::move(*bytes);  // good bytes, even if IDR had to mend them
+    if (idr_repaired) {
+      st = Status::Corruption("damaged blocks, rebuilt by its intra-disk parity (cairn scrub rewrites them)");
+    }
+    out.push_back(st);
+  }
+  return out;
+}
+
+void ExtentStore::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed,
+                               std::span<const uint8_t> payload) {
+  std::vector<std::vector<uint8_t>> chunks;
+  for (size_t i : failed) {
+    uint32_t disk = extent.chunks[i].disk;
+    if (!InService(disk)) continue;  // cairn rebuild moves or fills those
+    if (chunks.empty()) chunks = MakeChunks(payload, extent.redundancy);
+    auto header = ReadAnyChunkHeader(extent);
+    auto written = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : Result<bool>(header.status());
+    Status st = written.ok() && *written ? SyncDisk(disk) : written.status();
+    if (st.ok() && *written) {
+      LogInfo("repaired extent {} chunk {} on disk {} from the other chunks", extent.id, i, disk);
+    } else if (!st.ok()) {
+      LogError("cannot repair extent {} chunk {} on disk {}: {}", extent.id, i, disk, st.message());
+    }
+  }
+}
+
+Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& extent) {
+  const Redundancy& r = extent.redundancy;
+  ChunkSet chunks(extent.chunks.size());
+  size_t have = 0;
+  std::string failures;
+  std::vector<size_t> failed;
+  // Data chunks first (a healthy read touches only them), then parity as needed.
+  for (size_t i = 0; i < extent.chunks.size() && have < ChunksNeeded(r); i++) {
+    const ChunkPlacement& chunk = extent.chunks[i];
+    bool idr_repaired = false;
+    auto bytes = ReadChunk(extent, i, &idr_repaired);
+    if (bytes.ok()) {
+      chunks[i] = std::move(*bytes);
+      have++;
+      if (idr_repaired) failed.push_back(i);  // good bytes from a bad spot: rewrite it
+      continue;
+    }
+    failures += fmt::format("{}{}", failures.empty() ? "" : "; ", bytes.status().message());
+    failed.push_back(i);
+    bool expected = !InService(chunk.disk);
+    std::lock_guard lock(failures_mutex_);
+    if (!expected && failed_disks_logged_.insert(chunk.disk).second) {
+      LogError("disk {}: {} (further failures of this disk are not logged)", chunk.disk, bytes.status().message());
+    }
+  }
+  if (have < ChunksNeeded(r)) {
+    return Status::Corruption(fmt::format("extent {}: too few readable chunks ({} of {} needed): {}", extent.id, have,
+                                          ChunksNeeded(r), failures));
+  }
+  auto payload = JoinVerified(extent, chunks);
+  if (payload.ok() && repair_on_read_ && !failed.empty()) RepairOnRead(extent, failed, *payload);
+  return payload;
+}
+
+Result<std::vector<uint8_t>> ExtentStore::JoinVerified(const ExtentRecord& extent, ChunkSet& chunks) {
+  const Redundancy& r = extent.redundancy;
+  std::vector<bool> read_ok(chunks.size());
+  for (size_t i = 0; i < chunks.size(); i++) read_ok[i] = chunks[i].has_value();
+  auto payload = JoinChunks(chunks, r, extent.payload_length);
+  if (!payload.ok()) return payload.status();
+  for (size_t i = 0; i < r.data_chunks && r.checksum != ChecksumType::kCrc32c; i++) {
+    if (read_ok[i] || !chunks[i]) continue;  // a rebuilt data chunk must match its own digest too
+    if (ComputeDigest(r.checksum, *chunks[i]) != extent.chunks[i].digest) {
+      return Status::Corruption(fmt::format("extent {}: rebuilt chunk {} does not match its {}", extent.id, i,
+                                            ChecksumName(r.checksum)));
+    }
+  }
+  // A reconstruction is only as good as its check: never hand out unverified bytes.
+  if (Crc32c(*payload) != extent.payload_crc) {
+    return Status::Corruption(fmt::format("extent {}: the rebuilt payload does not match its checksum", extent.id));
+  }
+  return payload;
+}
+
+}  // namespace cairn

@@ -1,0 +1,361 @@
+#include "fs/file_data.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "catalog/record_checks.h"
+#include "fs/catalog_lookups.h"
+#include "pipeline/segment_map_update.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+namespace cairn {
+
+Result<FileHandle*> FileData::Open(uint64_t ino, int flags) {
+  bool writable = (flags & O_ACCMODE) != O_RDONLY;
+  // Shared: an eviction (exclusive) is either finished or not begun while the handle
+  // counts itself open and opens the cache file.
+  std::shared_lock data(state_.data_lock(ino));
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
+    if (!inode.ok()) return inode.status();
+    if (IsDir(*inode) && writable) return Status::Posix(EISDIR, "directory opened for writing");
+    if (S_ISREG(inode->mode) && inode->segment_size != 0) {
+      // A damaged segment map would read as zeros where data is (or loop by a damaged size).
+      bool clean = !inode->dirty && !state_.dirty.contains(ino);
+      auto segments = archive_.catalog().SummarizeSegments(ino);
+      if (!segments.ok()) return segments.status();
+      CAIRN_RETURN_IF_ERROR(CheckSegmentSummary(*inode, *segments, clean));
+    }
+    LiveInode& live = state_.live[ino];
+    live.nopen++;
+    if (writable) live.nwriters++;
+    if (auto it = state_.cached.find(ino); it != state_.cached.end()) state_.TouchCached(ino, it->second.second);
+  }
+  auto handle = std::make_unique<FileHandle>();
+  handle->ino = ino;
+  handle->writable = writable;
+  // The handle keeps no descriptor (reads and writes take the shared one), but a cache file
+  // that cannot be opened fails the open, not a later read. A reader of a file with
+  // nothing staged creates no cache file.
+  auto file = writable ? archive_.cache().Open(ino) : archive_.cache().OpenExisting(ino);
+  if (!file.ok() && !file.status().IsNotFound()) {
+    data.unlock();
+    Release(handle.release());
+    return file.status();
+  }
+  return handle.release();
+}
+
+Result<FileHandle*> FileData::Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
+                                     const Caller& caller, InodeRecord* attr) {
+  auto node = names_.MakeNode(parent, name, S_IFREG | (mode & 07777), 0, caller);
+  if (!node.ok()) return node.status();
+  *attr = *node;
+  auto handle = Open(node->ino, flags);
+  if (!handle.ok()) names_.Forget(node->ino, 1);
+  return handle;
+}
+
+Result<size_t> FileData::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t> dst) {
+  // Shared: a segment's cache copy cannot be evicted between the lookup and the read.
+  std::shared_lock data(state_.data_lock(fh->ino));
+  uint64_t segment_size;
+  uint64_t length;
+  std::vector<std::optional<SegmentRecord>> segments;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
+    if (!inode.ok()) return inode.status();
+    CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
+    if (offset >= inode->size || dst.empty()) return size_t{0};
+    length = std::min<uint64_t>(dst.size(), inode->size - offset);
+    segment_size = SegmentSizeOf(archive_, *inode);
+    for (uint64_t i = offset / segment_size; i <= (offset + length - 1) / segment_size; i++) {
+      auto segment = archive_.catalog().GetSegment(fh->ino, i);
+      if (!segment.ok()) return segment.status();
+      segments.push_back(std::move(*segment));
+      if (segments.back()) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segments.back(), *inode));
+    }
+  }
+  uint64_t done = 0;
+  SharedFile file;
+  for (const auto& segment : segments) {
+    uint64_t position = offset + done;
+    uint64_t in_segment = position % segment_size;
+    uint64_t n = std::min(length - done, segment_size - in_segment);
+    std::span<uint8_t> out = dst.subspan(done, n);
+    if (segment && !segment->cached) {
+      Status st = store_.Read(*segment, in_segment, out);
+      if (st.IsCorruption()) {  // the log line names the file
+        return Status::Corruption(fmt::format("inode {} segment {}: {}", fh->ino, segment->index, st.message()));
+      }
+      CAIRN_RETURN_IF_ERROR(st);
+    } else {  // never-written bytes read as zeros, without a cache file too
+      if (!file) {
+        auto opened = archive_.cache().OpenExisting(fh->ino);
+        if (!opened.ok() && !opened.status().IsNotFound()) return opened.status();
+        file = opened.ok() ? std::move(*opened) : nullptr;
+      }
+      if (file) {
+        CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(file->fd(), position, out));
+      } else {
+        std::fill(out.begin(), out.end(), 0);
+      }
+    }
+    done += n;
+  }
+  return static_cast<size_t>(length);
+}
+
+Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src) {
+  if (!fh->writable) return Status::Posix(EBADF, "file not open for writing");
+  if (src.empty()) return size_t{0};
+  if (offset > kMaxFileSize || src.size() > kMaxFileSize - offset) {
+    return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
+  }
+  std::unique_lock data(state_.data_lock(fh->ino));
+  uint64_t segment_size;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
+    if (!inode.ok()) return inode.status();
+    CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
+    segment_size = SegmentSizeOf(archive_, *inode);
+    uint64_t needed = state_.dirty_bytes + src.size();
+    // Per segment, an extent header block and (format v3) a block for the member table.
+    needed += (needed / segment_size + 2) * 2 * kBlockSize;
+    if (FreeDiskBytes() < needed) {
+      return Status::Posix(ENOSPC, "the disks cannot hold more than what already waits to be persisted");
+    }
+  }
+  uint64_t first = offset / segment_size;
+  uint64_t last = (offset + src.size() - 1) / segment_size;
+  bool pinned = false;  // Release unpins it with the last writable handle
+  auto file = archive_.cache().OpenForWriting(fh->ino, &pinned);
+  if (!file.ok()) return file.status();
+  CAIRN_RETURN_IF_ERROR(FetchSegments(fh->ino, (*file)->fd(), first, last));
+  int64_t now = NowNs();
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
+    if (!inode.ok()) return inode.status();
+    // Mark the segments dirty in memory before the cache changes, with the segment size
+    // the file has now (a persist may have fixed it since we looked): a commit of the
+    // persister in between then keeps the file dirty.
+    DirtyFile& dirty = state_.MarkWritten(fh->ino, src.size());
+    if (inode->segment_size == 0) {
+      // Decided by the policy at first persist; until then the whole file is dirty.
+      dirty.all_cached = true;
+    } else {
+      for (uint64_t i = offset / inode->segment_size; i <= (offset + src.size() - 1) / inode->segment_size; i++) {
+        dirty.segments.insert(i);
+      }
+    }
+    dirty.last_write_ns = now;
+    state_.last_activity_ns = now;
+    state_.DropCached(fh->ino);
+    // Changing a persisted file in the cache: make the dirty mark durable first, or a
+    // crash could leave a changed cache copy that the catalog believes is clean.
+    if (inode->segment_size != 0 && !inode->dirty) {
+      inode->dirty = true;
+      CAIRN_RETURN_IF_ERROR(archive_.catalog().UpdateInode(*inode));
+      CAIRN_RETURN_IF_ERROR(archive_.catalog().Flush());
+    }
+  }
+  CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt((*file)->fd(), offset, src));
+  if (!pinned && ::fdatasync((*file)->fd()) != 0) {  // its descriptor may be gone by the next fsync
+    return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
+  }
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+    auto inode = GetInodeOrENOENT(catalog, fh->ino);
+    if (!inode.ok()) return inode.status();
+    inode->size = std::max<uint64_t>(inode->size, offset + src.size());
+    inode->mtime_ns = inode->ctime_ns = now;
+    inode->dirty = true;
+    return catalog.UpdateInode(*inode);
+  }));
+  return src.size();
+}
+
+Status FileData::Fsync(FileHandle* fh) {
+  // While the file is being written, this is the descriptor the writes went through (pinned,
+  // or Write synced them): it sees their write-back errors. No cache file: nothing staged.
+  auto file = archive_.cache().OpenExisting(fh->ino);
+  if (!file.ok() && !file.status().IsNotFound()) return file.status();
+  if (file.ok() && ::fdatasync((*file)->fd()) != 0) {
+    return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
+  }
+  Archive::PendingSync pending;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
+    if (state_.dirty.contains(fh->ino)) {
+      state_.persist_queue[fh->ino] = NowNs();
+    }
+  }
+  return archive_.MakeDurable(std::move(pending));
+}
+
+void FileData::Release(FileHandle* fh) {
+  std::unique_ptr<FileHandle> handle(fh);
+  std::unique_lock lock(archive_.catalog_mutex());
+  auto it = state_.live.find(handle->ino);
+  if (it == state_.live.end()) return;
+  LiveInode& live = it->second;
+  live.nopen -= std::min<uint32_t>(1, live.nopen);
+  if (handle->writable) {
+    live.nwriters -= std::min<uint32_t>(1, live.nwriters);
+    if (live.nwriters == 0) {
+      archive_.cache().Unpin(handle->ino);
+      state_.writers_closed.notify_all();
+    }
+  }
+  if (live.nwriters == 0 && state_.dirty.contains(handle->ino)) {
+    state_.persist_queue[handle->ino] = NowNs();  // the persister polls; a wakeup per close costs more
+    state_.last_activity_ns = NowNs();
+  }
+  // Persisted while open (idle rule): it is clean now, so it may be evicted.
+  bool clean_now = live.nwriters == 0 && handle->writable && !state_.dirty.contains(handle->ino) &&
+                   !state_.cached.contains(handle->ino);
+  if (live.nopen == 0 && live.nlookup == 0) {
+    state_.live.erase(it);
+    Status st = names_.MaybeDelete(handle->ino);
+    if (!st.ok()) LogError("inode {}: cannot free: {}", handle->ino, st.message());
+  }
+  lock.unlock();
+  if (clean_now) cache_.TouchCached({handle->ino});
+}
+
+Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& request) {
+  if (*request.size > kMaxFileSize) {
+    return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
+  }
+  std::unique_lock data_lock(state_.data_lock(ino));
+  // Shrinking into a persisted segment that is not cached: bring it back first, so the
+  // bytes before the new end survive the copy-on-write re-persist.
+  uint64_t boundary = 0;
+  bool need_fetch = false;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
+    if (!inode.ok()) return inode.status();
+    if (IsDir(*inode)) return Status::Posix(EISDIR, "cannot truncate a directory");
+    if (!S_ISREG(inode->mode)) return Status::Posix(EINVAL, "cannot truncate a special file");
+    CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
+    uint64_t segment_size = SegmentSizeOf(archive_, *inode);
+    boundary = *request.size / segment_size;
+    auto segment = archive_.catalog().GetSegment(ino, boundary);
+    if (!segment.ok()) return segment.status();
+    need_fetch =
+        *request.size < inode->size && *request.size % segment_size != 0 && *segment && !(*segment)->cached;
+  }
+  if (need_fetch) {
+    auto file = archive_.cache().Open(ino);
+    if (!file.ok()) return file.status();
+    CAIRN_RETURN_IF_ERROR(FetchSegments(ino, (*file)->fd(), boundary, boundary));
+  }
+  std::unique_lock lock(archive_.catalog_mutex());
+  bool resized = false;
+  uint64_t old_size_for_cache = 0;
+  auto updated = names_.SetAttrLocked(ino, request, [&](InodeRecord& inode, int64_t now) -> Status {
+    uint64_t old_size = old_size_for_cache = inode.size;
+    uint64_t new_size = *request.size;
+    uint64_t segment_size = SegmentSizeOf(archive_, inode);
+    uint64_t old_count = (old_size + segment_size - 1) / segment_size;
+    uint64_t new_count = (new_size + segment_size - 1) / segment_size;
+    DirtyFile& dirty = state_.dirty[ino];
+    if (inode.segment_size == 0) {
+      dirty.all_cached = true;  // segment size not decided yet (see Write)
+    } else if (new_size < old_size) {
+      CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(archive_, ino, new_count));
+      for (auto it = dirty.segments.lower_bound(new_count); it != dirty.segments.end();) it = dirty.segments.erase(it);
+      if (new_size % segment_size != 0) dirty.segments.insert(new_size / segment_size);
+    } else {
+      for (uint64_t i = old_count; i < new_count; i++) dirty.segments.insert(i);
+    }
+    if (dirty.segments.empty() && !dirty.all_cached) {
+      state_.EraseDirty(ino);
+      inode.dirty = false;
+    } else {
+      inode.dirty = true;
+      dirty.last_write_ns = now;
+      state_.DropCached(ino);
+    }
+    inode.size = new_size;
+    inode.mtime_ns = now;
+    resized = true;
+    return Status::OK();
+  });
+  if (!updated.ok()) return updated;
+  InodeRecord inode = *updated;
+  if (!resized) return inode;
+  auto live = state_.live.find(ino);
+  bool writing = live != state_.live.end() && live->second.nwriters > 0;
+  if (!writing && state_.dirty.contains(ino)) {
+    state_.persist_queue[ino] = NowNs();
+  }
+  // The new size is committed before the cache copy shrinks (the data lock, not the
+  // catalog's, is held throughout), durably: a power loss must not bring back the old size
+  // over a copy already cut, whose cut bytes may have been the only copy of fsync'd data.
+  Archive::PendingSync pending;
+  auto when = inode.size < old_size_for_cache ? Archive::SyncWhen::kAlways : Archive::SyncWhen::kNever;
+  CAIRN_RETURN_IF_ERROR(archive_.Commit(when, &pending));
+  lock.unlock();
+  CAIRN_RETURN_IF_ERROR(archive_.MakeDurable(std::move(pending)));
+  // Growing: cut first, so bytes a failed or crashed write left past the old end read
+  // as zeros, as POSIX wants for the extension.
+  if (old_size_for_cache < inode.size) CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, old_size_for_cache));
+  CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, inode.size));
+  return inode;
+}
+
+Status FileData::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t last) {
+  std::vector<uint64_t> fetched;
+  std::vector<uint8_t> buffer;
+  for (uint64_t index = first; index <= last; index++) {
+    std::optional<SegmentRecord> segment;
+    uint64_t segment_size;
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      auto found = archive_.catalog().GetSegment(ino, index);
+      if (!found.ok()) return found.status();
+      segment = std::move(*found);
+      auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
+      if (!inode.ok()) return inode.status();
+      if (segment) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segment, *inode));
+      segment_size = SegmentSizeOf(archive_, *inode);
+    }
+    if (!segment || segment->cached) continue;
+    buffer.resize(segment->length);
+    CAIRN_RETURN_IF_ERROR(store_.Read(*segment, 0, buffer));
+    CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt(fd, index * segment_size, buffer));
+    fetched.push_back(index);
+  }
+  if (fetched.empty()) return Status::OK();
+  if (::fdatasync(fd) != 0) return Status::FromErrno("staging cache: fdatasync", errno);
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  return InTransaction(catalog, [&]() -> Status {
+    for (uint64_t index : fetched) CAIRN_RETURN_IF_ERROR(catalog.SetSegmentCached(ino, index, true));
+    return Status::OK();
+  });
+}
+
+uint64_t FileData::FreeDiskBytes() {
+  return archive_.groups().front().free_bytes();
+}
+
+}  // namespace cairn

@@ -1,0 +1,140 @@
+// Filesystem implements POSIX semantics over the catalog, the staging cache and the disks;
+// it never sees FUSE types, so unit tests drive it directly. It owns the in-memory file
+// state, the persister and reconciler threads, and the parts its calls go to: Namespace
+// (names, attributes), FileData (the data path), Xattrs, CacheManager (eviction) and
+// AdminWalks (rules dry-run, policy apply). Thread-safe; see pipeline/file_state.h for
+// the lock order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "archive/archive.h"
+#include "fs/admin_walks.h"
+#include "fs/cache_manager.h"
+#include "fs/file_data.h"
+#include "fs/fs_types.h"
+#include "fs/namespace.h"
+#include "fs/xattrs.h"
+#include "pipeline/file_state.h"
+#include "pipeline/persister.h"
+#include "pipeline/reconciler.h"
+#include "pipeline/segment_store.h"
+
+namespace cairn {
+
+class Filesystem {
+ public:
+  explicit Filesystem(Archive& archive);
+  ~Filesystem();
+
+  // Purges orphans left by a crash and queues files left dirty. Starts no thread, so it
+  // runs before the daemon forks and its errors reach the user.
+  Status Recover();
+  // Starts the catalog's WAL checkpoints and the persister and reconciler threads.
+  Status StartBackground();
+  // Stops the reconciler, persists everything still dirty and stops the persister.
+  Status Stop();
+
+  // Names and attributes (Namespace). Entry-returning calls add one kernel lookup
+  // reference to the inode they return.
+  Result<InodeRecord> Lookup(uint64_t parent, const std::string& name) { return names_.Lookup(parent, name); }
+  void Forget(uint64_t ino, uint64_t count) { names_.Forget(ino, count); }
+  Result<InodeRecord> GetAttr(uint64_t ino) { return names_.GetAttr(ino); }
+  // A size goes to FileData::Truncate, with the rest of the request.
+  Result<InodeRecord> SetAttr(uint64_t ino, const SetAttrRequest& request) {
+    return request.size ? data_.Truncate(ino, request) : names_.SetAttr(ino, request);
+  }
+  Result<std::string> ReadLink(uint64_t ino) { return names_.ReadLink(ino); }
+  // mknod/mkdir/symlink: `mode` carries the file type; `target` is the symlink's.
+  Result<InodeRecord> MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
+                               const Caller& caller, const std::string& target = {}) {
+    return names_.MakeNode(parent, name, mode, rdev, caller, target);
+  }
+  Result<InodeRecord> Link(uint64_t ino, uint64_t new_parent, const std::string& new_name) {
+    return names_.Link(ino, new_parent, new_name);
+  }
+  Status Unlink(uint64_t parent, const std::string& name) { return names_.Unlink(parent, name); }
+  Status Rmdir(uint64_t parent, const std::string& name) { return names_.Rmdir(parent, name); }
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name,
+                unsigned flags) {
+    return names_.Rename(parent, name, new_parent, new_name, flags);
+  }
+  // Entries of `dir` after `cookie`, at most `limit`.
+  Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit) {
+    return names_.ReadDir(dir, cookie, limit);
+  }
+  // The inode at `path` inside the archive ("/a/b"; "/" is the root).
+  Result<uint64_t> LookupPath(const std::string& path) { return names_.LookupPath(path); }
+
+  // The data path (FileData).
+  Result<FileHandle*> Open(uint64_t ino, int flags) { return data_.Open(ino, flags); }
+  Result<FileHandle*> Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
+                             const Caller& caller, InodeRecord* attr) {
+    return data_.Create(parent, name, mode, flags, caller, attr);
+  }
+  Result<size_t> Read(FileHandle* fh, uint64_t offset, std::span<uint8_t> dst) { return data_.Read(fh, offset, dst); }
+  Result<size_t> Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src) {
+    return data_.Write(fh, offset, src);
+  }
+  // Makes the file's data and attributes durable (cache file + catalog) and queues it.
+  Status Fsync(FileHandle* fh) { return data_.Fsync(fh); }
+  // Makes every metadata change so far durable (fsync of a directory).
+  Status SyncMetadata() { return data_.SyncMetadata(); }
+  void Release(FileHandle* fh) { data_.Release(fh); }
+
+  // Extended attributes (Xattrs). Names outside the namespaces cairn stores are EOPNOTSUPP
+  // (see xattr_namespace.h).
+  Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name) { return xattrs_.Get(ino, name); }
+  // flags: 0, XATTR_CREATE or XATTR_REPLACE.
+  Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags) {
+    return xattrs_.Set(ino, name, value, flags);
+  }
+  // trusted.* names are listed to root only, as ext4 lists them to CAP_SYS_ADMIN only.
+  Result<std::vector<std::string>> ListXattrs(uint64_t ino, const Caller& caller) { return xattrs_.List(ino, caller); }
+  Status RemoveXattr(uint64_t ino, const std::string& name) { return xattrs_.Remove(ino, name); }
+
+  Result<FsStats> StatFs();
+
+  // Persists every dirty file now and waits (cairn persist).
+  Status PersistAll() { return persister_.PersistAll(); }
+  // Persists everything, then drops all clean files from the staging cache (cairn evict).
+  Status EvictAll() { return cache_.EvictAll(); }
+
+  // cairn policy apply: re-encodes the out-of-policy files at or below `path` now.
+  Status ApplyPolicy(const std::string& path, const Reconciler::ProgressFn& report) {
+    return admin_.ApplyPolicy(path, report);
+  }
+  // cairn rules reload and SIGHUP: re-reads ARCHIVE/rules; a broken file changes nothing.
+  Status ReloadRules() { return archive_.LoadRules(); }
+  // cairn rules dry-run: one line per regular file at or below `path` whose effective
+  // policy `candidate` would change ("/a/f: segment_size=4194304->65536 (rule:x) ...");
+  // `report` returns false to stop.
+  Status DryRunRules(std::shared_ptr<const RuleSet> candidate, const std::string& path,
+                     const std::function<bool(const std::string&)>& report) {
+    return admin_.DryRunRules(std::move(candidate), path, report);
+  }
+
+  Archive& archive() { return archive_; }
+
+ private:
+  Archive& archive_;
+  FileState state_;
+  SegmentStore store_;
+  Namespace names_;
+  // Before the persister: its thread calls back into the cache manager (eviction after a
+  // batch, clean files into the LRU) until the persister is destroyed.
+  CacheManager cache_;
+  Persister persister_;
+  Reconciler reconciler_;
+  FileData data_;
+  Xattrs xattrs_;
+  AdminWalks admin_;
+};
+
+}  // namespace cairn

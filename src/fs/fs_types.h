@@ -1,0 +1,49 @@
+// What the calls of Filesystem and its parts take and return: the caller's credentials, a
+// setattr request, an open file, a directory entry, statfs numbers. No FUSE types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "catalog/catalog.h"
+
+namespace cairn {
+
+// Who asks: the FUSE request's credentials.
+struct Caller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t umask = 022;
+};
+
+struct SetAttrRequest {
+  std::optional<uint32_t> mode;
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::optional<uint64_t> size;
+  std::optional<int64_t> atime_ns;  // kTimeNow for "now"
+  std::optional<int64_t> mtime_ns;
+  std::optional<int64_t> ctime_ns;
+  static constexpr int64_t kTimeNow = INT64_MIN;
+};
+
+// One open file. Owned by the Filesystem between Open/Create and Release.
+struct FileHandle {
+  uint64_t ino = 0;
+  bool writable = false;  // the cache file itself is taken from the staging cache's FdCache per call
+};
+
+struct DirEntry {
+  uint64_t cookie = 0;
+  std::string name;
+  InodeRecord attr;
+};
+
+struct FsStats {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+  uint64_t inodes = 0;
+};
+
+}  // namespace cairn

@@ -1,0 +1,69 @@
+// Namespace implements names and attributes over the catalog: lookup and forget (the
+// kernel's references), getattr, setattr, readlink, mknod/mkdir/symlink, link, unlink,
+// rmdir, rename and readdir, and frees an inode once no name, reference or open handle is
+// left. Thread-safe: each call takes the catalog mutex (lock order: pipeline/file_state.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "archive/archive.h"
+#include "fs/fs_types.h"
+#include "pipeline/file_state.h"
+
+namespace cairn {
+
+class Namespace {
+ public:
+  Namespace(Archive& archive, FileState& state) : archive_(archive), state_(state) {}
+
+  // Every call that takes a name checks it first: FUSE passes names of up to 1024 bytes,
+  // so ENAMETOOLONG over 255 (NAME_MAX) is the filesystem's job, before any lookup.
+  static Status CheckName(const std::string& name);
+
+  // Entry-returning calls add one kernel lookup reference to the inode they return.
+  Result<InodeRecord> Lookup(uint64_t parent, const std::string& name);
+  void Forget(uint64_t ino, uint64_t count);
+  Result<InodeRecord> GetAttr(uint64_t ino);
+  // setattr without a size (FileData::Truncate handles those).
+  Result<InodeRecord> SetAttr(uint64_t ino, const SetAttrRequest& request);
+  // Changes a file's size inside SetAttrLocked's transaction: the new size, the segment
+  // map and the dirty state; `now` is the change's time.
+  using ResizeFn = std::function<Status(InodeRecord& inode, int64_t now)>;
+  // The transaction of setattr: the attributes of `request`, a size that differs from the
+  // file's through `resize` (required then). REQUIRES: catalog mutex held.
+  Result<InodeRecord> SetAttrLocked(uint64_t ino, const SetAttrRequest& request, const ResizeFn& resize);
+  Result<std::string> ReadLink(uint64_t ino);
+  // mknod/mkdir/symlink: `mode` carries the file type; `target` is the symlink's.
+  Result<InodeRecord> MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
+                               const Caller& caller, const std::string& target = {});
+  Result<InodeRecord> Link(uint64_t ino, uint64_t new_parent, const std::string& new_name);
+  Status Unlink(uint64_t parent, const std::string& name) { return RemoveName(parent, name, false); }
+  Status Rmdir(uint64_t parent, const std::string& name) { return RemoveName(parent, name, true); }
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name,
+                unsigned flags);
+  // Entries of `dir` after `cookie`, at most `limit`.
+  Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit);
+  // The inode at `path` inside the archive ("/a/b"; "/" is the root).
+  Result<uint64_t> LookupPath(const std::string& path);
+
+  // Frees an inode with no names left once nothing references it. REQUIRES: catalog mutex.
+  Status MaybeDelete(uint64_t ino);
+
+ private:
+  // unlink (directory = false) or rmdir (directory = true).
+  Status RemoveName(uint64_t parent, const std::string& name, bool directory);
+  // Adds a kernel reference. REQUIRES: catalog mutex.
+  void AddLookup(uint64_t ino) { state_.live[ino].nlookup++; }
+  // Unlinks one name of `ino` (already removed from its directory); a persisted file that
+  // keeps other names is queued for a policy check. REQUIRES: catalog mutex, open transaction.
+  Status DropLink(InodeRecord& inode, int64_t now);
+
+  Archive& archive_;
+  FileState& state_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,119 @@
+#include "fs/policy_xattrs.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "fs/catalog_lookups.h"
+#include "policy/resolver.h"
+#include "policy/vocabulary.h"
+#include "util/log.h"
+#include "util/printable.h"
+
+namespace cairn {
+
+Result<std::string> PolicyXattrs::Check(uint64_t ino, const std::string& name, std::span<const uint8_t> value) {
+  bool trusted = name.starts_with(kTrustedPolicyPrefix);
+  std::string_view suffix = std::string_view(name).substr(trusted ? kTrustedPolicyPrefix.size() : kPolicyPrefix.size());
+  std::string text(value.begin(), value.end());
+  auto refuse = [&](int error, const std::string& why) {
+    LogWarning("setxattr {} refused: {}", name, Abbreviated(why, 400));  // why names the value
+    return Status::Posix(error, why);
+  };
+  if (!trusted && IsComputedPolicyKey(suffix)) return refuse(EPERM, fmt::format("{} is computed by cairn", name));
+  if (trusted && suffix == "lock") {
+    auto keys = CanonicalLockValue(text);
+    if (!keys.ok()) return refuse(EINVAL, keys.status().message());
+    return keys;
+  }
+  auto key = ParsePolicyKey(suffix);
+  Result<std::string> canonical = key.ok() ? CanonicalPolicyValue(*key, text) : Result<std::string>(key.status());
+  if (!canonical.ok()) return refuse(EINVAL, canonical.status().message());
+  if (*key == PolicyKey::kRaid) {
+    Status fits = archive_.CheckRaidFits(*canonical);
+    if (!fits.ok()) return refuse(EINVAL, fits.message());
+  }
+  if (*key == PolicyKey::kPlacement) {
+    Status fits = archive_.CheckPlacementFits(*canonical);
+    if (!fits.ok()) return refuse(EINVAL, fits.message());
+  }
+  Catalog& catalog = archive_.catalog();
+  if (*key == PolicyKey::kPolicy) {
+    PolicyContext context = archive_.policy_context();
+    const NamedPolicy* policy = context.rules->FindPolicy(*canonical);
+    if (!policy) {
+      std::string menu;
+      for (const auto& p : context.rules->policies()) menu += fmt::format("{}{}", menu.empty() ? "" : ", ", p.name);
+      return refuse(EINVAL, fmt::format("no policy named '{}' in {} (defined: {})", *canonical,
+                                        archive_.rules_path(), menu.empty() ? "none" : menu));
+    }
+    if (!trusted && !policy->selectable) {
+      return refuse(EPERM, fmt::format("policy '{}' is not selectable by users; an admin can pin it with "
+                                       "trusted.cairn.policy",
+                                       *canonical));
+    }
+  }
+  if (!trusted) {
+    auto lock = LockCovering(catalog, ino, *key);
+    if (!lock.ok()) return lock.status();
+    if (!lock->empty()) return refuse(EPERM, fmt::format("{} is locked by the admin at {}", name, *lock));
+  }
+  return canonical;
+}
+
+Result<std::string> PolicyXattrs::Computed(uint64_t ino, const std::string& suffix) {
+  Catalog& catalog = archive_.catalog();
+  auto inode = GetInodeOrENOENT(catalog, ino);
+  if (!inode.ok()) return inode.status();
+  auto policy = ResolvePolicy(catalog, ino, archive_.policy_context());
+  if (!policy.ok()) return policy.status();
+  if (suffix == "effective") return policy->Effective();
+  if (suffix == "effective.source") return policy->Sources();
+  if (suffix == "state") {
+    if (!S_ISREG(inode->mode)) return std::string("persisted");
+    auto dirty = state_.dirty.find(ino);
+    if (dirty != state_.dirty.end() || inode->dirty) {
+      auto live = state_.live.find(ino);
+      bool writing = live != state_.live.end() && live->second.nwriters > 0;
+      return std::string(writing ? "cached" : "queued");
+    }
+    if (state_.migrating == ino) return std::string("migrating");
+    if (inode->layout_id != 0) {
+      auto stamp = catalog.LayoutStamp(inode->layout_id);
+      if (!stamp.ok()) return stamp.status();
+      if (!LayoutMatches(*stamp, *policy)) return std::string("out-of-policy");
+    }
+    return std::string("persisted");
+  }
+  if (suffix == "location") {
+    std::string out;
+    auto segments = catalog.GetSegments(ino);
+    if (!segments.ok()) return segments.status();
+    for (const SegmentRecord& segment : *segments) {
+      std::string where = "hole";
+      if (segment.extent_id != kHoleExtent) {
+        auto extent = catalog.GetExtent(segment.extent_id);
+        if (!extent.ok()) return extent.status();
+        // Every chunk as its store describes it (diskN@OFFSET), joined by '/', then +LENGTH of
+        // the segment. The segment's own bytes are pointed at when they are stored as they are,
+        // in one chunk.
+        where.clear();
+        bool direct = extent->chunks.size() == 1 && extent->chain_stamp.empty();
+        for (const ChunkPlacement& chunk : extent->chunks) {
+          uint64_t at = direct ? segment.extent_offset : 0;
+          std::string place = archive_.store(chunk.disk).Describe(chunk.locator(), at);
+          where += fmt::format("{}{}", where.empty() ? "" : "/", place);
+        }
+        where += fmt::format("+{}", segment.length);
+      }
+      out += fmt::format("{}{}={}{}", out.empty() ? "" : " ", segment.index, where, segment.cached ? ",cached" : "");
+    }
+    return out.empty() ? std::string(S_ISREG(inode->mode) && inode->size > 0 ? "cache" : "none") : out;
+  }
+  // digest and scrubbed come with whole-file digests and scrubbing.
+  return Status::Posix(ENODATA, fmt::format("user.cairn.{} is not computed by this build", suffix));
+}
+
+}  // namespace cairn

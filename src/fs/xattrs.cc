@@ -1,0 +1,108 @@
+#include "fs/xattrs.h"
+
+#include <sys/xattr.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "fs/catalog_lookups.h"
+#include "fs/posix_acl.h"
+#include "fs/xattr_namespace.h"
+#include "policy/vocabulary.h"
+#include "util/clock.h"
+
+namespace cairn {
+
+Result<std::vector<uint8_t>> Xattrs::Get(uint64_t ino, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
+  std::lock_guard lock(archive_.catalog_mutex());
+  if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
+    auto text = policy_.Computed(ino, name.substr(kPolicyPrefix.size()));
+    if (!text.ok()) return text.status();
+    return std::vector<uint8_t>(text->begin(), text->end());
+  }
+  auto value = archive_.catalog().GetXattr(ino, name);
+  if (!value.ok() && value.status().IsNotFound()) return Status::Posix(ENODATA, name);
+  return value;
+}
+
+Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags) {
+  CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
+  bool policy_key = IsPolicyXattr(name);
+  std::vector<uint8_t> canonical;
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  return InTransaction(catalog, [&]() -> Status {
+    auto inode = GetInodeOrENOENT(catalog, ino);
+    if (!inode.ok()) return inode.status();
+    if (policy_key) {
+      auto checked = policy_.Check(ino, name, value);
+      if (!checked.ok()) return checked.status();
+      canonical.assign(checked->begin(), checked->end());
+      value = canonical;
+    }
+    // A new setting, or an attribute a rule may look at: the file may be out of policy now.
+    if (policy_key || (name.starts_with("user.") && inode->layout_id != 0)) {
+      CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
+    }
+    auto existing = IfFound(catalog.GetXattr(ino, name));
+    if (!existing.ok()) return existing.status();
+    bool exists = existing->has_value();
+    if ((flags & XATTR_CREATE) && exists) return Status::Posix(EEXIST, name);
+    if ((flags & XATTR_REPLACE) && !exists) return Status::Posix(ENODATA, name);
+    std::vector<uint8_t> bytes(value.begin(), value.end());
+    if (name == kAclAccessXattr) {
+      int perms = AclPermissionBits(bytes);
+      if (perms < 0) return Status::Posix(EINVAL, "malformed POSIX ACL");
+      inode->mode = (inode->mode & ~0777u) | static_cast<uint32_t>(perms);
+      inode->ctime_ns = NowNs();
+      if (AclIsMinimal(bytes)) {  // the mode now says everything the ACL said
+        Status removed = catalog.RemoveXattr(ino, name);
+        if (!removed.ok() && !removed.IsNotFound()) return removed;
+        return catalog.UpdateInode(*inode);
+      }
+    } else if (name == kAclDefaultXattr) {
+      if (!IsDir(*inode)) return Status::Posix(EACCES, "only directories have default ACLs");
+      if (AclPermissionBits(bytes) < 0) return Status::Posix(EINVAL, "malformed POSIX ACL");
+    }
+    CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, name, bytes));
+    inode->ctime_ns = NowNs();
+    return catalog.UpdateInode(*inode);
+  });
+}
+
+Result<std::vector<std::string>> Xattrs::List(uint64_t ino, const Caller& caller) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
+  if (!inode.ok()) return inode.status();
+  auto listed = archive_.catalog().ListXattrs(ino);
+  if (!listed.ok()) return listed.status();
+  std::vector<std::string> names = std::move(*listed);
+  std::erase_if(names, [&](const std::string& name) { return !XattrListed(name, caller.uid == 0); });
+  return names;
+}
+
+Status Xattrs::Remove(uint64_t ino, const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
+  if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
+    return Status::Posix(EPERM, fmt::format("{} is computed by cairn and cannot be removed", name));
+  }
+  bool policy_key = IsPolicyXattr(name);
+  std::lock_guard lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  return InTransaction(catalog, [&]() -> Status {
+    auto inode = GetInodeOrENOENT(catalog, ino);
+    if (!inode.ok()) return inode.status();
+    Status st = catalog.RemoveXattr(ino, name);
+    if (st.IsNotFound()) return Status::Posix(ENODATA, name);
+    CAIRN_RETURN_IF_ERROR(st);
+    if (policy_key || (name.starts_with("user.") && inode->layout_id != 0)) {
+      CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
+    }
+    inode->ctime_ns = NowNs();
+    return catalog.UpdateInode(*inode);
+  });
+}
+
+}  // namespace cairn

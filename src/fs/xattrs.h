@@ -1,0 +1,36 @@
+// Xattrs stores extended attributes in the catalog: the namespaces cairn keeps
+// (xattr_namespace.h), POSIX ACLs kept in step with the mode, and cairn's policy keys,
+// checked and computed by PolicyXattrs. A change a rule may look at queues the file for a
+// policy check. Thread-safe: each call takes the catalog mutex.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "archive/archive.h"
+#include "fs/fs_types.h"
+#include "fs/policy_xattrs.h"
+#include "pipeline/file_state.h"
+
+namespace cairn {
+
+class Xattrs {
+ public:
+  Xattrs(Archive& archive, const FileState& state) : archive_(archive), policy_(archive, state) {}
+
+  // Names outside the namespaces cairn stores are EOPNOTSUPP (see xattr_namespace.h).
+  Result<std::vector<uint8_t>> Get(uint64_t ino, const std::string& name);
+  // flags: 0, XATTR_CREATE or XATTR_REPLACE.
+  Status Set(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags);
+  // trusted.* names are listed to root only, as ext4 lists them to CAP_SYS_ADMIN only.
+  Result<std::vector<std::string>> List(uint64_t ino, const Caller& caller);
+  Status Remove(uint64_t ino, const std::string& name);
+
+ private:
+  Archive& archive_;
+  PolicyXattrs policy_;
+};
+
+}  // namespace cairn

@@ -1,0 +1,273 @@
+#include "maintenance/fsck.h"
+
+#include <sys/stat.h>
+
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "catalog/record_checks.h"
+#include "pipeline/logical_payload.h"
+
+namespace cairn {
+namespace {
+
+struct Checker {
+  Archive& archive;
+  Catalog& catalog;
+  FsckReport report;
+
+  template <typename... Args>
+  void Problem(fmt::format_string<Args...> f, Args&&... args) {
+    report.problems.push_back(fmt::format(f, std::forward<Args>(args)...));
+  }
+  // A failed catalog query is a problem: what it would have returned went unchecked.
+  void Unread(const std::string& what, const Status& st) {
+    if (!st.ok()) Problem("catalog: cannot read {}, not checked: {}", what, st.message());
+  }
+
+  void CheckSqlite() {
+    Statement s(catalog.handle(), "PRAGMA integrity_check");
+    s.Bind();
+    while (s.Step()) {
+      std::string line = s.Text(0);
+      if (line != "ok") Problem("catalog: sqlite integrity: {}", line);
+    }
+    Unread("the integrity check", s.status());
+  }
+
+  std::map<uint64_t, InodeRecord> LoadInodes() {
+    std::map<uint64_t, InodeRecord> inodes;
+    Statement s(catalog.handle(), "SELECT ino FROM inodes");
+    s.Bind();
+    std::vector<uint64_t> inos;
+    while (s.Step()) inos.push_back(s.UInt(0));
+    Unread("the inodes", s.status());
+    for (uint64_t ino : inos) {
+      auto inode = catalog.GetInode(ino);
+      if (!inode.ok()) {
+        Unread(fmt::format("inode {}", ino), inode.status());
+        continue;
+      }
+      Status valid = CheckInodeRecord(*inode);
+      if (!valid.ok()) Problem("{}", valid.message());
+      inodes[ino] = *inode;
+    }
+    return inodes;
+  }
+
+  void CheckNamespace(const std::map<uint64_t, InodeRecord>& inodes) {
+    std::map<uint64_t, uint64_t> names;    // ino -> dentries naming it
+    std::map<uint64_t, uint64_t> subdirs;  // dir -> child directories
+    Statement s(catalog.handle(), "SELECT parent, name, ino FROM dentries");
+    s.Bind();
+    while (s.Step()) {
+      uint64_t parent = s.UInt(0);
+      std::string name = s.Text(1);
+      uint64_t ino = s.UInt(2);
+      auto dir = inodes.find(parent);
+      if (dir == inodes.end() || !S_ISDIR(dir->second.mode)) {
+        Problem("entry '{}' (inode {}) is in inode {}, which is not a directory", name, ino, parent);
+      }
+      auto child = inodes.find(ino);
+      if (child == inodes.end()) {
+        Problem("entry '{}' in directory {} points to missing inode {}", name, parent, ino);
+        continue;
+      }
+      names[ino]++;
+      if (S_ISDIR(child->second.mode)) subdirs[parent]++;
+    }
+    Unread("the directory entries", s.status());
+    if (!inodes.contains(kRootInode)) Problem("root directory (inode 1) is missing");
+    for (const auto& [ino, inode] : inodes) {
+      uint64_t n = names[ino];
+      if (ino == kRootInode) n = 1;
+      if (S_ISDIR(inode.mode)) {
+        if (ino != kRootInode && n > 1) Problem("directory inode {} has {} names", ino, n);
+        uint64_t want = n == 0 ? 0 : 2 + subdirs[ino];
+        if (n > 0 && inode.nlink != want) Problem("directory inode {}: nlink {} but {} expected", ino, inode.nlink, want);
+      } else if (n > 0 && inode.nlink != n) {
+        Problem("inode {}: nlink {} but {} name(s) point to it", ino, inode.nlink, n);
+      }
+      if (n == 0) {
+        if (inode.nlink == 0) {
+          report.notes.push_back(fmt::format("inode {} was unlinked while open; it is freed at the next mount", ino));
+        } else {
+          Problem("inode {} has nlink {} but no name points to it", ino, inode.nlink);
+        }
+      }
+    }
+  }
+
+  // Extent rows that fail CheckExtentRecord: reported, kept for the reference and placement
+  // checks, never read.
+  std::set<uint64_t> damaged_extents;
+
+  void CheckExtentsAndSegments(const std::map<uint64_t, InodeRecord>& inodes) {
+    std::map<uint64_t, ExtentRecord> extents;
+    auto all_extents = catalog.AllExtents();
+    Unread("the extents", all_extents.status());
+    for (const ExtentRecord& e : all_extents.ok() ? *all_extents : std::vector<ExtentRecord>()) {
+      Status valid = CheckExtentRecord(e);
+      if (!valid.ok()) {
+        Problem("{}", valid.message());
+        damaged_extents.insert(e.id);
+      }
+      extents[e.id] = e;
+    }
+    std::map<uint64_t, uint64_t> refs;
+    std::map<uint64_t, uint64_t> segment_count;
+    auto segments = catalog.AllSegments();
+    Unread("the segments", segments.status());
+    for (const SegmentRecord& s : segments.ok() ? *segments : std::vector<SegmentRecord>()) {
+      auto inode = inodes.find(s.ino);
+      if (inode == inodes.end()) {
+        Problem("segment {} of missing inode {} (extent {})", s.index, s.ino, s.extent_id);
+        continue;
+      }
+      segment_count[s.ino]++;
+      Status valid = CheckSegmentRecord(s, inode->second);
+      if (!valid.ok()) {
+        Problem("{}", valid.message());
+        if (!S_ISREG(inode->second.mode) || inode->second.segment_size == 0) continue;
+      }
+      if (s.extent_id == kHoleExtent) {
+        if (s.hole_record == 0) continue;
+        if (!extents.contains(s.hole_record)) {
+          Problem("inode {}: hole segment {} is recorded in missing extent {}", s.ino, s.index, s.hole_record);
+        } else {
+          refs[s.hole_record]++;
+        }
+        continue;
+      }
+      auto e = extents.find(s.extent_id);
+      if (e == extents.end()) {
+        Problem("inode {}: segment {} points to missing extent {}", s.ino, s.index, s.extent_id);
+        continue;
+      }
+      refs[s.extent_id]++;
+      if (s.extent_offset + s.length > e->second.logical_length && valid.ok()) {
+        Problem("inode {}: segment {} reads past the end of extent {}", s.ino, s.index, s.extent_id);
+      }
+    }
+    for (const auto& [ino, inode] : inodes) {
+      if (!S_ISREG(inode.mode) || inode.dirty || inode.size == 0 || !CheckInodeRecord(inode).ok()) continue;
+      uint64_t segment_size = inode.segment_size;
+      uint64_t want = segment_size ? (inode.size + segment_size - 1) / segment_size : 1;
+      if (segment_count[ino] != want) {
+        Problem("inode {} is marked clean but has {} of {} segments persisted", ino, segment_count[ino], want);
+      }
+    }
+    for (const auto& [ino, count] : segment_count) {
+      auto inode = inodes.find(ino);
+      if (inode == inodes.end() || count == 0) continue;
+      if (inode->second.layout_id == 0) {
+        Problem("inode {} has persisted segments but no policy stamp", ino);
+      } else if (auto stamp = catalog.LayoutStamp(inode->second.layout_id); !stamp.ok()) {
+        Problem("inode {}: policy stamp {}: {}", ino, inode->second.layout_id, stamp.status().message());
+      }
+    }
+    for (const auto& [id, e] : extents) {
+      if (e.refs != refs[id]) Problem("extent {}: reference count {} but {} segment(s) use it", id, e.refs, refs[id]);
+      if (refs[id] == 0) Problem("extent {} is leaked (no segment uses it)", id);
+    }
+    CheckPlacement(extents);
+  }
+
+  void CheckPlacement(const std::map<uint64_t, ExtentRecord>& extents) {
+    struct Owner {
+      uint64_t extent;
+      uint64_t end;
+    };
+    std::map<uint32_t, std::map<uint64_t, Owner>> by_disk;
+    for (const auto& [id, e] : extents) {
+      std::set<std::string> domains;
+      for (const ChunkPlacement& c : e.chunks) {
+        if (c.disk >= archive.disk_count()) {
+          Problem("extent {} has a chunk on disk {}, but the archive has {} disks", id, c.disk, archive.disk_count());
+          continue;
+        }
+        if (!domains.insert(archive.DomainOf(c.disk)).second) {
+          Problem("extent {} has two chunks in failure domain {} (disk {})", id, archive.DomainOf(c.disk), c.disk);
+        }
+        if (archive.missing_disks().contains(c.disk)) continue;
+        uint64_t disk_size = archive.disk(c.disk).Size();
+        if (c.offset > disk_size || c.alloc_length > disk_size - c.offset) {
+          Problem("extent {} at disk {} offset {} (+{}) is outside the disk", id, c.disk, c.offset, c.alloc_length);
+        }
+        by_disk[c.disk][c.offset] = Owner{id, c.offset + c.alloc_length};
+      }
+    }
+    for (const auto& [disk, map] : by_disk) {
+      const Owner* previous = nullptr;
+      for (const auto& [offset, owner] : map) {
+        if (previous && previous->end > offset) {
+          Problem("extents {} and {} overlap on disk {} at {} (double-owned space)", previous->extent, owner.extent,
+                  disk, offset);
+        }
+        previous = &owner;
+      }
+    }
+  }
+
+  void VerifyExtentData(const std::function<void(uint64_t, uint64_t)>& progress) {
+    auto all_extents = catalog.AllExtents();
+    if (!all_extents.ok()) return;  // reported by CheckExtentsAndSegments
+    const std::vector<ExtentRecord>& extents = *all_extents;
+    uint64_t done = 0;
+    for (const ExtentRecord& e : extents) {
+      if (damaged_extents.contains(e.id)) {  // reported with its row; reading it would trust damaged fields
+        if (progress) progress(++done, extents.size());
+        continue;
+      }
+      ChunkSet chunks;
+      auto checks = archive.extents().CheckChunks(e, &chunks);
+      size_t bad = 0;
+      for (size_t i = 0; i < checks.size(); i++) {
+        if (checks[i].ok()) continue;
+        bad++;
+        Problem("extent {} chunk {} (disk {}): {}", e.id, i, e.chunks[i].disk, checks[i].message());
+      }
+      auto stored = archive.extents().JoinVerified(e, chunks);  // from what was read: every chunk is read once
+      uint64_t stored_length = stored.ok() ? stored->size() : 0;
+      auto logical = stored.ok() ? LogicalPayload(e, std::move(*stored)) : stored;
+      if (!stored.ok()) {
+        Problem("extent {}: {}", e.id, stored.status().message());
+      } else if (!logical.ok()) {
+        Problem("{}", logical.status().message());  // names the extent
+      } else {
+        report.bytes_verified += stored_length;
+        if (bad > 0) report.notes.push_back(fmt::format("extent {} is degraded but readable", e.id));
+      }
+      if (progress) progress(++done, extents.size());
+    }
+    report.extents = extents.size();
+  }
+
+  void CheckCache(const std::map<uint64_t, InodeRecord>& inodes) {
+    archive.cache().ForEach([&](uint64_t ino, uint64_t, int64_t) {
+      if (!inodes.contains(ino)) {
+        report.notes.push_back(fmt::format("staging cache holds a file for deleted inode {}; removed at next mount", ino));
+      }
+    });
+  }
+};
+
+}  // namespace
+
+FsckReport CheckArchive(Archive& archive, const std::function<void(uint64_t, uint64_t)>& progress) {
+  std::lock_guard lock(archive.catalog_mutex());
+  Checker checker{archive, archive.catalog(), {}};
+  checker.CheckSqlite();
+  for (const auto& [disk, why] : archive.missing_disks()) checker.Problem("disk {} is missing: {}", disk, why);
+  auto inodes = checker.LoadInodes();
+  checker.report.inodes = inodes.size();
+  checker.CheckNamespace(inodes);
+  checker.CheckExtentsAndSegments(inodes);
+  checker.VerifyExtentData(progress);
+  checker.CheckCache(inodes);
+  return checker.report;
+}
+
+}  // namespace cairn

@@ -1,0 +1,477 @@
+#include "maintenance/recover.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "archive/archive.h"
+#include "archive/archive_lock.h"
+#include "archive/private_files.h"
+#include "backend/member_table.h"
+#include "maintenance/extent_scan.h"
+#include "pipeline/logical_payload.h"
+#include "pipeline/segment_writer.h"
+#include "util/clock.h"
+
+namespace cairn {
+namespace {
+
+// Segments a file of the node's size is cut into (0 before its segment size is fixed).
+uint64_t SegmentCountOf(const MemberNode& node) {
+  return node.segment_size > 0 ? (node.size + node.segment_size - 1) / node.segment_size : 0;
+}
+
+// lstat: a dangling symlink counts, it is set aside like a file.
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+std::string TimeSuffix() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y%m%dT%H%M%SZ", &utc);
+  return text;
+}
+
+Status Rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) return Status::FromErrno(fmt::format("rename {} to {}", from, to), errno);
+  return Status::OK();
+}
+
+bool HasFiles(const std::string& dir) {
+  bool any = false;
+  StagingCache(dir).ForEach([&](uint64_t, uint64_t, int64_t) { any = true; });
+  return any;
+}
+
+// Step 1: takes the archive lock, which recover holds to the end (no daemon may open a
+// half-made archive), keeps the old catalog and cache aside and makes a new, empty catalog.
+Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& report) {
+  auto lock = ArchiveLock::Acquire(dir);
+  if (!lock.ok()) return lock.status();
+  CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));  // refuses the owner's symlinks before anything is written
+  struct stat owner {};
+  if (::stat(dir.c_str(), &owner) != 0) return Status::FromErrno(fmt::format("archive {}", dir), errno);
+  std::string catalog = dir + "/catalog.db";
+  if (Exists(catalog) && !force) {
+    return Status::Exists(fmt::format("{} exists: recover would replace it; pass --force to keep it aside as "
+                                      "catalog.db.bak-TIME and rebuild it from the disks",
+                                      catalog));
+  }
+  std::string suffix = TimeSuffix();
+  // A -wal or -shm left without its database would be taken for the new one's.
+  for (const char* part : {"", "-wal", "-shm"}) {
+    if (Exists(catalog + part)) {
+      report.catalog_backup = catalog + ".bak-" + suffix;
+      CAIRN_RETURN_IF_ERROR(Rename(catalog + part, report.catalog_backup + part));
+    }
+  }
+  std::string cache = dir + "/cache";
+  if (HasFiles(cache)) {
+    report.cache_backup = cache + ".bak-" + suffix;
+    CAIRN_RETURN_IF_ERROR(Rename(cache, report.cache_backup));
+    if (::mkdir(cache.c_str(), 0700) != 0) return Status::FromErrno(fmt::format("mkdir {}", cache), errno);
+  }
+  // The root directory belongs to the archive's owner, as at mkfs, until a member table says otherwise.
+  auto created = Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs());
+  if (!created.ok()) return created.status();
+  CAIRN_RETURN_IF_ERROR((*created)->SetMeta(kRecoverUnfinishedMeta, "1"));  // cleared by a recover that finishes
+  CAIRN_RETURN_IF_ERROR((*created)->FlushDurably());
+  CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));  // the new catalog is 0600 while recover pauses or fails
+  return lock;
+}
+
+// For tests: with CAIRN_TEST_RECOVER_PAUSE naming a FIFO, recover stops between making the
+// new catalog and opening the archive: it opens the FIFO for reading (the test's open for
+// writing then returns) and goes on when the test closes its end.
+Status PauseForTest() {
+  const char* fifo = std::getenv("CAIRN_TEST_RECOVER_PAUSE");
+  if (fifo == nullptr) return Status::OK();
+  int fd = ::open(fifo, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(fmt::format("CAIRN_TEST_RECOVER_PAUSE {}", fifo), errno);
+  char byte;
+  ssize_t n;
+  while ((n = ::read(fd, &byte, 1)) > 0 || (n < 0 && errno == EINTR)) {
+  }
+  ::close(fd);
+  return Status::OK();
+}
+
+struct Newest {
+  uint64_t extent = 0;
+  MemberNode node;
+};
+
+// The newest record of a segment: its data, or that it became a hole.
+struct Placed {
+  uint64_t extent = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool hole = false;
+};
+
+// What the member tables say, newest version of everything.
+struct Versions {
+  std::map<uint64_t, Newest> files;                          // by inode
+  std::map<std::string, Newest> directories;                 // by path
+  std::map<std::pair<uint64_t, uint64_t>, Placed> segments;  // by (inode, index)
+  std::map<uint64_t, ExtentRecord> records;  // by the id found: what the catalog gets (rewritten ones differ)
+  uint64_t max_ino = kRootInode;
+  uint64_t max_generation = 0;
+  bool damage = false;  // some extent could not be read: a segment not found may be lost, not a hole
+};
+
+template <typename Key>
+void KeepNewest(std::map<Key, Newest>& map, const Key& key, uint64_t extent, const MemberNode& node) {
+  Newest& slot = map[key];
+  if (extent > slot.extent) slot = {extent, node};
+}
+
+// Makes the space of every chunk found used, so rewriting an extent cannot overwrite one.
+// REQUIRES: catalog mutex held.
+void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport& report) {
+  for (const auto& [id, found] : scan.extents) {
+    for (const ChunkPlacement& chunk : found.record.chunks) {
+      if (chunk.disk == kNoDisk) continue;
+      Status st = archive.extents().MarkChunkUsed(chunk);
+      if (!st.ok()) report.lost.push_back(fmt::format("extent {} on disk {}: {}", id, chunk.disk, st.message()));
+    }
+  }
+  archive.extents().ReserveExtentIds(scan.max_extent_id);
+}
+
+// An extent with chunks not found, read from the others, written again whole (new chunks,
+// new id, same payload and member table) and synced, in the disk group of the chunks found.
+Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::span<const uint8_t> payload) {
+  const ExtentHeader& h = found.header;
+  auto survivor = std::find_if(found.record.chunks.begin(), found.record.chunks.end(),
+                               [](const ChunkPlacement& chunk) { return chunk.disk != kNoDisk; });
+  std::string group = survivor != found.record.chunks.end() ? archive.group_of(survivor->disk).name() : "";
+  auto record = archive.extents().WriteExtentToDisk(
+      h.kind, h.inode, h.file_offset, payload,
+      ExtentEncoding{h.policy_stamp, h.redundancy, h.chain_stamp, h.logical_length, h.members_length, group});
+  if (!record.ok()) return record.status();
+  for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.extents().SyncDisk(chunk.disk));
+  return record;
+}
+
+// Step 2: reads the member table of every extent found.
+Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverReport& report,
+                          const RecoverOptions& options) {
+  Versions v;
+  v.damage = !scan.problems.empty();
+  uint64_t done = 0;
+  for (const auto& [id, found] : scan.extents) {
+    if (options.progress && ++done % 256 == 0) {
+      options.progress(fmt::format("read {} of {} extents", done, scan.extents.size()));
+    }
+    std::string where = fmt::format("extent {} ({})", id, found.where);
+    if (found.header.members_length == 0) {
+      report.lost.push_back(fmt::format("{}: format v{} has no member table; its data cannot be placed", where,
+                                        found.header.version));
+      continue;
+    }
+    auto payload = archive.extents().ReadExtentPayload(found.record);
+    v.records[id] = found.record;
+    if (payload.ok() && !found.missing.empty()) {  // readable from the other chunks
+      auto rewritten = Rewrite(archive, found, *payload);
+      if (rewritten.ok()) {
+        report.notes.push_back(fmt::format("{}: chunk(s) {} not found; rewritten from the others as extent {}", where,
+                                           found.missing, rewritten->id));
+        v.records[id] = *rewritten;
+      } else {
+        payload = rewritten.status();
+      }
+    }
+    if (!payload.ok() && !found.missing.empty()) {
+      payload = Status::NotFound(fmt::format("chunk(s) {} of {} not found on any disk, and the others do not "
+                                             "suffice: {}", found.missing, found.record.chunks.size(),
+                                             payload.status().message()));
+    }
+    auto logical = payload.ok() ? LogicalPayload(found.record, std::move(*payload)) : payload;
+    auto table = logical.ok() ? DecodeMemberTable(std::span(*logical).last(found.header.members_length),
+                                                                found.header.version, where)
+                              : Result<MemberTable>(logical.status());
+    if (!table.ok()) {
+      report.lost.push_back(fmt::format("{}: unreadable, skipped: {}", where, table.status().message()));
+      v.damage = true;
+      continue;
+    }
+    uint64_t data_length = found.record.logical_length - found.header.members_length;
+    for (const MemberNode& node : table->nodes) {
+      v.max_ino = std::max(v.max_ino, node.ino);
+      v.max_generation = std::max(v.max_generation, node.generation);
+      if (S_ISDIR(node.mode)) {
+        for (const std::string& path : node.paths) KeepNewest(v.directories, path, id, node);
+        continue;
+      }
+      KeepNewest(v.files, node.ino, id, node);
+      for (const MemberSegment& s : node.segments) {
+        if (s.offset + s.length > data_length || s.offset + s.length < s.offset) {
+          report.lost.push_back(fmt::format("{}: segment {} of inode {} passes the end of the data", where, s.index,
+                                            node.ino));
+          continue;
+        }
+        Placed& slot = v.segments[{node.ino, s.index}];
+        if (id > slot.extent) slot = {id, s.offset, s.length, false};
+      }
+      uint64_t segment_count = SegmentCountOf(node);
+      for (const MemberHoleRun& run : node.holes) {
+        if (run.first > segment_count || run.count > segment_count - run.first) {
+          report.lost.push_back(fmt::format("{}: holes {} to {} of inode {} pass the end of the file", where,
+                                            run.first, run.first + run.count - 1, node.ino));
+          continue;
+        }
+        for (uint64_t index = run.first; index < run.first + run.count; index++) {
+          Placed& slot = v.segments[{node.ino, index}];
+          if (id > slot.extent) slot = {id, 0, 0, true};
+        }
+      }
+    }
+  }
+  return v;
+}
+
+std::string Parent(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+std::string Base(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+Status RestoreXattrs(Catalog& catalog, uint64_t ino, const MemberNode& node) {
+  for (const auto& [name, value] : node.xattrs) {
+    CAIRN_RETURN_IF_ERROR(catalog.SetXattr(
+        ino, name, std::span(reinterpret_cast<const uint8_t*>(value.data()), value.size())));
+  }
+  return Status::OK();
+}
+
+void CopyAttributes(const MemberNode& node, InodeRecord& r) {
+  r.mode = node.mode;
+  r.uid = node.uid;
+  r.gid = node.gid;
+  r.atime_ns = node.atime_ns;
+  r.mtime_ns = node.mtime_ns;
+  r.ctime_ns = node.ctime_ns;
+}
+
+// Step 3 and 4: the catalog, from the newest versions. REQUIRES: catalog mutex held.
+class CatalogWriter {
+ public:
+  // `max_extent_id`: the highest id found on the disks or handed out since (Rewrite).
+  CatalogWriter(Catalog& catalog, const ExtentScan& scan, const Versions& v, uint64_t max_extent_id,
+                RecoverReport& report)
+      : catalog_(catalog), scan_(scan), v_(v), max_extent_id_(max_extent_id), report_(report) {}
+
+  Status Run() {
+    // Inodes restored now and made later get generations above those seen: a file handle
+    // of a lost inode (NFS) never matches a new file with its number.
+    CAIRN_RETURN_IF_ERROR(catalog_.RaiseEpoch(v_.max_generation));
+    ChooseNames();
+    CAIRN_RETURN_IF_ERROR(WriteDirectories());
+    for (const auto& [ino, names] : names_) CAIRN_RETURN_IF_ERROR(WriteFile(ino, names));
+    for (auto& [id, refs] : refs_) {
+      ExtentRecord record = v_.records.at(id);
+      record.refs = refs;
+      CAIRN_RETURN_IF_ERROR(catalog_.InsertExtent(record));
+    }
+    report_.extents_used = refs_.size();
+    // Rewrite() handed out ids above those found: the archive's highest covers both.
+    return catalog_.RaiseIdFloors(std::max(v_.max_ino, next_ino_ - 1), max_extent_id_);
+  }
+
+ private:
+  // Newest file first: an older file's name that a newer one holds is lost.
+  void ChooseNames() {
+    std::vector<std::pair<uint64_t, uint64_t>> order;  // (extent, ino)
+    for (const auto& [ino, newest] : v_.files) order.emplace_back(newest.extent, ino);
+    std::sort(order.rbegin(), order.rend());
+    std::map<std::string, uint64_t> holder;
+    for (const auto& [extent, ino] : order) {
+      for (const std::string& path : v_.files.at(ino).node.paths) {
+        auto [it, fresh] = holder.try_emplace(path, ino);
+        if (!fresh) {
+          report_.lost.push_back(fmt::format("'{}': inode {} (extent {}) is older than inode {} there; not recovered",
+                                             path, ino, extent, it->second));
+        }
+      }
+    }
+    for (const auto& [path, ino] : holder) {
+      for (std::string dir = Parent(path); !dir.empty(); dir = Parent(dir)) directories_.insert(dir);
+    }
+    for (const auto& [path, newest] : v_.directories) {
+      if (newest.node.entries_truncated) {
+        report_.lost.push_back(fmt::format("'{}/': had more entries without data (symlinks, empty files, "
+                                           "subdirectories, ...) than were recorded; some may be missing", path));
+      }
+    }
+    for (const auto& [path, newest] : v_.directories) {  // empty ones too, unless a newer file is there
+      auto file = holder.find(path);
+      if (path.empty() || (file != holder.end() && v_.files.at(file->second).extent > newest.extent)) continue;
+      for (std::string dir = path; !dir.empty(); dir = Parent(dir)) directories_.insert(dir);
+    }
+    for (const auto& [path, ino] : holder) {
+      if (directories_.contains(path)) {
+        report_.lost.push_back(fmt::format("'{}': inode {} is a file where newer files need a directory; "
+                                           "not recovered", path, ino));
+      } else {
+        names_[ino].push_back(path);
+      }
+    }
+    for (const auto& [ino, newest] : v_.files) {
+      if (newest.node.paths.empty()) {
+        report_.lost.push_back(fmt::format("inode {} (extent {}): had no name when written (deleted, still open)",
+                                           ino, newest.extent));
+      }
+    }
+    for (const auto& [ino, names] : names_) used_inos_.insert(ino);
+    next_ino_ = v_.max_ino + 1;
+  }
+
+  Status WriteDirectories() {
+    std::map<std::string, uint64_t> subdirs;
+    for (const std::string& dir : directories_) subdirs[Parent(dir)]++;
+    auto root = catalog_.GetInode(kRootInode);
+    if (!root.ok()) return root.status();
+    if (auto it = v_.directories.find(""); it != v_.directories.end()) {
+      CopyAttributes(it->second.node, *root);
+      CAIRN_RETURN_IF_ERROR(RestoreXattrs(catalog_, kRootInode, it->second.node));
+    }
+    root->nlink = 2 + subdirs[""];
+    CAIRN_RETURN_IF_ERROR(catalog_.UpdateInode(*root));
+    dir_ino_[""] = kRootInode;
+    int64_t now = NowNs();
+    for (const std::string& dir : directories_) {  // parents sort before their children
+      InodeRecord r;
+      auto recorded = v_.directories.find(dir);
+      bool known = recorded != v_.directories.end();
+      r.ino = known && !used_inos_.contains(recorded->second.node.ino) ? recorded->second.node.ino : next_ino_++;
+      used_inos_.insert(r.ino);
+      if (known) {
+        CopyAttributes(recorded->second.node, r);
+      } else {
+        r.mode = S_IFDIR | 0755;
+        r.atime_ns = r.mtime_ns = r.ctime_ns = now;
+        report_.directories_guessed++;
+      }
+      r.nlink = 2 + subdirs[dir];
+      CAIRN_RETURN_IF_ERROR(catalog_.RestoreInode(r));
+      CAIRN_RETURN_IF_ERROR(catalog_.InsertEntry(dir_ino_.at(Parent(dir)), Base(dir), r.ino));
+      if (known) CAIRN_RETURN_IF_ERROR(RestoreXattrs(catalog_, r.ino, recorded->second.node));
+      dir_ino_[dir] = r.ino;
+      report_.directories++;
+    }
+    return Status::OK();
+  }
+
+  Status WriteFile(uint64_t ino, const std::vector<std::string>& names) {
+    const Newest& newest = v_.files.at(ino);
+    const MemberNode& node = newest.node;
+    InodeRecord r;
+    r.ino = ino;
+    CopyAttributes(node, r);
+    r.nlink = names.size();
+    r.size = node.size;
+    r.rdev = node.rdev;
+    r.symlink = node.symlink;
+    r.segment_size = node.segment_size;
+    if (!node.segments.empty() || !node.holes.empty()) {  // else an entry of a directory: no policy of its own
+      auto layout = catalog_.InternLayout(scan_.extents.at(newest.extent).header.policy_stamp);
+      if (!layout.ok()) return layout.status();
+      r.layout_id = *layout;
+    }
+    CAIRN_RETURN_IF_ERROR(catalog_.RestoreInode(r));
+    for (const std::string& path : names) {
+      CAIRN_RETURN_IF_ERROR(catalog_.InsertEntry(dir_ino_.at(Parent(path)), Base(path), ino));
+    }
+    CAIRN_RETURN_IF_ERROR(RestoreXattrs(catalog_, ino, node));
+    bool has_data = S_ISREG(node.mode) && node.segment_size > 0;
+    uint64_t count = has_data ? SegmentCountOf(node) : 0;
+    std::string missing;
+    for (uint64_t index = 0; index < count; index++) {
+      auto placed = v_.segments.find({ino, index});
+      if (placed == v_.segments.end()) {  // all zeros when written (a hole), or in an extent that was lost
+        if (v_.damage) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", index);
+        CAIRN_RETURN_IF_ERROR(catalog_.PutSegment({ino, index, kHoleExtent, 0, 0, false}));
+        continue;
+      }
+      const Placed& newest_segment = placed->second;
+      uint64_t rest = node.size - index * node.segment_size;
+      uint64_t length = std::min(newest_segment.hole ? node.segment_size : newest_segment.length, rest);
+      CAIRN_RETURN_IF_ERROR(catalog_.PutSegment(PlacedSegment(ino, index, newest_segment.hole,
+                                                              v_.records.at(newest_segment.extent).id,
+                                                              newest_segment.offset, length, false)));
+      refs_[newest_segment.extent]++;
+      if (!newest_segment.hole) report_.bytes += length;
+    }
+    if (!missing.empty()) {
+      report_.lost.push_back(fmt::format("'{}': segment(s) {} not found (holes, or data in a damaged extent); "
+                                         "they read as zeros", names.front(), missing));
+    }
+    report_.files++;
+    return Status::OK();
+  }
+
+  Catalog& catalog_;
+  const ExtentScan& scan_;
+  const Versions& v_;
+  const uint64_t max_extent_id_;
+  RecoverReport& report_;
+  std::map<uint64_t, std::vector<std::string>> names_;  // file -> names it gets
+  std::set<std::string> directories_;                    // paths, without the root
+  std::map<std::string, uint64_t> dir_ino_;
+  std::set<uint64_t> used_inos_;
+  uint64_t next_ino_ = kRootInode + 1;
+  std::map<uint64_t, uint64_t> refs_;  // extent -> segments in it
+};
+
+}  // namespace
+
+Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOptions& options) {
+  RecoverReport report;
+  auto archive_lock = SetAside(dir, options.force, report);
+  if (!archive_lock.ok()) return archive_lock.status();
+  CAIRN_RETURN_IF_ERROR(PauseForTest());
+  Archive::OpenOptions open;
+  open.degraded = true;         // recover what the disks that are there hold
+  open.repair_on_read = false;  // read only; cairn scrub repairs afterwards
+  auto archive = Archive::Open(dir, open, std::move(*archive_lock));
+  if (!archive.ok()) return archive.status();
+  ExtentScan scan = ScanDisks(**archive, [&](size_t disk, uint64_t at) {
+    if (options.progress && at % (256ull << 20) < (1 << 20)) {
+      options.progress(fmt::format("disk {}: scanned {} MiB", disk, at >> 20));
+    }
+  });
+  report.chunks_found = scan.chunks;
+  report.extents_found = scan.extents.size();
+  report.lost = scan.problems;
+  {
+    std::lock_guard lock((*archive)->catalog_mutex());
+    ReserveFoundChunks(**archive, scan, report);
+  }
+  Versions versions = ReadMemberTables(**archive, scan, report, options);
+  std::lock_guard lock((*archive)->catalog_mutex());
+  Catalog& catalog = (*archive)->catalog();
+  CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {
+    uint64_t max_extent_id = (*archive)->extents().MaxExtentIdUsed();
+    CAIRN_RETURN_IF_ERROR(CatalogWriter(catalog, scan, versions, max_extent_id, report).Run());
+    return catalog.SetMeta(kRecoverUnfinishedMeta, "");
+  }));
+  CAIRN_RETURN_IF_ERROR(catalog.FlushDurably());
+  return report;
+}
+
+}  // namespace cairn

@@ -1,0 +1,406 @@
+#include "maintenance/repair.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "catalog/record_checks.h"
+#include "redundancy/striping.h"
+#include "util/clock.h"
+#include "util/coding.h"
+#include "util/log.h"
+
+namespace cairn {
+namespace {
+
+// Catalog meta keys: where an interrupted scrub or rebuild continues.
+constexpr const char* kScrubCursor = "scrub_cursor";      // last extent id scrubbed
+constexpr const char* kRebuildCursor = "rebuild_cursor";  // "<replaced disks> <disk> <position>", see PlanTasks
+
+// One extent to repair. A rebuild orders them by where a lost chunk lies (on a replaced disk
+// if there is one, a position that never changes): the order chunks were allocated, so every
+// survivor is read front to back.
+struct Task {
+  ExtentRecord extent;
+  std::vector<size_t> lost;  // rebuild: chunks on replaced or missing disks; scrub: found by reading
+  uint32_t disk = 0;
+  uint64_t position = 0;  // of that chunk in its store
+  bool in_place = false;  // its key chunk is on a replaced disk (rewritten where it is)
+  bool failed = false;    // could not be repaired in this run
+  auto key() const { return std::tie(disk, position, extent.id); }
+};
+
+// What one batch wrote: the disks to sync before anything is recorded, and chunks placed on
+// another disk than the catalog says.
+struct BatchWrites {
+  struct Move {
+    uint64_t extent_id;
+    size_t index;
+    ChunkPlacement from, to;
+  };
+  std::set<uint32_t> disks;
+  std::vector<Move> moved;
+};
+
+class Repairer {
+ public:
+  Repairer(Archive& archive, const RepairOptions& options)
+      : archive_(archive), options_(options), awaiting_(archive.awaiting_rebuild()), lost_disks_(awaiting_) {
+    for (const auto& [disk, why] : archive.missing_disks()) lost_disks_.insert(static_cast<uint32_t>(disk));
+  }
+
+  Result<RepairReport> Run();
+
+ private:
+  Result<std::vector<Task>> PlanTasks(const std::string& cursor);
+  std::string RebuildCursorPrefix() const;
+  std::string CursorAfter(const Task& task) const;
+  void RepairExtent(Task& task, BatchWrites& writes, RepairReport& report);
+  Result<bool> WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
+                          std::span<const uint8_t> bytes, BatchWrites& writes);
+  Result<bool> StillCurrent(const ExtentRecord& extent);
+  Status Commit(BatchWrites& writes, const std::string& cursor);
+  void RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes);
+  bool Stopping() const { return options_.should_stop && options_.should_stop(); }
+  void Throttle(int64_t start);
+
+  Archive& archive_;
+  const RepairOptions& options_;
+  const std::set<uint32_t> awaiting_;  // replaced disks: chunks rewritten in place
+  std::set<uint32_t> lost_disks_;      // those and the missing disks
+  std::mutex mutex_;  // guards report_, stop_error_ and the BatchWrites while workers run
+  RepairReport report_;
+  Status stop_error_;  // the first chunk that could not be written: the run stops after its batch
+};
+
+std::string Repairer::RebuildCursorPrefix() const {
+  std::string prefix;  // the replaced disks and their images: a new replacement starts over
+  for (uint32_t d : awaiting_) {
+    prefix += fmt::format("{}{}={}", prefix.empty() ? "" : ",", d,
+                          d < archive_.options().disks.size() ? archive_.options().disks[d] : "?");
+  }
+  return prefix;
+}
+
+std::string Repairer::CursorAfter(const Task& task) const {
+  if (!options_.rebuild) return std::to_string(task.extent.id);
+  return fmt::format("{} {} {}", RebuildCursorPrefix(), task.disk, task.position);
+}
+
+// The extents to repair in the order to repair them, without those an interrupted run did.
+// A rebuild cursor is a position in that order; every extent keyed in place at or before it
+// had all its chunks rebuilt (Run never moves it past one that failed), and the chunks on
+// missing disks that moved are no longer lost, so only in-place chunks are skipped.
+Result<std::vector<Task>> Repairer::PlanTasks(const std::string& cursor) {
+  std::vector<ExtentRecord> extents;
+  for (bool more = true; more;) {  // in pages: a mounted archive goes on meanwhile
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto page = archive_.catalog().ExtentsAfter(extents.empty() ? 0 : extents.back().id, 4096);
+    if (!page.ok()) return page.status();
+    more = !page->empty();
+    extents.insert(extents.end(), std::make_move_iterator(page->begin()), std::make_move_iterator(page->end()));
+  }
+  std::vector<Task> tasks;
+  for (ExtentRecord& extent : extents) {
+    Status valid = CheckExtentRecord(extent);
+    if (!valid.ok()) {  // its fields cannot be trusted to read or rebuild it: counted as lost
+      report_.extents_lost++;
+      report_.problems.push_back(valid.message());
+      continue;
+    }
+    Task task;
+    for (size_t i = 0; i < extent.chunks.size() && options_.rebuild; i++) {
+      if (lost_disks_.contains(extent.chunks[i].disk)) task.lost.push_back(i);
+    }
+    if (options_.rebuild && task.lost.empty()) continue;
+    if (options_.rebuild) {
+      auto in_place = std::find_if(task.lost.begin(), task.lost.end(),
+                                   [&](size_t i) { return awaiting_.contains(extent.chunks[i].disk); });
+      task.in_place = in_place != task.lost.end();
+      const ChunkPlacement& key = extent.chunks[task.in_place ? *in_place : task.lost[0]];
+      task.disk = key.disk;
+      task.position = key.locator().address;
+    }
+    task.extent = std::move(extent);
+    tasks.push_back(std::move(task));
+  }
+  std::sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.key() < b.key(); });
+  report_.extents_total = tasks.size();
+  std::function<bool(Task&)> done = [](Task&) { return false; };
+  if (!options_.rebuild && !cursor.empty()) {
+    uint64_t last = std::strtoull(cursor.c_str(), nullptr, 10);
+    done = [last](Task& t) { return t.extent.id <= last; };
+  } else if (options_.rebuild && cursor.starts_with(RebuildCursorPrefix() + " ")) {
+    unsigned disk = 0;
+    unsigned long long position = 0;
+    if (std::sscanf(cursor.c_str() + RebuildCursorPrefix().size(), " %u %llu", &disk, &position) == 2) {
+      done = [&, disk, position](Task& t) {
+        if (!t.in_place || std::tie(t.disk, t.position) > std::tie(disk, position)) return false;
+        std::erase_if(t.lost, [&](size_t i) { return awaiting_.contains(t.extent.chunks[i].disk); });
+        return t.lost.empty();
+      };
+    }
+  }
+  size_t before = tasks.size();
+  std::erase_if(tasks, done);
+  report_.extents_done = before - tasks.size();
+  return tasks;
+}
+
+// Reads what the extent needs (a rebuild: the first chunks that read well, as many as it
+// takes; a scrub: every chunk), recreates its lost and bad chunks, checks each against its
+// CRC and digest, and writes them back.
+void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& report) {
+  ExtentRecord& extent = task.extent;
+  const Redundancy& r = extent.redundancy;
+  const uint64_t chunk_length = r.ChunkLength(extent.payload_length);
+  ChunkSet chunks(extent.chunks.size());
+  std::vector<size_t> bad = task.lost;
+  size_t have = 0;
+  ExtentHeader header;  // of a chunk read: the template for the ones written
+  std::vector<std::string> failures;
+  for (size_t i = 0; i < extent.chunks.size(); i++) {
+    if (std::find(task.lost.begin(), task.lost.end(), i) != task.lost.end()) continue;
+    if (options_.rebuild && have == ChunksNeeded(r)) break;
+    bool idr_repaired = false;
+    auto bytes = archive_.extents().ReadChunk(extent, i, &idr_repaired, &header);
+    report.bytes_read += chunk_length;
+    if (bytes.ok()) {
+      chunks[i] = std::move(*bytes);
+      have++;
+      if (!idr_repaired) continue;  // else good bytes from a bad spot: rewrite them
+    }
+    bad.push_back(i);
+    failures.push_back(fmt::format("extent {} chunk {} (disk {}): {}", extent.id, i, extent.chunks[i].disk,
+                                   bytes.ok() ? "damaged blocks, rebuilt by its intra-disk parity"
+                                              : bytes.status().message()));
+  }
+  if (bad.empty()) return;
+  auto current = StillCurrent(extent);
+  if (!current.ok()) {  // a failing query is no answer: the extent is tried again next run
+    task.failed = true;
+    std::lock_guard lock(mutex_);
+    if (stop_error_.ok()) stop_error_ = current.status();
+    return;
+  }
+  if (!*current) return;  // a mounted archive dropped or moved it meanwhile
+  for (const auto& failure : failures) LogWarning("{}: {}", options_.rebuild ? "rebuild" : "scrub", failure);
+  report.chunks_bad += bad.size();
+  Status st = RebuildChunks(chunks, r, extent.payload_length, bad);
+  // A reconstruction is written only once it matches what the catalog says the chunk held.
+  for (size_t i = 0; i < bad.size() && st.ok(); i++) {
+    const ChunkPlacement& want = extent.chunks[bad[i]];
+    if (Crc32c(*chunks[bad[i]]) != want.crc ||
+        (r.checksum != ChecksumType::kCrc32c && ComputeDigest(r.checksum, *chunks[bad[i]]) != want.digest)) {
+      st = Status::Corruption(fmt::format("rebuilt chunk {} does not match its checksum", bad[i]));
+    }
+  }
+  if (!st.ok()) {
+    task.failed = true;
+    report.extents_lost++;
+    report.problems.push_back(fmt::format("extent {}: {}", extent.id, st.message()));
+    return;
+  }
+  for (size_t i : bad) {
+    auto written = WriteChunk(extent, i, header, *chunks[i], writes);
+    if (!written.ok()) {
+      std::lock_guard lock(mutex_);
+      if (stop_error_.ok()) {
+        stop_error_ =
+            Status::IOError(fmt::format("extent {} chunk {}: {}", extent.id, i, written.status().message()));
+      }
+      return;
+    }
+    report.chunks_repaired += *written;
+  }
+}
+
+// Whether the catalog still has the extent with these chunks (a mounted archive changes).
+Result<bool> Repairer::StillCurrent(const ExtentRecord& extent) {
+  std::lock_guard lock(archive_.catalog_mutex());
+  auto now = archive_.catalog().GetExtent(extent.id);
+  if (!now.ok() && !now.status().IsNotFound()) return now.status();
+  return now.ok() && now->chunks == extent.chunks;
+}
+
+// Writes chunk `index` in place when its disk is there (false if the extent changed
+// meanwhile), else on a disk in a failure domain holding no other chunk of the extent
+// (recorded in the catalog at the batch's commit).
+Result<bool> Repairer::WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
+                                  std::span<const uint8_t> bytes, BatchWrites& writes) {
+  const ChunkPlacement placement = extent.chunks[index];
+  if (!archive_.IsOut(placement.disk)) {
+    auto written = archive_.extents().RewriteChunk(extent, index, header, bytes);
+    if (written.ok() && *written) {
+      std::lock_guard lock(mutex_);
+      writes.disks.insert(placement.disk);
+    }
+    return written;
+  }
+  auto target = archive_.extents().ReserveRelocation(extent, index);
+  if (!target.ok()) return target.status();
+  Status st = archive_.extents().WriteChunkAt(*target, HeaderForChunk(header, index, *target, bytes.size()), bytes);
+  if (!st.ok()) {
+    archive_.extents().ReleaseUncommittedChunk(*target);
+    return st;
+  }
+  std::lock_guard lock(mutex_);
+  writes.disks.insert(target->disk);
+  writes.moved.push_back({extent.id, index, placement, *target});
+  extent.chunks[index] = *target;
+  return true;
+}
+
+// Makes a batch's writes durable, then records moved chunks and the cursor in one commit.
+// Room of moves that are not recorded goes back to its store.
+Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
+  Status st;
+  for (uint32_t d : writes.disks) {
+    if (st.ok()) st = archive_.extents().SyncDisk(d);
+  }
+  std::unique_lock lock(archive_.catalog_mutex());
+  Catalog& catalog = archive_.catalog();
+  std::vector<const BatchWrites::Move*> recorded;
+  if (st.ok()) {
+    st = InTransaction(catalog, [&]() -> Status {
+      for (const BatchWrites::Move& move : writes.moved) {
+        auto now = catalog.GetExtent(move.extent_id);  // unchanged, or the move is not needed any more
+        if (!now.ok() && !now.status().IsNotFound()) return now.status();
+        if (now.ok() && move.index < now->chunks.size() && now->chunks[move.index] == move.from) {
+          CAIRN_RETURN_IF_ERROR(catalog.SetExtentChunk(move.extent_id, move.index, move.to));
+          recorded.push_back(&move);
+        }
+      }
+      return catalog.SetMeta(options_.rebuild ? kRebuildCursor : kScrubCursor, cursor);
+    });
+  }
+  if (!st.ok()) recorded.clear();
+  for (const BatchWrites::Move& move : writes.moved) {
+    if (std::find(recorded.begin(), recorded.end(), &move) == recorded.end()) {
+      archive_.extents().ReleaseUncommittedChunk(move.to);
+    }
+  }
+  writes = BatchWrites{};
+  CAIRN_RETURN_IF_ERROR(st);
+  Archive::PendingSync pending;
+  CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
+  lock.unlock();
+  return archive_.MakeDurable(std::move(pending));
+}
+
+// Repairs tasks [begin, end) on up to one thread per core; reads of different extents overlap.
+void Repairer::RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes) {
+  std::atomic<size_t> next = begin;
+  auto work = [&] {
+    for (size_t i; (i = next++) < end;) {
+      RepairReport part;
+      try {
+        RepairExtent(tasks[i], writes, part);
+      } catch (const std::exception& e) {  // e.g. out of memory: stop after this batch, keep the daemon
+        std::lock_guard lock(mutex_);
+        if (stop_error_.ok()) stop_error_ = Status::IOError(fmt::format("extent {}: {}", tasks[i].extent.id, e.what()));
+      }
+      std::lock_guard lock(mutex_);
+      report_.bytes_read += part.bytes_read;
+      report_.chunks_bad += part.chunks_bad;
+      report_.chunks_repaired += part.chunks_repaired;
+      report_.extents_lost += part.extents_lost;
+      report_.extents_done++;
+      for (auto& p : part.problems) report_.problems.push_back(std::move(p));
+    }
+  };
+  size_t threads = options_.threads ? options_.threads : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
+  std::vector<std::jthread> workers;
+  for (size_t t = 1; t < std::min(threads, end - begin); t++) workers.emplace_back(work);
+  work();
+  workers.clear();  // joins
+}
+
+// Sleeps while reading is ahead of options_.rate, waking to notice a stop.
+void Repairer::Throttle(int64_t start) {
+  if (options_.rate == 0) return;
+  double due = start + report_.bytes_read * 1e9 / static_cast<double>(options_.rate);
+  while (!Stopping() && due > static_cast<double>(NowNs())) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(
+        static_cast<int64_t>(std::min(due - static_cast<double>(NowNs()), 100e6))));
+  }
+}
+
+Result<RepairReport> Repairer::Run() {
+  std::string cursor;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto saved = archive_.catalog().GetMeta(options_.rebuild ? kRebuildCursor : kScrubCursor);
+    if (!saved.ok() && !saved.status().IsNotFound()) return saved.status();
+    if (saved.ok()) cursor = *saved;
+  }
+  auto planned = PlanTasks(cursor);
+  if (!planned.ok()) return planned.status();
+  std::vector<Task> tasks = std::move(*planned);
+  const int64_t start = NowNs();
+  report_.finished = true;
+  bool failures = false;  // then the cursor stays before the first one: the next run retries it
+  BatchWrites writes;
+  for (size_t begin = 0; begin < tasks.size();) {
+    if (Stopping() || (options_.budget_ns > 0 && NowNs() - start > options_.budget_ns)) {
+      report_.finished = false;
+      break;
+    }
+    size_t end = begin;
+    for (uint64_t bytes = 0; end < tasks.size() && bytes < options_.batch_bytes; end++) {
+      const ExtentRecord& e = tasks[end].extent;
+      bytes += e.redundancy.ChunkLength(e.payload_length) *
+               (options_.rebuild ? ChunksNeeded(e.redundancy) : e.chunks.size());
+    }
+    RunBatch(tasks, begin, end, writes);
+    if (!stop_error_.ok()) {  // what did get written is kept; the cursor stays where it was
+      CAIRN_RETURN_IF_ERROR(Commit(writes, cursor));
+      return stop_error_;
+    }
+    for (size_t i = begin; i < end && !failures; i++) {
+      failures = tasks[i].failed;
+      if (!failures) cursor = CursorAfter(tasks[i]);
+    }
+    CAIRN_RETURN_IF_ERROR(Commit(writes, cursor));
+    begin = end;
+    if (options_.progress && !options_.progress(report_)) {
+      report_.finished = false;  // cancelled; the next run continues after this batch
+      break;
+    }
+    Throttle(start);
+  }
+  // A complete pass starts from the beginning next time.
+  if (report_.finished && !failures) CAIRN_RETURN_IF_ERROR(Commit(writes, ""));
+  return std::move(report_);
+}
+
+}  // namespace
+
+Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options) {
+  return Repairer(archive, options).Run();
+}
+
+std::string RepairReportLine(const RepairReport& r) {
+  return fmt::format("report {} {} {} {} {} {} {}", r.extents_total, r.extents_done, r.bytes_read, r.chunks_bad,
+                     r.chunks_repaired, r.extents_lost, r.finished ? 1 : 0);
+}
+
+bool ParseRepairReportLine(const std::string& line, RepairReport* r) {
+  unsigned long long total, done, bytes, bad, repaired, lost;
+  int finished;
+  if (std::sscanf(line.c_str(), "report %llu %llu %llu %llu %llu %llu %d", &total, &done, &bytes, &bad, &repaired,
+                  &lost, &finished) != 7) {
+    return false;
+  }
+  *r = RepairReport{total, done, bytes, bad, repaired, lost, std::move(r->problems), finished != 0};
+  return true;
+}
+
+}  // namespace cairn

@@ -1,0 +1,101 @@
+// FileState is the in-memory side of the namespace: kernel lookup counts, open handles,
+// which segments of which files are dirty in the staging cache, and the LRU of cached
+// files that eviction walks. Everything here is guarded by Archive::catalog_mutex(),
+// except data_lock(), which serializes data movement of one file (exclusive: write,
+// fetch, persist snapshot, truncate, evict; shared: read) and is taken BEFORE
+// catalog_mutex.
+//
+// Lock order: Persister::batch_mutex, data locks (in stripe order), ExtentStore's space mutex,
+// catalog_mutex. The catalog mutex is what every metadata operation needs: nothing reads,
+// writes, syncs or discards a disk, fsyncs the catalog's WAL or the staging cache, or
+// waits for a client while holding it (prepare outside, commit inside; durable commits
+// sync after letting go, Archive::MakeDurable). Data locks may be held across disk I/O.
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace cairn {
+
+struct LiveInode {
+  uint64_t nlookup = 0;  // kernel references (lookup replies minus forgets)
+  uint32_t nopen = 0;    // open file handles
+  uint32_t nwriters = 0; // open handles that may write
+};
+
+struct DirtyFile {
+  std::set<uint64_t> segments;  // segment indexes whose cache copy is newer than the disks
+  bool all_cached = false;      // after a crash: every cache-resident segment is suspect
+  int64_t last_write_ns = 0;
+  uint64_t written_bytes = 0;   // bytes written since it was last clean (space it may need)
+};
+
+struct FileState {
+  std::unordered_map<uint64_t, LiveInode> live;
+  std::map<uint64_t, DirtyFile> dirty;
+  uint64_t dirty_bytes = 0;  // sum of dirty[*].written_bytes
+
+  // Records a write of `bytes` to `ino`.
+  DirtyFile& MarkWritten(uint64_t ino, uint64_t bytes) {
+    DirtyFile& file = dirty[ino];
+    file.written_bytes += bytes;
+    dirty_bytes += bytes;
+    return file;
+  }
+  void EraseDirty(uint64_t ino) {
+    auto it = dirty.find(ino);
+    if (it == dirty.end()) return;
+    dirty_bytes -= it->second.written_bytes;
+    dirty.erase(it);
+  }
+  // Files whose dirty data should be persisted at or after the given time.
+  std::map<uint64_t, int64_t> persist_queue;
+  // Notified when a file's last writable handle is released (waited on with the catalog mutex).
+  std::condition_variable_any writers_closed;
+  // Last write, create or close: the persister prefers quiet moments.
+  int64_t last_activity_ns = 0;
+  // The file the reconciler is re-encoding (0: none), for user.cairn.state.
+  uint64_t migrating = 0;
+
+  // Clean files resident in the staging cache: LRU order and bytes.
+  uint64_t lru_clock = 0;
+  std::map<uint64_t, uint64_t> lru_by_tick;  // tick -> ino
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> cached;  // ino -> (tick, bytes)
+  uint64_t cached_bytes = 0;
+
+  void TouchCached(uint64_t ino, uint64_t bytes) {
+    DropCached(ino);
+    uint64_t tick = ++lru_clock;
+    lru_by_tick[tick] = ino;
+    cached[ino] = {tick, bytes};
+    cached_bytes += bytes;
+  }
+  void DropCached(uint64_t ino) {
+    auto it = cached.find(ino);
+    if (it == cached.end()) return;
+    lru_by_tick.erase(it->second.first);
+    cached_bytes -= it->second.second;
+    cached.erase(it);
+  }
+
+  std::shared_mutex& data_lock(uint64_t ino) { return data_locks[ino % data_locks.size()]; }
+  // Every data lock of `inos`, exclusive, in stripe order: whoever holds several takes
+  // them this way, so no two such holders deadlock.
+  std::vector<std::unique_lock<std::shared_mutex>> LockData(const std::vector<uint64_t>& inos) {
+    std::set<std::shared_mutex*> stripes;
+    for (uint64_t ino : inos) stripes.insert(&data_lock(ino));
+    std::vector<std::unique_lock<std::shared_mutex>> held;
+    for (std::shared_mutex* stripe : stripes) held.emplace_back(*stripe);
+    return held;
+  }
+  std::array<std::shared_mutex, 64> data_locks;
+};
+
+}  // namespace cairn

@@ -1,0 +1,83 @@
+#include "pipeline/segment_store.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "pipeline/logical_payload.h"
+#include "util/log.h"
+
+namespace cairn {
+
+Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
+  uint64_t extent_id = segment.extent_id;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = index_.find(extent_id);
+    if (it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+  }
+  ExtentRecord extent;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    auto record = archive_.catalog().GetExtent(extent_id);
+    if (record.status().IsNotFound()) {
+      // A segment pointing at no extent is a damaged catalog, not a missing file: EIO.
+      return Status::Corruption(fmt::format("catalog: segments row ({}, {}): extent {} does not exist", segment.ino,
+                                            segment.index, extent_id));
+    }
+    if (!record.ok()) return record.status();
+    extent = *record;
+  }
+  auto stored = archive_.extents().ReadExtentPayload(extent);
+  auto bytes = stored.ok() ? LogicalPayload(extent, std::move(*stored)) : stored;
+  if (!bytes.ok()) {
+    LogError("read of extent {} failed: {}", extent_id, bytes.status().message());
+    // Whatever went wrong (unreadable, damaged, unknown version), the reader gets EIO.
+    return Status::Corruption(bytes.status().message());
+  }
+  auto payload = std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
+  std::lock_guard lock(mutex_);
+  if (!index_.contains(extent_id)) {
+    lru_.emplace_front(extent_id, payload);
+    index_[extent_id] = lru_.begin();
+    while (lru_.size() > capacity_) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+  }
+  return payload;
+}
+
+Status SegmentStore::Read(const SegmentRecord& segment, uint64_t offset, std::span<uint8_t> dst) {
+  if (offset >= segment.length || segment.extent_id == kHoleExtent) {
+    std::memset(dst.data(), 0, dst.size());
+    return Status::OK();
+  }
+  auto payload = Load(segment);
+  if (!payload.ok()) return payload.status();
+  const auto& bytes = **payload;
+  uint64_t start = segment.extent_offset + offset;
+  uint64_t available = segment.length - offset;
+  uint64_t n = std::min<uint64_t>(dst.size(), available);
+  if (start + n > bytes.size()) {
+    return Status::Corruption(fmt::format("extent {} is {} bytes; segment of inode {} needs bytes up to {}",
+                                          segment.extent_id, bytes.size(), segment.ino, start + n));
+  }
+  std::memcpy(dst.data(), bytes.data() + start, n);
+  std::memset(dst.data() + n, 0, dst.size() - n);  // past the stored length: zeros
+  return Status::OK();
+}
+
+void SegmentStore::Forget(uint64_t extent_id) {
+  std::lock_guard lock(mutex_);
+  auto it = index_.find(extent_id);
+  if (it == index_.end()) return;
+  lru_.erase(it->second);
+  index_.erase(it);
+}
+
+}  // namespace cairn

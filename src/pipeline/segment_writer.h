@@ -1,0 +1,57 @@
+// Writes a batch of file segments as extents: each large segment alone, small ones
+// packed together (one pack per write plan, so its stamp is true for every member),
+// all-zero ones as holes, recorded (no bytes) in the member table of their plan's pack, so
+// recover knows they are newer than the data they replace; each extent's logical payload
+// goes through its plan's transform chain on the way (codec/); then syncs the disks it
+// wrote. Committing the result to the catalog, or handing the space back, is the caller's
+// (persister, reconciler: SegmentMapUpdate in segment_map_update.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "archive/archive.h"
+#include "policy/write_plan.h"
+
+namespace cairn {
+
+// One segment's bytes and the policy they are written with.
+struct SegmentPiece {
+  uint64_t ino = 0;
+  uint64_t index = 0;
+  uint64_t segment_size = 0;
+  std::shared_ptr<const WritePlan> plan;
+  std::vector<uint8_t> data;
+  // A segment known to be all zeros without reading it (a hole in the staging cache)
+  // leaves `data` empty and gives its length here; it is written as a hole.
+  uint64_t hole_length = 0;
+
+  uint64_t length() const { return data.empty() ? hole_length : data.size(); }
+};
+
+struct WrittenSegments {
+  struct Placement {
+    size_t piece;     // index into the pieces given
+    size_t extent;    // index into `extents`: the piece's data, or the record of its hole
+    uint64_t offset;  // of the piece in the extent's logical payload
+    bool hole;        // all zeros: stored as no extent, referencing the one recording it
+  };
+  std::vector<ExtentRecord> extents;  // written and synced, not yet in the catalog
+  std::vector<Placement> placements;  // one per piece that was not skipped
+};
+
+// The catalog row of a piece written to extent `extent_id` (for a hole: the extent
+// recording it) at `offset`.
+inline SegmentRecord PlacedSegment(uint64_t ino, uint64_t index, bool hole, uint64_t extent_id, uint64_t offset,
+                                   uint64_t length, bool cached) {
+  if (hole) return {ino, index, kHoleExtent, 0, length, cached, extent_id};
+  return {ino, index, extent_id, offset, length, cached};
+}
+
+// `skip(piece)` pieces are left out (the persister's markers). On failure, everything
+// written is released again. Thread-safe.
+Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,
+                                      const std::function<bool(const SegmentPiece&)>& skip = {});
+
+}  // namespace cairn
