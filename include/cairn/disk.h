@@ -25,6 +25,12 @@ class Disk {
   virtual Status Sync() = 0;
   // Tells the device that [offset, offset+length) holds no data any more (hole punch / TRIM).
   virtual Status Discard(uint64_t offset, uint64_t length) = 0;
+  // For a disk protected by redundancy below it (a bucket of a parity grid): reads the range
+  // as that redundancy rebuilds it, whatever the disk itself holds. NotSupported otherwise.
+  virtual Status ReadRebuilt(uint64_t offset, std::span<uint8_t> dst);
+  // Writes bytes that redundancy below the disk already agrees with (a repair in place,
+  // with bytes rebuilt from elsewhere); WriteAt for a disk without any.
+  virtual Status Rewrite(uint64_t offset, std::span<const uint8_t> src) { return WriteAt(offset, src); }
 
   virtual uint64_t Size() const = 0;
   // Writes of one aligned sector are atomic; larger writes may tear at sector boundaries.
@@ -42,7 +48,8 @@ Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t 
 std::unique_ptr<Disk> MissingDisk(const std::string& name, const std::string& why);
 
 // Forwards every call to another Disk, so decorators (fault injection, power accounting)
-// override only what they change.
+// override only what they change. ReadRebuilt and Rewrite are not forwarded: a decorator
+// sits on a device, below any redundancy, so Rewrite is its own WriteAt.
 class DiskWrapper : public Disk {
  public:
   explicit DiskWrapper(std::unique_ptr<Disk> target) : target_(std::move(target)) {}
@@ -56,6 +63,7 @@ class DiskWrapper : public Disk {
   Status Discard(uint64_t offset, uint64_t length) override {
     return target_->Discard(offset, length);
   }
+
   uint64_t Size() const override { return target_->Size(); }
   uint32_t SectorSize() const override { return target_->SectorSize(); }
   const std::string& Name() const override { return target_->Name(); }

@@ -51,13 +51,15 @@ struct ArchiveOptions {
   // domain.N = NAME: the failure domain (enclosure, controller, host) of disk N. Chunks of
   // one extent go to distinct domains; a disk without one is a domain of its own.
   std::map<uint32_t, std::string> disk_domains;
-  // group.NAME.type / group.NAME.disks: the disk groups, in the order cairn.conf lists them.
-  // Every disk belongs to one group; new data goes to the first. None listed: one group
-  // "default" of type pool holding every disk.
+  // group.NAME.type / .disks / .geometry / .write_mode: the disk groups, in the order
+  // cairn.conf lists them. Every disk belongs to one group; new data goes to the first. None
+  // listed: one group "default" of type pool holding every disk.
   struct Group {
     std::string name;
-    std::string type = "pool";    // how the group keeps its data safe; only "pool" so far
-    std::vector<uint32_t> disks;  // indices into `disks`
+    std::string type = "pool";    // pool (plain disks) or lonestar (a 2-D parity grid)
+    std::vector<uint32_t> disks;  // indices into `disks`; a lonestar group's in grid order
+    std::string geometry;         // lonestar: XxY:HN+1, e.g. 8x5:3+1
+    std::string write_mode = "serialized";  // lonestar: serialized, direct or delayed
   };
   std::vector<Group> groups;
   // --- Disk lifecycle (cairn disk fail / replace, cairn rebuild)

@@ -15,7 +15,9 @@
 #include "archive/config.h"
 #include "archive/private_files.h"
 #include "archive/rules_fit.h"
+#include "group/lonestar_placer.h"
 #include "group/placer.h"
+#include "policy/write_plan.h"
 #include "redundancy/striping.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -66,7 +68,9 @@ std::string ResolveDiskPath(const std::string& archive_dir, const std::string& p
 }  // namespace
 
 Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
-  if (mkfs.disk_count == 0) return Status::InvalidArgument("an archive needs at least one disk (--disks N)");
+  if (mkfs.disk_count == 0 && mkfs.groups.empty()) {
+    return Status::InvalidArgument("an archive needs at least one disk (--disks N or --group)");
+  }
   if (mkfs.disk_size < 16 * kBlockSize) {
     return Status::InvalidArgument(fmt::format("disk size {} is too small (minimum 64 KiB)", mkfs.disk_size));
   }
@@ -89,6 +93,9 @@ Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
     CAIRN_RETURN_IF_ERROR(FormatDisk(dir + "/" + relative, i, id, mkfs.disk_size));
     options.disks.push_back(relative);
   }
+  for (const MkfsOptions::Group& group : mkfs.groups) {
+    CAIRN_RETURN_IF_ERROR(AddGroup(dir, id, group.spec, mkfs.disk_size, group.devices, options));
+  }
   auto catalog = Catalog::Create(dir + "/catalog.db", ::getuid(), ::getgid(), NowNs());
   if (!catalog.ok()) return catalog.status();
   CAIRN_RETURN_IF_ERROR(SaveConfig(dir, options));
@@ -98,6 +105,15 @@ Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
 Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, uint64_t size) {
   auto disk = CreateImageDisk(path, size);
   if (!disk.ok()) return disk.status();
+  return FormatDevice(path, index, id, size);
+}
+
+Status FormatDevice(const std::string& path, uint32_t index, const ArchiveId& id, uint64_t size) {
+  auto disk = OpenImageDisk(path);
+  if (!disk.ok()) return disk.status();
+  if ((*disk)->Size() < size) {
+    return Status::InvalidArgument(fmt::format("{} has {} bytes, fewer than {}", path, (*disk)->Size(), size));
+  }
   Superblock sb;
   sb.disk_index = index;
   sb.archive_id = id;
@@ -144,7 +160,9 @@ Status Archive::FinishRebuild() {
 
 Status Archive::FailDisk(size_t disk) {
   CAIRN_RETURN_IF_ERROR(MarkDiskFailed(dir_, static_cast<uint32_t>(disk)));
-  health_.MarkOut(disk, "marked failed (cairn disk fail); replace it with cairn disk replace");
+  const char* why = "marked failed (cairn disk fail); replace it with cairn disk replace";
+  health_.MarkOut(disk, why);
+  if (auto [array, position] = array_of(disk); array) array->MarkLost(position, why);
   return Status::OK();
 }
 
@@ -169,6 +187,10 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
   auto options = LoadConfig(root + "/cairn.conf");
   if (!options.ok()) return options.status();
   archive->options_ = *options;
+  for (const ArchiveOptions::Group& group : EffectiveGroups(archive->options_)) {
+    if (archive->first_group_.empty()) archive->first_group_ = group.name;
+    if (*GroupTypeNamed(group.type) == GroupType::kLoneStar) archive->lonestar_groups_.insert(group.name);
+  }
   for (const auto& [key, value] : open.overrides) {
     Status st = ApplyOption(archive->options_, key, value);
     if (!st.ok()) return Status::InvalidArgument(fmt::format("mount option: {}", st.message()));
@@ -232,9 +254,27 @@ Status Archive::CheckPlacementFits(const std::string& placement) const {
   return cairn::CheckPlacementFits(placement, options_);
 }
 
+Status Archive::CheckRaidInGroup(const std::string& raid, const std::string& placement) const {
+  std::string name;
+  PlacementHints hints;
+  CAIRN_RETURN_IF_ERROR(ParsePlacement(placement, name, hints));
+  auto group = extents_->group_named(name);
+  if (!group.ok()) return group.status();
+  auto redundancy = ParseRedundancy(raid, "none");
+  if (!redundancy.ok()) return redundancy.status();
+  return RedundancyFor(*redundancy, **group).status();
+}
+
 PolicyContext Archive::policy_context() const {
-  std::lock_guard lock(rules_mutex_);
-  return PolicyContext{rules_, options_.segment_size};
+  PolicyContext context;
+  {
+    std::lock_guard lock(rules_mutex_);
+    context.rules = rules_;
+  }
+  context.default_segment_size = options_.segment_size;
+  context.first_group = first_group_;
+  context.lonestar_groups = lonestar_groups_;
+  return context;
 }
 
 Status Archive::LoadRules() {
@@ -283,54 +323,74 @@ Archive::~Archive() {
   }
   catalog_.reset();
   extents_.reset();
+  arrays_.clear();  // after the stores, whose views read and write through them
   // Last: once the lock is gone, another process may open the archive.
   lock_.reset();
 }
 
+Result<Archive::OpenedDisk> Archive::OpenDisk(size_t i, const OpenOptions& open) {
+  std::string path = ResolveDiskPath(dir_, options_.disks[i]);
+  OpenedDisk out;
+  auto disk = OpenImageDisk(path);
+  Status st = disk.ok() ? Status::OK() : disk.status();
+  if (options_.failed_disks.contains(static_cast<uint32_t>(i))) {
+    st = Status::IOError("marked failed (cairn disk fail); replace it with cairn disk replace");
+  }
+  if (st.ok()) {
+    std::vector<uint8_t> block(kBlockSize);
+    st = (*disk)->ReadAt(0, block);
+    if (!st.ok()) st = Status::IOError(fmt::format("cannot read its superblock: {}", st.message()));
+    auto decoded = st.ok() ? DecodeSuperblock(block, path) : Result<Superblock>(st);
+    if (decoded.ok()) out.sb = *decoded;
+    st = decoded.status();
+  }
+  if (st.ok() && out.sb.archive_id != id_) {
+    return Status::InvalidArgument(fmt::format("disk {} ({}) belongs to archive {}, not to this archive {}", i, path,
+                                               ArchiveIdToString(out.sb.archive_id), options_.archive_id));
+  }
+  if (st.ok() && out.sb.disk_index != i) {
+    return Status::InvalidArgument(
+        fmt::format("{} is disk {} of this archive but the config lists it as disk {}", path, out.sb.disk_index, i));
+  }
+  if (st.ok() && out.sb.disk_size > (*disk)->Size()) {
+    // What is left of it is not trusted: its data is rebuilt elsewhere (pool) or in place.
+    st = Status::Corruption(fmt::format("{} is {} bytes but was created with {} bytes (truncated?)", path,
+                                        (*disk)->Size(), out.sb.disk_size));
+  }
+  if (!st.ok()) {  // missing or unreadable: the redundancy of what it held has to make up for it
+    if (!open.degraded) {
+      return Status::IOError(fmt::format("disk {}: {} (mount with -o degraded to run without it)", i, st.message()));
+    }
+    health_.MarkOut(i, st.message());
+    out.disk = MissingDisk(path, st.message());
+    out.missing = true;
+    return out;
+  }
+  out.disk = open.wrap_disk ? open.wrap_disk(std::move(*disk), i) : std::move(*disk);
+  return out;
+}
+
 Status Archive::LoadDisks(const OpenOptions& open, std::vector<std::unique_ptr<BlockChunkStore>>* stores) {
+  std::vector<OpenedDisk> opened;
   for (size_t i = 0; i < options_.disks.size(); i++) {
-    std::string path = ResolveDiskPath(dir_, options_.disks[i]);
-    Superblock sb;
-    auto disk = OpenImageDisk(path);
-    Status st = disk.ok() ? Status::OK() : disk.status();
-    if (options_.failed_disks.contains(static_cast<uint32_t>(i))) {
-      st = Status::IOError("marked failed (cairn disk fail); replace it with cairn disk replace");
-    }
-    if (st.ok()) {
-      std::vector<uint8_t> block(kBlockSize);
-      st = (*disk)->ReadAt(0, block);
-      if (!st.ok()) st = Status::IOError(fmt::format("cannot read its superblock: {}", st.message()));
-      auto decoded = st.ok() ? DecodeSuperblock(block, path) : Result<Superblock>(st);
-      if (decoded.ok()) sb = *decoded;
-      st = decoded.status();
-    }
-    if (!st.ok()) {  // missing or unreadable: the redundancy of what it held has to make up for it
-      if (!open.degraded) {
-        return Status::IOError(fmt::format("disk {}: {} (mount with -o degraded to run without it)", i, st.message()));
-      }
-      health_.MarkOut(i, st.message());
-      stores->push_back(std::make_unique<BlockChunkStore>(i, MissingDisk(path, st.message()), 0, 0));
-      continue;
-    }
-    if (sb.archive_id != id_) {
-      return Status::InvalidArgument(fmt::format("disk {} ({}) belongs to archive {}, not to this archive {}", i, path,
-                                                 ArchiveIdToString(sb.archive_id), options_.archive_id));
-    }
-    if (sb.disk_index != i) {
-      return Status::InvalidArgument(
-          fmt::format("{} is disk {} of this archive but the config lists it as disk {}", path, sb.disk_index, i));
-    }
-    if (sb.disk_size > (*disk)->Size()) {
-      st = Status::Corruption(fmt::format("{} is {} bytes but was created with {} bytes (truncated?)", path,
-                                          (*disk)->Size(), sb.disk_size));
-      if (!open.degraded) return st;
-      health_.MarkOut(i, st.message());  // what is left of it is not trusted; rebuild moves its chunks
-      stores->push_back(std::make_unique<BlockChunkStore>(i, MissingDisk(path, st.message()), 0, 0));
-      continue;
-    }
-    stores->push_back(std::make_unique<BlockChunkStore>(
-        i, open.wrap_disk ? open.wrap_disk(std::move(*disk), i) : std::move(*disk), sb.data_start,
-        sb.disk_size / kBlockSize * kBlockSize));
+    auto disk = OpenDisk(i, open);
+    if (!disk.ok()) return disk.status();
+    opened.push_back(std::move(*disk));
+  }
+  stores->resize(opened.size());
+  std::set<uint32_t> rebuilt_below;
+  for (const ArchiveOptions::Group& group : EffectiveGroups(options_)) {
+    if (*GroupTypeNamed(group.type) != GroupType::kLoneStar || open.read_only) continue;
+    CAIRN_RETURN_IF_ERROR(OpenArray(group, opened, stores));
+    rebuilt_below.insert(group.disks.begin(), group.disks.end());
+  }
+  health_.SetRebuiltBelow(std::move(rebuilt_below));
+  for (size_t i = 0; i < opened.size(); i++) {
+    if ((*stores)[i]) continue;
+    const Superblock& sb = opened[i].sb;
+    uint64_t start = opened[i].missing ? 0 : sb.data_start;
+    uint64_t end = opened[i].missing ? 0 : sb.disk_size / kBlockSize * kBlockSize;
+    (*stores)[i] = std::make_unique<BlockChunkStore>(i, std::move(opened[i].disk), start, end);
   }
   return Status::OK();
 }
@@ -338,12 +398,26 @@ Status Archive::LoadDisks(const OpenOptions& open, std::vector<std::unique_ptr<B
 std::vector<DiskGroup> Archive::MakeGroups(const std::vector<std::unique_ptr<BlockChunkStore>>& stores) const {
   std::vector<DiskGroup> groups;
   for (const ArchiveOptions::Group& group : EffectiveGroups(options_)) {
+    GroupType type = *GroupTypeNamed(group.type);  // ParseConfig checked the type
     std::vector<DiskGroup::Member> members;
-    for (uint32_t d : group.disks) {  // ParseConfig checked that each is a disk of one group
-      members.push_back({d, stores[d].get(), DomainOf(d)});
+    std::vector<uint32_t> parity;
+    std::unique_ptr<Placer> placer;
+    if (type == GroupType::kLoneStar) {  // chunks go to the buckets; the parity disks hold none
+      auto geometry = GridGeometry::Parse(group.geometry);  // ParseConfig checked it
+      for (uint32_t p = 0; p < group.disks.size(); p++) {
+        uint32_t d = group.disks[p];
+        if (geometry->role(p) == DiskRole::kData) {
+          members.push_back({d, stores[d].get(), DomainOf(d)});
+        } else {
+          parity.push_back(d);
+        }
+      }
+      placer = std::make_unique<LoneStarPlacer>(*geometry, group.disks);
+    } else {
+      for (uint32_t d : group.disks) members.push_back({d, stores[d].get(), DomainOf(d)});  // each in one group
+      placer = std::make_unique<FillBalancedPlacer>();
     }
-    groups.emplace_back(group.name, *GroupTypeNamed(group.type),  // ParseConfig checked the type
-                        std::move(members), std::make_unique<FillBalancedPlacer>());
+    groups.emplace_back(group.name, type, std::move(members), std::move(placer), std::move(parity));
   }
   return groups;
 }

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "archive/archive_lock.h"
+#include "archive/group_setup.h"
+#include "array/lonestar_array.h"
 #include "backend/extent_format.h"
 #include "cache/staging_cache.h"
 #include "cairn/disk.h"
@@ -30,15 +32,25 @@
 namespace cairn {
 
 struct MkfsOptions {
-  uint32_t disk_count = 4;
+  uint32_t disk_count = 4;  // disks of the first group, a pool ("default"); 0 for none
   uint64_t disk_size = 4ull << 30;
   ArchiveOptions options;  // tunables written into cairn.conf
+  struct Group {
+    GroupSpec spec;
+    std::vector<std::string> devices;  // block devices to format instead of images
+  };
+  std::vector<Group> groups;  // after the default pool, in this order (group_setup.h)
 };
 
 // Creates a new archive in `dir` (absent or empty): config, catalog, cache/, disks/.
 Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs);
 // Creates the disk image `path` of `size` bytes with the superblock of disk `index`.
 Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, uint64_t size);
+// Writes the superblock of disk `index` (of `size` bytes) on the existing device or file `path`.
+Status FormatDevice(const std::string& path, uint32_t index, const ArchiveId& id, uint64_t size);
+// The journal of lonestar group `group` of the archive in `dir`, and what it is stamped with.
+std::string LoneStarJournalPath(const std::string& dir, const std::string& group);
+std::string LoneStarIdentity(const std::string& archive_id, const std::string& group);
 // Rewrites dir/cairn.conf, durably (a temporary file renamed over it).
 Status SaveConfig(const std::string& dir, const ArchiveOptions& options);
 // Adds `disk` to failed_disks in dir/cairn.conf.
@@ -95,6 +107,9 @@ class Archive {
   Status CheckRaidFits(std::string_view raid) const;
   // InvalidArgument when placement=`placement` names a disk group the archive does not have.
   Status CheckPlacementFits(const std::string& placement) const;
+  // InvalidArgument when raid=`raid` cannot be kept by the group placement=`placement` sends
+  // a file to (raid=2d on a pool, rs-K-M on a lonestar group).
+  Status CheckRaidInGroup(const std::string& raid, const std::string& placement) const;
   // The failure domain of a disk: its domain.N name, or a domain of its own.
   std::string DomainOf(size_t disk) const;
 
@@ -162,6 +177,11 @@ class Archive {
   // are read from the others and nothing new goes to it; recorded in cairn.conf.
   Status FailDisk(size_t disk);
 
+  // The arrays of the lonestar groups, in cairn.conf's order (none when opened read-only),
+  // and the one disk `disk` belongs to with its grid position (null when none). Thread-safe.
+  const std::vector<std::unique_ptr<LoneStarArray>>& arrays() const { return arrays_; }
+  std::pair<LoneStarArray*, uint32_t> array_of(size_t disk) const;
+
   // The pid recorded in the lock file of `dir`, or 0 when no daemon holds the archive.
   static int LockHolder(const std::string& dir) { return ArchiveLock::Holder(dir); }
 
@@ -169,9 +189,21 @@ class Archive {
   Archive() = default;
   static Result<std::unique_ptr<Archive>> OpenWithLock(const std::string& dir, const OpenOptions& open,
                                                        std::optional<ArchiveLock> held);
-  // The chunk stores of the disks cairn.conf lists, by index; with open.degraded, a missing
-  // or damaged disk is marked out of service and gets a store that fails every call.
+  // A disk cairn.conf lists, checked against its superblock; with open.degraded, a missing or
+  // damaged disk is marked out of service and stands in as a MissingDisk.
+  struct OpenedDisk {
+    std::unique_ptr<Disk> disk;
+    Superblock sb;
+    bool missing = false;
+  };
+  Result<OpenedDisk> OpenDisk(size_t index, const OpenOptions& open);
+  // The chunk stores of the disks cairn.conf lists, by index: a lonestar group's read and
+  // write through its array (a missing bucket reads through its parity), other disks'
+  // directly (a missing one fails every call).
   Status LoadDisks(const OpenOptions& open, std::vector<std::unique_ptr<BlockChunkStore>>* stores);
+  // Opens the array of lonestar `group` over its `opened` disks and gives each its store.
+  Status OpenArray(const ArchiveOptions::Group& group, std::vector<OpenedDisk>& opened,
+                   std::vector<std::unique_ptr<BlockChunkStore>>* stores);
   // The groups cairn.conf forms over `stores` (one pool of every disk when it names none).
   std::vector<DiskGroup> MakeGroups(const std::vector<std::unique_ptr<BlockChunkStore>>& stores) const;
   // Marks the room of every chunk in the catalog as used.
@@ -182,12 +214,17 @@ class Archive {
 
   std::string dir_;
   ArchiveOptions options_;
+  std::string first_group_;                  // where new data goes without placement=group=
+  std::set<std::string> lonestar_groups_;    // the groups of type lonestar, by name
   ArchiveId id_{};
   std::optional<ArchiveLock> lock_;  // while this process owns the archive
   std::mutex catalog_mutex_;
   std::unique_ptr<Catalog> catalog_;
   StagingCache cache_{""};
   DiskHealth health_;
+  // The lonestar groups' arrays, in cairn.conf's order (none when read-only): destroyed after
+  // extents_, whose stores read and write through them.
+  std::vector<std::unique_ptr<LoneStarArray>> arrays_;
   std::unique_ptr<ExtentStore> extents_;
   mutable std::mutex rules_mutex_;
   std::shared_ptr<const RuleSet> rules_;  // guarded by rules_mutex_

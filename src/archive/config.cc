@@ -11,6 +11,8 @@
 
 #include "backend/extent_format.h"
 #include "catalog/record_checks.h"
+#include "array/grid_geometry.h"
+#include "array/promise_journal.h"
 #include "group/disk_group.h"
 #include "util/size.h"
 
@@ -95,7 +97,7 @@ Status SetGroupField(ArchiveOptions& o, const std::string& key, const std::strin
   std::string rest = key.substr(6);
   size_t dot = rest.rfind('.');
   if (dot == std::string::npos) {
-    return Status::InvalidArgument(fmt::format("{:?}: expected group.NAME.type or group.NAME.disks", key));
+    return Status::InvalidArgument(fmt::format("{:?}: expected group.NAME.FIELD (type, disks, geometry, write_mode)", key));
   }
   std::string name = rest.substr(0, dot);
   std::string field = rest.substr(dot + 1);
@@ -104,16 +106,31 @@ Status SetGroupField(ArchiveOptions& o, const std::string& key, const std::strin
       })) {
     return Status::InvalidArgument(fmt::format("{:?}: a group name is letters, digits, '-' and '_'", key));
   }
-  if (field != "type" && field != "disks") {
-    return Status::InvalidArgument(fmt::format("{:?}: unknown group setting {:?} (known: type, disks)", key, field));
+  if (field != "type" && field != "disks" && field != "geometry" && field != "write_mode") {
+    return Status::InvalidArgument(
+        fmt::format("{:?}: unknown group setting {:?} (known: type, disks, geometry, write_mode)", key, field));
   }
   auto group = std::find_if(o.groups.begin(), o.groups.end(), [&](const auto& g) { return g.name == name; });
   if (group == o.groups.end()) group = o.groups.insert(o.groups.end(), ArchiveOptions::Group{name});
   if (field == "type") {
     if (!GroupTypeNamed(value)) {
-      return Status::InvalidArgument(fmt::format("{} = {:?}: unknown group type (known: pool)", key, value));
+      return Status::InvalidArgument(fmt::format("{} = {:?}: unknown group type (known: pool, lonestar)", key, value));
     }
     group->type = value;
+    return Status::OK();
+  }
+  if (field == "geometry") {
+    auto geometry = GridGeometry::Parse(value);
+    if (!geometry.ok()) return Status::InvalidArgument(fmt::format("{}: {}", key, geometry.status().message()));
+    group->geometry = geometry->ToString();
+    return Status::OK();
+  }
+  if (field == "write_mode") {
+    if (!ArrayWriteModeNamed(value)) {
+      return Status::InvalidArgument(
+          fmt::format("{} = {:?}: unknown write mode (known: serialized, direct, delayed)", key, value));
+    }
+    group->write_mode = value;
     return Status::OK();
   }
   auto disks = ParseDiskList(key, value);
@@ -130,6 +147,25 @@ Status CheckGroups(const ArchiveOptions& o, const std::string& where) {
     if (group.disks.empty()) {
       return Status::InvalidArgument(
           fmt::format("{}: group {} has no disks (add group.{}.disks = 0,1,...)", where, group.name, group.name));
+    }
+    bool lonestar = *GroupTypeNamed(group.type) == GroupType::kLoneStar;
+    if (lonestar && group.geometry.empty()) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: lonestar group {} has no geometry (add group.{}.geometry = XxY:HN+1, e.g. 8x5:3+1)", where, group.name,
+          group.name));
+    }
+    if (!lonestar && (!group.geometry.empty() || group.write_mode != "serialized")) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: group {} is of type {}: geometry and write_mode are for lonestar groups", where, group.name, group.type));
+    }
+    if (lonestar) {
+      auto geometry = GridGeometry::Parse(group.geometry);  // parsed when it was read
+      if (geometry->disk_count() != group.disks.size()) {
+        return Status::InvalidArgument(fmt::format("{}: lonestar group {} of geometry {} needs {} disks; group.{}.disks "
+                                                   "lists {}",
+                                                   where, group.name, group.geometry, geometry->disk_count(),
+                                                   group.name, group.disks.size()));
+      }
     }
     for (uint32_t d : group.disks) {
       if (d >= o.disks.size()) {
@@ -263,6 +299,10 @@ std::string FormatConfig(const ArchiveOptions& o) {
   for (const auto& group : o.groups) {
     out += fmt::format("group.{}.type = {}\ngroup.{}.disks = {}\n", group.name, group.type, group.name,
                        fmt::join(group.disks, ","));
+    if (!group.geometry.empty()) {
+      out += fmt::format("group.{}.geometry = {}\ngroup.{}.write_mode = {}\n", group.name, group.geometry, group.name,
+                         group.write_mode);
+    }
   }
   if (!o.failed_disks.empty()) out += fmt::format("failed_disks = {}\n", fmt::join(o.failed_disks, ","));
   if (!o.rebuild_disks.empty()) out += fmt::format("rebuild_disks = {}\n", fmt::join(o.rebuild_disks, ","));

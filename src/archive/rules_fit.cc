@@ -1,10 +1,13 @@
 #include "archive/rules_fit.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "archive/config.h"
+#include "array/grid_geometry.h"
+#include "group/disk_group.h"
 #include "policy/write_plan.h"
 #include "redundancy/striping.h"
 
@@ -18,8 +21,32 @@ std::string DomainOf(const ArchiveOptions& options, size_t disk) {
 Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options) {
   auto redundancy = ParseRedundancy(raid, "none");
   if (!redundancy.ok()) return redundancy.status();
+  std::vector<ArchiveOptions::Group> groups = EffectiveGroups(options);
+  auto is_lonestar = [](const ArchiveOptions::Group& g) { return *GroupTypeNamed(g.type) == GroupType::kLoneStar; };
+  if (redundancy->scheme == Redundancy::Scheme::kTwoDimensional) {
+    if (std::any_of(groups.begin(), groups.end(), is_lonestar)) return Status::OK();
+    return Status::InvalidArgument("raid=2d keeps each extent on one bucket of a lonestar disk group; this archive has "
+                                   "none (cairn group add)");
+  }
   // New data goes to the first group, which is named when cairn.conf names groups.
-  const ArchiveOptions::Group group = EffectiveGroups(options).front();
+  const ArchiveOptions::Group& group = groups.front();
+  if (is_lonestar(group)) {
+    if (redundancy->scheme == Redundancy::Scheme::kReedSolomon) {
+      return Status::InvalidArgument(fmt::format("raid={} stripes extents across disks; group {} (where new data goes) "
+                                                 "is a lonestar group, which keeps each whole on one bucket under its "
+                                                 "parity grid (use raid=2d, or mirror-N)",
+                                                 raid, group.name));
+    }
+    auto geometry = GridGeometry::Parse(group.geometry);
+    if (!geometry.ok()) return geometry.status();
+    size_t most = std::min(geometry->columns(), geometry->hpg_count());
+    if (redundancy->chunk_count() > most) {
+      return Status::InvalidArgument(fmt::format("raid={} puts {} copies on buckets in distinct columns and parity "
+                                                 "groups; lonestar group {} ({}) has room for {}",
+                                                 raid, redundancy->chunk_count(), group.name, group.geometry, most));
+    }
+    return Status::OK();
+  }
   std::string whose =
       options.groups.empty() ? "this archive" : fmt::format("group {} (where new data goes)", group.name);
   size_t disks = group.disks.size();

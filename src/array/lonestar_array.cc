@@ -65,6 +65,14 @@ class MemberView final : public Disk {
     }
     return array_.Write(position_, offset, src);
   }
+  Status ReadRebuilt(uint64_t offset, std::span<uint8_t> dst) override {
+    if (!bucket_ || offset < data_start_) return Disk::ReadRebuilt(offset, dst);
+    return array_.ReadRebuilt(position_, offset, dst);
+  }
+  Status Rewrite(uint64_t offset, std::span<const uint8_t> src) override {
+    if (!bucket_ || offset < data_start_) return WriteAt(offset, src);
+    return array_.Rewrite(position_, offset, src);
+  }
   Status Sync() override { return bucket_ ? array_.Sync(position_) : Status::OK(); }
   // Freed bytes stay as they are: the parity covers them, so nothing needs updating.
   Status Discard(uint64_t, uint64_t) override { return Status::OK(); }

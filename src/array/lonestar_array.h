@@ -81,6 +81,9 @@ class LoneStarArray {
   const std::string& name() const { return options_.name; }
   ArrayWriteMode mode() const { return options_.mode; }
   uint32_t disk_of(uint32_t position) const { return members_[position].disk; }
+  // The disk range parity covers, the same on every member.
+  uint64_t data_start() const { return options_.data_start; }
+  uint64_t data_end() const { return options_.data_end; }
 
   // The Disk the chunk store of grid position `position` uses: below data_start it is the
   // device itself (the superblock); above, a bucket's reads and writes go through the array

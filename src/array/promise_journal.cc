@@ -118,6 +118,22 @@ Result<int> WriteFresh(const std::string& path, const std::vector<std::vector<ui
 
 }  // namespace
 
+std::optional<ArrayWriteMode> ArrayWriteModeNamed(std::string_view name) {
+  for (ArrayWriteMode mode : {ArrayWriteMode::kSerialized, ArrayWriteMode::kDirect, ArrayWriteMode::kDelayed}) {
+    if (name == ArrayWriteModeName(mode)) return mode;
+  }
+  return std::nullopt;
+}
+
+std::string_view ArrayWriteModeName(ArrayWriteMode mode) {
+  switch (mode) {
+    case ArrayWriteMode::kSerialized: return "serialized";
+    case ArrayWriteMode::kDirect: return "direct";
+    case ArrayWriteMode::kDelayed: return "delayed";
+  }
+  return "?";
+}
+
 Result<std::unique_ptr<PromiseJournal>> PromiseJournal::Create(const std::string& path, const std::string& identity) {
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) return Status::Exists(fmt::format("lonestar journal {} exists", path));
@@ -136,13 +152,23 @@ Result<std::unique_ptr<PromiseJournal>> PromiseJournal::Open(const std::string& 
   if (fd < 0) return Status::FromErrno(fmt::format("lonestar journal: open {}", path), errno);
   std::unique_ptr<PromiseJournal> journal(new PromiseJournal(path, identity, fd));
   std::lock_guard lock(journal->mutex_);
-  CAIRN_RETURN_IF_ERROR(journal->Replay());
+  CAIRN_RETURN_IF_ERROR(journal->Replay(false));
   return journal;
+}
+
+Result<PromiseJournal::State> PromiseJournal::Inspect(const std::string& path, const std::string& identity) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) return Status::NotFound(fmt::format("lonestar journal {} is missing", path));
+  if (fd < 0) return Status::FromErrno(fmt::format("lonestar journal: open {}", path), errno);
+  PromiseJournal journal(path, identity, fd);
+  std::lock_guard lock(journal.mutex_);
+  CAIRN_RETURN_IF_ERROR(journal.Replay(true));
+  return journal.state_;
 }
 
 PromiseJournal::~PromiseJournal() { ::close(fd_); }
 
-Status PromiseJournal::Replay() {
+Status PromiseJournal::Replay(bool read_only) {
   struct stat st;
   if (::fstat(fd_, &st) != 0) return Status::FromErrno(fmt::format("lonestar journal {}: stat", path_), errno);
   uint64_t file_size = static_cast<uint64_t>(st.st_size);
@@ -174,6 +200,7 @@ Status PromiseJournal::Replay() {
     }
     if (torn) {  // the end of an append a crash cut short: it never returned, so nothing relies on it
       if (!header_seen) return damaged(at, "no journal header");
+      if (read_only) break;
       if (::ftruncate(fd_, static_cast<off_t>(at)) != 0 || ::fdatasync(fd_) != 0) {
         return Status::FromErrno(fmt::format("lonestar journal {}: cut a torn record", path_), errno);
       }

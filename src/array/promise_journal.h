@@ -11,8 +11,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "array/range_set.h"
@@ -26,6 +28,10 @@ enum class ArrayWriteMode : uint8_t {
   kDirect = 2,      // all four at once: a crash leaves the three parities to recompute
   kDelayed = 3,     // data and the delta now, the parities later, merged
 };
+
+// The mode a cairn.conf group.NAME.write_mode value names, if any; and its name.
+std::optional<ArrayWriteMode> ArrayWriteModeNamed(std::string_view name);
+std::string_view ArrayWriteModeName(ArrayWriteMode mode);
 
 // The disks of a write, in the order a serialized write updates them.
 enum PromiseRole : uint8_t { kDataRole = 0, kHorizontalRole = 1, kVerticalRole = 2, kVerticalOfHorizontalRole = 3 };
@@ -57,6 +63,9 @@ class PromiseJournal {
   // returned no success) is cut off. NotFound when there is none; Corruption when a record
   // is damaged or the journal belongs to another group: its parity cannot be trusted.
   static Result<std::unique_ptr<PromiseJournal>> Open(const std::string& path, const std::string& identity);
+  // What the journal at `path` holds, read without changing it (a daemon may be using it):
+  // a torn last record is left out, not cut.
+  static Result<State> Inspect(const std::string& path, const std::string& identity);
   ~PromiseJournal();
   PromiseJournal(const PromiseJournal&) = delete;
   PromiseJournal& operator=(const PromiseJournal&) = delete;
@@ -87,7 +96,8 @@ class PromiseJournal {
   PromiseJournal(std::string path, std::string identity, int fd) : path_(std::move(path)), identity_(std::move(identity)), fd_(fd) {}
   // Appends records and syncs them. REQUIRES: mutex_ held.
   Status Append(const std::vector<std::vector<uint8_t>>& records);
-  Status Replay();
+  // Reads the records into the state; a torn last record is cut off unless `read_only`.
+  Status Replay(bool read_only);
   Status CompactLocked();
   Status MaybeCompact();
 

@@ -207,7 +207,9 @@ Result<ExtentHeader> DecodeExtentHeader(std::span<const uint8_t> bytes, const st
   h.payload_length = GetFixed64(&bytes[56]);
   h.payload_crc = UnmaskCrc(GetFixed32(&bytes[64]));
   h.chunk_index = bytes[13];
-  if (bytes[14] > static_cast<uint8_t>(Redundancy::Scheme::kReedSolomon)) {
+  // 2d (scheme 3) came with lonestar groups, in version 4 headers.
+  auto last_scheme = version >= 4 ? Redundancy::Scheme::kTwoDimensional : Redundancy::Scheme::kReedSolomon;
+  if (bytes[14] > static_cast<uint8_t>(last_scheme)) {
     return Status::Corruption(fmt::format("{}: unknown redundancy scheme {}", where, bytes[14]));
   }
   h.redundancy.scheme = static_cast<Redundancy::Scheme>(bytes[14]);

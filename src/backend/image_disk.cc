@@ -126,6 +126,10 @@ Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t 
   return std::unique_ptr<Disk>(new ImageDisk(path, fd, size, false));
 }
 
+Status Disk::ReadRebuilt(uint64_t, std::span<uint8_t>) {
+  return Status::NotSupported(fmt::format("{}: no redundancy below this disk to rebuild a range from", Name()));
+}
+
 namespace {
 
 class Missing : public Disk {

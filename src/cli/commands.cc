@@ -13,10 +13,14 @@
 #include <set>
 #include <thread>
 
+#include <sstream>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "archive/archive.h"
+#include "array/peeling_decoder.h"
+#include "array/promise_journal.h"
 #include "archive/config.h"
 #include "backend/extent_format.h"
 #include "maintenance/fsck.h"
@@ -26,6 +30,15 @@
 
 namespace cairn {
 
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
 int Fail(int code, const std::string& message) {
   fmt::print(stderr, "cairn: {}\n", message);
   return code;
@@ -33,9 +46,10 @@ int Fail(int code, const std::string& message) {
 
 int CmdMkfs(const Args& args) {
   const char* usage =
-      "usage: cairn mkfs ARCHIVE --disks N --disk-size SIZE [--segment-size SIZE] [--cache-size SIZE] "
-      "[--pack-threshold SIZE]";
+      "usage: cairn mkfs ARCHIVE [--disks N] [--group NAME:pool:N | NAME:lonestar:XxY:HN+1[:MODE] "
+      "[--devices DEV,...]]... --disk-size SIZE [--segment-size SIZE] [--cache-size SIZE] [--pack-threshold SIZE]";
   MkfsOptions mkfs;
+  mkfs.disk_count = 0;
   std::string dir;
   bool have_disks = false;
   bool have_size = false;
@@ -52,6 +66,17 @@ int CmdMkfs(const Args& args) {
       }
       mkfs.disk_count = static_cast<uint32_t>(n);
       have_disks = true;
+    } else if (a == "--group") {
+      const std::string* v = value();
+      if (!v) return Fail(2, usage);
+      auto spec = ParseGroupSpec(*v);
+      if (!spec.ok()) return Fail(2, fmt::format("--group: {}", spec.status().message()));
+      mkfs.groups.push_back({*spec, {}});
+      have_disks = true;
+    } else if (a == "--devices") {
+      const std::string* v = value();
+      if (!v || mkfs.groups.empty()) return Fail(2, "--devices lists the devices of the --group before it");
+      mkfs.groups.back().devices = SplitList(*v);
     } else if (a == "--disk-size" || a == "--segment-size" || a == "--cache-size" || a == "--pack-threshold") {
       const std::string* v = value();
       if (!v) return Fail(2, usage);
@@ -78,8 +103,16 @@ int CmdMkfs(const Args& args) {
   if (dir.empty() || !have_disks || !have_size) return Fail(2, usage);
   Status st = CreateArchive(dir, mkfs);
   if (!st.ok()) return Fail(1, st.message());
-  fmt::print("created archive {}: {} disks of {}, segment size {}, cache {}\n", dir, mkfs.disk_count,
+  uint32_t disks = mkfs.disk_count;
+  for (const auto& group : mkfs.groups) disks += group.spec.disks;
+  fmt::print("created archive {}: {} disks of {}, segment size {}, cache {}\n", dir, disks,
              FormatSize(mkfs.disk_size), FormatSize(mkfs.options.segment_size), FormatSize(mkfs.options.cache_size));
+  for (const auto& group : mkfs.groups) {
+    fmt::print("  group {}: {} {}\n", group.spec.name, group.spec.type,
+               group.spec.geometry.empty() ? fmt::format("{} disks", group.spec.disks)
+                                           : fmt::format("{} ({} disks, write mode {})", group.spec.geometry,
+                                                         group.spec.disks, group.spec.write_mode));
+  }
   return 0;
 }
 
@@ -137,18 +170,36 @@ int CmdStatus(const Args& args) {
     totals.extent_bytes = 0;
     std::set<uint32_t> down = a.awaiting_rebuild();
     for (const auto& [disk, why] : a.missing_disks()) down.insert(static_cast<uint32_t>(disk));
+    // A lonestar disk that its parity groups can rebuild still reads: degraded, not down.
+    std::set<uint32_t> rebuilt_below;
+    for (const auto& group : EffectiveGroups(a.options())) {
+      auto geometry = GridGeometry::Parse(group.geometry);
+      if (!geometry.ok()) continue;  // a pool
+      std::set<uint32_t> failed;  // grid positions
+      for (uint32_t p = 0; p < group.disks.size(); p++) {
+        if (down.contains(group.disks[p])) failed.insert(p);
+      }
+      auto plan = PlanRecovery(*geometry, failed);
+      if (!plan.ok()) return Fail(1, plan.status().message());
+      std::set<uint32_t> stuck(plan->lost().begin(), plan->lost().end());
+      for (uint32_t p : failed) {
+        if (!stuck.contains(p)) rebuilt_below.insert(group.disks[p]);
+      }
+    }
     auto extents = a.catalog().AllExtents();
     if (!extents.ok()) return Fail(1, extents.status().message());
     for (const auto& e : *extents) {
       size_t lost = 0;
+      size_t degraded_below = 0;  // chunks read through their group's parity
       for (const ChunkPlacement& chunk : e.chunks) {
         disk_use[chunk.disk].first++;
         disk_use[chunk.disk].second += chunk.locator().length;
         totals.extent_bytes += chunk.locator().length;
-        lost += down.contains(chunk.disk);
+        lost += down.contains(chunk.disk) && !rebuilt_below.contains(chunk.disk);
+        degraded_below += rebuilt_below.contains(chunk.disk);
       }
+      if (lost > 0 || degraded_below > 0) degraded++;
       if (lost > 0) {
-        degraded++;
         if (e.chunks.size() - lost < ChunksNeeded(e.redundancy)) unreadable.insert(e.id);
         else if (e.chunks.size() - lost == ChunksNeeded(e.redundancy)) at_risk.insert(e.id);
       }
@@ -184,7 +235,43 @@ int CmdStatus(const Args& args) {
   for (const char* suffix : {"", "-wal"}) {
     if (::stat((a.dir() + "/catalog.db" + suffix).c_str(), &st) == 0) catalog_bytes += static_cast<uint64_t>(st.st_size);
   }
+  // Each group, with what a lonestar group's journal says is pending.
+  struct GroupState {
+    const ArchiveOptions::Group* group;
+    std::string journal;  // "" for a pool; else a problem with the journal, or "ok"
+    size_t promises = 0;
+    uint64_t deltas = 0;
+    uint64_t defective = 0;
+  };
+  std::vector<ArchiveOptions::Group> groups = EffectiveGroups(a.options());
+  std::vector<GroupState> group_states;
+  for (const auto& group : groups) {
+    GroupState gs{&group};
+    if (!group.geometry.empty()) {
+      auto state = PromiseJournal::Inspect(LoneStarJournalPath(a.dir(), group.name),
+                                           LoneStarIdentity(a.options().archive_id, group.name));
+      gs.journal = state.ok() ? "ok" : state.status().message();
+      if (state.ok()) {
+        gs.promises = state->open.size();
+        for (const auto& [txn, p] : state->open) gs.deltas += p.has_delta ? p.length : 0;
+        for (const auto& [disk, ranges] : state->defects) gs.defective += ranges.bytes();
+      }
+    }
+    group_states.push_back(gs);
+  }
   if (json) {
+    std::string group_json;
+    for (const GroupState& gs : group_states) {
+      group_json += fmt::format("{}{{\"name\":\"{}\",\"type\":\"{}\",\"disks\":[{}]", group_json.empty() ? "" : ",",
+                                gs.group->name, gs.group->type, fmt::join(gs.group->disks, ","));
+      if (!gs.group->geometry.empty()) {
+        group_json += fmt::format(",\"geometry\":\"{}\",\"write_mode\":\"{}\",\"journal\":\"{}\",\"open_promises\":{},"
+                                  "\"pending_delta_bytes\":{},\"defective_bytes\":{}",
+                                  gs.group->geometry, gs.group->write_mode, gs.journal == "ok" ? "ok" : "damaged",
+                                  gs.promises, gs.deltas, gs.defective);
+      }
+      group_json += "}";
+    }
     std::string disks;
     for (size_t i = 0; i < a.disk_count(); i++) {
       disks += fmt::format("{}{{\"index\":{},\"path\":\"{}\",\"size\":{},\"used\":{},\"extents\":{}}}", i ? "," : "", i,
@@ -194,10 +281,10 @@ int CmdStatus(const Args& args) {
         "{{\"archive\":\"{}\",\"id\":\"{}\",\"mounted_by_pid\":{},\"inodes\":{},\"files_queued\":{},"
         "\"bytes_cached\":{},\"cache_files\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
         "\"catalog_bytes\":{},\"policy_checks_queued\":{},\"extents_degraded\":{},\"extents_at_risk\":{},"
-        "\"extents_unreadable\":{},\"disks\":[{}]}}\n",
+        "\"extents_unreadable\":{},\"groups\":[{}],\"disks\":[{}]}}\n",
         a.dir(), a.options().archive_id, pid > 0 ? pid : 0, totals.inodes, totals.dirty_inodes, cached, cache_files,
         totals.persisted_bytes, totals.extents, totals.extent_bytes, catalog_bytes, totals.policy_checks, degraded,
-        at_risk.size(), unreadable.size(), disks);
+        at_risk.size(), unreadable.size(), group_json, disks);
     return 0;
   }
   fmt::print("archive   {} (id {})\n", a.dir(), a.options().archive_id);
@@ -215,6 +302,18 @@ int CmdStatus(const Args& args) {
                                                degraded, at_risk.size(), unreadable.size()));
   if (!risky_text.empty()) fmt::print("at risk   {}\n", risky_text);
   if (!lost_text.empty()) fmt::print("lost      {}\n", lost_text);
+  fmt::print("groups    {}\n", group_states.size());
+  for (const GroupState& gs : group_states) {
+    const auto& g = *gs.group;
+    if (g.geometry.empty()) {
+      fmt::print("  {}: {}, disks {}\n", g.name, g.type, fmt::join(g.disks, ","));
+      continue;
+    }
+    fmt::print("  {}: lonestar {}, write mode {}, disks {}..{}; journal {}: {} open promise(s), {} of deltas pending, "
+               "{} to rebuild\n",
+               g.name, g.geometry, g.write_mode, g.disks.front(), g.disks.back(), gs.journal, gs.promises,
+               FormatSize(gs.deltas), FormatSize(gs.defective));
+  }
   fmt::print("disks     {}\n", a.disk_count());
   for (size_t i = 0; i < a.disk_count(); i++) {
     fmt::print("  {:>3}  {:<28} {:>10} used of {:>10}  {} chunks{}\n", i, a.options().disks[i],

@@ -27,6 +27,10 @@ int CmdDisk(const Args& args);
 int CmdRebuild(const Args& args);
 int CmdScrub(const Args& args);
 int CmdRecover(const Args& args);
+int CmdGroup(const Args& args);
+
+// "a,b,c" as {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> SplitList(const std::string& text);
 
 // Sends one control request to the daemon serving `archive_dir`. Reply lines before the
 // final "ok" go to `on_line` and into *reply; an "error: ..." reply is printed. Returns the

@@ -121,12 +121,17 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
 // Prints what a rebuild or scrub did and returns its exit status.
 int FinishRepair(bool rebuild, const RepairReport& report) {
   for (const auto& p : report.problems) fmt::print("{}\n", p);
-  fmt::print("{}: {} of {} extents {}, {} read, {} bad chunk(s), {} repaired, {} extent(s) lost{}\n",
+  std::string arrays;
+  if (report.array_bytes_rebuilt > 0) arrays += fmt::format(", {} of lonestar disks rebuilt", FormatSize(report.array_bytes_rebuilt));
+  if (report.parity_bad > 0) {
+    arrays += fmt::format(", {} lonestar parity range(s) wrong, {} recomputed", report.parity_bad, report.parity_repaired);
+  }
+  fmt::print("{}: {} of {} extents {}, {} read, {} bad chunk(s), {} repaired, {} extent(s) lost{}{}\n",
              rebuild ? "rebuild" : "scrub", report.extents_done, report.extents_total,
              rebuild ? "checked" : "verified", FormatSize(report.bytes_read), report.chunks_bad,
-             report.chunks_repaired, report.extents_lost,
+             report.chunks_repaired, report.extents_lost, arrays,
              report.finished ? "" : " (stopped early; run again to continue)");
-  return report.extents_lost > 0 ? 1 : 0;
+  return report.extents_lost > 0 || report.parity_repaired < report.parity_bad ? 1 : 0;
 }
 
 // cairn rebuild / cairn scrub: run by the daemon when the archive is mounted, else here.

@@ -14,7 +14,8 @@ namespace {
 const char* kUsage = R"(usage: cairn COMMAND [ARGS]
 
 commands:
-  mkfs ARCHIVE --disks N --disk-size SIZE [--segment-size SIZE] [--cache-size SIZE] [--pack-threshold SIZE]
+  mkfs ARCHIVE [--disks N] [--group NAME:pool:N|NAME:lonestar:XxY:HN+1[:MODE] [--devices DEV,...]]...
+       --disk-size SIZE [--segment-size SIZE] [--cache-size SIZE] [--pack-threshold SIZE]
   mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [--wait SECONDS] [-o OPTIONS]
   umount MOUNTPOINT
   status ARCHIVE [--json]
@@ -27,6 +28,9 @@ commands:
                              with --archive also that its raid= fit that archive's disks
   rules dry-run FILE --path DIR    which existing files below DIR the rules would change, and how
   rules reload ARCHIVE|MOUNTPOINT  make the daemon re-read ARCHIVE/rules (as SIGHUP does)
+  group add ARCHIVE NAME:pool:N|NAME:lonestar:XxY:HN+1[:MODE] [--disk-size SIZE] [--devices DEV,...]
+  group show ARCHIVE NAME    a lonestar group's grid: each disk's role, state and fill; what is pending
+  group list ARCHIVE         the disk groups and their disks
   disk list ARCHIVE          each disk's path, use and state (ok, missing, failed, needs rebuild)
   disk fail ARCHIVE DISK     mark a disk failed (drills); mount with -o degraded
   disk replace ARCHIVE DISK NEWPATH   a new, empty disk in its place; then rebuild
@@ -60,7 +64,7 @@ int main(int argc, char** argv) {
       {"mkfs", CmdMkfs},       {"mount", CmdMount},     {"umount", CmdUmount}, {"status", CmdStatus},
       {"persist", CmdPersist}, {"evict", CmdEvict},     {"fsck", CmdFsck},     {"inspect", CmdInspect},
       {"policy", CmdPolicy},   {"rules", CmdRules},     {"disk", CmdDisk},     {"rebuild", CmdRebuild},
-      {"scrub", CmdScrub},     {"recover", CmdRecover},
+      {"scrub", CmdScrub},     {"recover", CmdRecover}, {"group", CmdGroup},
   };
   auto command = kCommands.find(args[0]);
   if (command != kCommands.end()) return command->second(Args(args.begin() + 1, args.end()));

@@ -25,6 +25,7 @@ ExtentStore::ExtentStore(const ArchiveId& archive_id, std::vector<std::unique_pt
       group_of_disk_[member.disk] = g;
       domain_of_disk_[member.disk] = member.domain;
     }
+    for (uint32_t disk : groups_[g].parity_disks()) group_of_disk_[disk] = g;
   }
 }
 
@@ -53,9 +54,36 @@ void ExtentStore::ReserveExtentIds(uint64_t max_id) {
   }
 }
 
+Result<Redundancy> RedundancyFor(Redundancy asked, const DiskGroup& group) {
+  bool lonestar = group.type() == GroupType::kLoneStar;
+  switch (asked.scheme) {
+    case Redundancy::Scheme::kNone:  // a lonestar group protects whatever it holds
+      if (lonestar) asked.scheme = Redundancy::Scheme::kTwoDimensional;
+      return asked;
+    case Redundancy::Scheme::kTwoDimensional:
+      if (lonestar) return asked;
+      return Status::InvalidArgument(fmt::format("raid=2d keeps each extent whole on one bucket of a lonestar group; "
+                                                 "group {} is a pool (set placement=group=<a lonestar group>)",
+                                                 group.name()));
+    case Redundancy::Scheme::kReedSolomon:
+      if (!lonestar) return asked;
+      return Status::InvalidArgument(fmt::format("raid=rs-{}-{} stripes extents across disks; lonestar group {} keeps "
+                                                 "each whole on one bucket under its parity grid (use raid=2d, or "
+                                                 "mirror-N for copies on N buckets)",
+                                                 asked.data_chunks, asked.parity_chunks, group.name()));
+    case Redundancy::Scheme::kMirror:
+      return asked;
+  }
+  return asked;
+}
+
 Result<ExtentRecord> ExtentStore::WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                                     std::span<const uint8_t> payload, const ExtentEncoding& encoding) {
-  const Redundancy& redundancy = encoding.redundancy;
+  auto group = group_named(encoding.group);
+  if (!group.ok()) return group.status();
+  auto fitted = RedundancyFor(encoding.redundancy, **group);
+  if (!fitted.ok()) return fitted.status();
+  const Redundancy& redundancy = *fitted;
   ExtentRecord record;
   record.id = NewExtentId();
   record.kind = static_cast<int>(kind);
@@ -64,11 +92,10 @@ Result<ExtentRecord> ExtentStore::WriteExtentToDisk(ExtentKind kind, uint64_t in
   record.redundancy = redundancy;
   record.logical_length = encoding.logical_length;
   record.chain_stamp = encoding.chain_stamp;
-  auto group = group_named(encoding.group);
-  if (!group.ok()) return group.status();
   std::vector<std::vector<uint8_t>> chunks = MakeChunks(payload, redundancy);
-  auto reserved = (*group)->Reserve(chunks.size(), chunks[0].size(), redundancy.idr_scramble, {},
-                                          [this](uint32_t disk) { return InService(disk); });
+  PlacementRequest request{chunks.size(), {}, encoding.placement, kind == ExtentKind::kFileSegment ? ino : 0};
+  auto reserved = (*group)->Reserve(request, chunks[0].size(), redundancy.idr_scramble,
+                                    [this](uint32_t disk) { return InService(disk); });
   if (!reserved.ok()) return reserved.status();
   for (size_t i = 0; i < chunks.size(); i++) {
     const ReservedChunk& at = (*reserved)[i];
@@ -119,8 +146,8 @@ Result<ChunkPlacement> ExtentStore::ReserveRelocation(const ExtentRecord& extent
   for (size_t i = 0; i < extent.chunks.size(); i++) {
     if (i != index) used.insert(domain_of_disk_[extent.chunks[i].disk]);
   }
-  auto reserved = group_of(from.disk).Reserve(1, extent.redundancy.ChunkLength(extent.payload_length),
-                                              extent.redundancy.idr_scramble, used,
+  auto reserved = group_of(from.disk).Reserve(PlacementRequest{1, used}, extent.redundancy.ChunkLength(extent.payload_length),
+                                              extent.redundancy.idr_scramble,
                                               [this](uint32_t disk) { return InService(disk); });
   if (!reserved.ok()) {
     return Status::NoSpace(fmt::format(
@@ -154,10 +181,10 @@ Result<std::vector<uint8_t>> ExtentStore::ReadChunk(const ExtentRecord& extent, 
   if (chunk.disk >= stores_.size()) {
     return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, chunk.disk));
   }
-  if (health_.IsOut(chunk.disk)) {
-    return Status::IOError(fmt::format("disk {} is out of service: {}", chunk.disk, health_.missing()[chunk.disk]));
-  }
-  if (health_.AwaitsRebuild(chunk.disk)) {
+  if (!health_.ServesReads(chunk.disk)) {
+    if (health_.IsOut(chunk.disk)) {
+      return Status::IOError(fmt::format("disk {} is out of service: {}", chunk.disk, health_.missing()[chunk.disk]));
+    }
     return Status::IOError(fmt::format("disk {} was replaced and waits for cairn rebuild", chunk.disk));
   }
   const Redundancy& r = extent.redundancy;
@@ -184,7 +211,7 @@ Result<ExtentHeader> ExtentStore::ReadChunkHeader(const ExtentRecord& extent, si
 Result<ExtentHeader> ExtentStore::ReadAnyChunkHeader(const ExtentRecord& extent) {
   Status last = Status::Corruption(fmt::format("extent {}: no chunk header can be read", extent.id));
   for (size_t i = 0; i < extent.chunks.size(); i++) {
-    if (!InService(extent.chunks[i].disk)) continue;
+    if (!health_.ServesReads(extent.chunks[i].disk)) continue;
     auto header = ReadChunkHeader(extent, i);
     if (header.ok()) return header;
     last = header.status();
@@ -205,7 +232,8 @@ Result<bool> ExtentStore::RewriteChunk(const ExtentRecord& extent, size_t index,
     if (!current.ok() && !current.status().IsNotFound()) return current.status();
     if (!current.ok() || index >= current->chunks.size() || !(current->chunks[index] == chunk)) return false;
   }
-  CAIRN_RETURN_IF_ERROR(WriteChunkAt(chunk, HeaderForChunk(header, index, chunk, bytes.size()), bytes));
+  CAIRN_RETURN_IF_ERROR(
+      stores_[chunk.disk]->Rewrite(chunk.locator(), HeaderForChunk(header, index, chunk, bytes.size()), bytes));
   return true;
 }
 
@@ -226,7 +254,7 @@ std::vector<Status> ExtentStore::CheckChunks(const ExtentRecord& extent, ChunkSe
     Status st = bytes.status();
     if (bytes.ok()) (*chunks)[i] = std::move(*bytes);  // good bytes, even if IDR had to mend them
     if (idr_repaired) {
-      st = Status::Corruption("damaged blocks, rebuilt by its intra-disk parity (cairn scrub rewrites them)");
+      st = Status::Corruption("damaged, rebuilt by its intra-disk parity or its group's (cairn scrub rewrites it)");
     }
     out.push_back(st);
   }

@@ -37,7 +37,13 @@ struct ExtentEncoding {
   uint64_t logical_length = 0;  // of the payload the chain was given
   uint32_t members_length = 0;  // the member table ending the logical payload (backend/member_table.h)
   std::string group;            // the disk group its chunks go to (WritePlan::group), "" for the first
+  PlacementHints placement;     // WritePlan::placement, for the group's placer
 };
+
+// The redundancy an extent asking for `asked` gets in `group`: on a lonestar group raid=none
+// is raid=2d (the grid protects what it holds) and rs-K-M is refused; on a pool, 2d is
+// refused. InvalidArgument says why.
+Result<Redundancy> RedundancyFor(Redundancy asked, const DiskGroup& group);
 
 class ExtentStore {
  public:

@@ -362,7 +362,8 @@ Result<uint64_t> Namespace::LookupPath(const std::string& path) {
 Status Namespace::MaybeDelete(uint64_t ino) {
   Catalog& catalog = archive_.catalog();
   auto inode = catalog.GetInode(ino);
-  if (!inode.ok() || inode->nlink > 0 || ino == kRootInode) return Status::OK();
+  if (!inode.ok()) return inode.status().IsNotFound() ? Status::OK() : inode.status();  // gone already
+  if (inode->nlink > 0 || ino == kRootInode) return Status::OK();
   auto live = state_.live.find(ino);
   if (live != state_.live.end() && (live->second.nlookup > 0 || live->second.nopen > 0)) return Status::OK();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {

@@ -40,6 +40,18 @@ Result<std::string> PolicyXattrs::Check(uint64_t ino, const std::string& name, s
     if (!fits.ok()) return refuse(EINVAL, fits.message());
   }
   Catalog& catalog = archive_.catalog();
+  if (*key == PolicyKey::kRaid || *key == PolicyKey::kPlacement) {  // the two must agree for this file
+    auto policy = ResolvePolicy(catalog, ino, archive_.policy_context());
+    if (!policy.ok()) return policy.status();
+    const ResolvedField& raid = policy->Get(PolicyKey::kRaid);
+    bool raid_defaults = *key == PolicyKey::kPlacement && raid.source.starts_with("default");  // follows the group
+    Status fits = raid_defaults ? Status::OK()
+                                : archive_.CheckRaidInGroup(*key == PolicyKey::kRaid ? *canonical : raid.value,
+                                                            *key == PolicyKey::kPlacement
+                                                                ? *canonical
+                                                                : policy->Get(PolicyKey::kPlacement).value);
+    if (!fits.ok()) return refuse(EINVAL, fits.message());
+  }
   if (*key == PolicyKey::kPolicy) {
     PolicyContext context = archive_.policy_context();
     const NamedPolicy* policy = context.rules->FindPolicy(*canonical);
@@ -96,14 +108,19 @@ Result<std::string> PolicyXattrs::Computed(uint64_t ino, const std::string& suff
       if (segment.extent_id != kHoleExtent) {
         auto extent = catalog.GetExtent(segment.extent_id);
         if (!extent.ok()) return extent.status();
-        // Every chunk as its store describes it (diskN@OFFSET), joined by '/', then +LENGTH of
-        // the segment. The segment's own bytes are pointed at when they are stored as they are,
-        // in one chunk.
+        // Every chunk as its store describes it (diskN@OFFSET), after GROUP.bBUCKET@rROWcCOL: on
+        // a lonestar group, joined by '/', then +LENGTH of the segment. The segment's own bytes
+        // are pointed at when they are stored as they are, in one chunk.
         where.clear();
         bool direct = extent->chunks.size() == 1 && extent->chain_stamp.empty();
         for (const ChunkPlacement& chunk : extent->chunks) {
           uint64_t at = direct ? segment.extent_offset : 0;
           std::string place = archive_.store(chunk.disk).Describe(chunk.locator(), at);
+          if (auto [array, position] = archive_.array_of(chunk.disk); array) {
+            const GridGeometry& g = array->geometry();
+            place = fmt::format("{}.b{}@r{}c{}:{}", array->name(), g.bucket(position).value_or(0), g.row(position),
+                                g.column(position), place);
+          }
           where += fmt::format("{}{}", where.empty() ? "" : "/", place);
         }
         where += fmt::format("+{}", segment.length);

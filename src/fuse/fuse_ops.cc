@@ -303,7 +303,11 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bo
     if (plus) {
       // Each readdirplus entry is a lookup reference; take it before replying.
       auto counted = fs.Lookup(ino, entry.name);
-      if (!counted.ok()) continue;
+      if (!counted.ok() && counted.status().sys_errno() == ENOENT) continue;  // removed since it was listed
+      if (!counted.ok()) {  // F5: entries already in the buffer go out; the error, if none did
+        if (used == 0) return ReplyError(req, counted.status(), "readdirplus");
+        break;
+      }
       if (!add(entry.name.c_str(), *counted, static_cast<off_t>(entry.cookie + 2), true)) {
         fs.Forget(counted->ino, 1);  // did not fit: the kernel never saw it (F5)
         break;

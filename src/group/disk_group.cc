@@ -10,25 +10,32 @@ namespace cairn {
 
 std::optional<GroupType> GroupTypeNamed(std::string_view name) {
   if (name == "pool") return GroupType::kPool;
+  if (name == "lonestar") return GroupType::kLoneStar;
   return std::nullopt;
 }
 
-DiskGroup::DiskGroup(std::string name, GroupType type, std::vector<Member> members, std::unique_ptr<Placer> placer)
-    : name_(std::move(name)), type_(type), members_(std::move(members)), placer_(std::move(placer)) {}
+DiskGroup::DiskGroup(std::string name, GroupType type, std::vector<Member> members, std::unique_ptr<Placer> placer,
+                     std::vector<uint32_t> parity_disks)
+    : name_(std::move(name)),
+      type_(type),
+      members_(std::move(members)),
+      placer_(std::move(placer)),
+      parity_disks_(std::move(parity_disks)) {}
 
 bool DiskGroup::Contains(uint32_t disk) const {
   return std::any_of(members_.begin(), members_.end(), [&](const Member& m) { return m.disk == disk; });
 }
 
-Result<std::vector<ReservedChunk>> DiskGroup::Reserve(size_t chunks, uint64_t chunk_length, uint8_t idr_scramble,
-                                                      const std::set<std::string>& avoid_domains,
+Result<std::vector<ReservedChunk>> DiskGroup::Reserve(const PlacementRequest& request, uint64_t chunk_length,
+                                                      uint8_t idr_scramble,
                                                       const std::function<bool(uint32_t)>& in_service) const {
+  const size_t chunks = request.chunks;
   std::vector<const Member*> available;
   std::vector<PlacementCandidate> candidates;
   for (const Member& m : members_) {
     if (!in_service(m.disk)) continue;
     available.push_back(&m);
-    candidates.push_back({m.domain, m.store->free_bytes()});
+    candidates.push_back({m.domain, m.store->free_bytes(), m.disk});
   }
   std::vector<ReservedChunk> reserved;
   std::vector<ChunkStore*> reserved_on;
@@ -39,7 +46,7 @@ Result<std::vector<ReservedChunk>> DiskGroup::Reserve(size_t chunks, uint64_t ch
     reserved_on.push_back(available[i]->store);
     return true;
   };
-  placer_->Place(PlacementRequest{chunks, avoid_domains}, candidates, reserve);
+  placer_->Place(request, candidates, reserve);
   if (reserved.size() == chunks) return reserved;
   for (size_t i = 0; i < reserved.size(); i++) {
     Status released = reserved_on[i]->Release(reserved[i].locator);

@@ -20,8 +20,11 @@
 
 namespace cairn {
 
-enum class GroupType { kPool };
-// The type a cairn.conf group.NAME.type value names ("pool"), if any.
+enum class GroupType {
+  kPool,      // plain disks: an extent's chunks on distinct failure domains, as raid= asks
+  kLoneStar,  // a 2-D parity grid (array/): each extent whole on one bucket, the grid protects it
+};
+// The type a cairn.conf group.NAME.type value names ("pool", "lonestar"), if any.
 std::optional<GroupType> GroupTypeNamed(std::string_view name);
 
 // The group of an archive whose cairn.conf names none: every disk, type pool.
@@ -40,11 +43,14 @@ class DiskGroup {
     ChunkStore* store;   // owned by the archive, outlives the group
     std::string domain;  // its failure domain
   };
-  DiskGroup(std::string name, GroupType type, std::vector<Member> members, std::unique_ptr<Placer> placer);
+  // `parity_disks`: disks of the group that take no chunks (a lonestar group's parity).
+  DiskGroup(std::string name, GroupType type, std::vector<Member> members, std::unique_ptr<Placer> placer,
+            std::vector<uint32_t> parity_disks = {});
 
   const std::string& name() const { return name_; }
   GroupType type() const { return type_; }
   const std::vector<Member>& members() const { return members_; }
+  const std::vector<uint32_t>& parity_disks() const { return parity_disks_; }
   bool Contains(uint32_t disk) const;
 
   // Reserves room for `chunks` chunks of `chunk_length` bytes (intra-disk parity
@@ -52,8 +58,8 @@ class DiskGroup {
   // none of which is in `avoid_domains`. NoSpace saying how many were found when they do
   // not all fit; then nothing stays reserved. The reservations are the caller's (release
   // them through the stores, or commit them to the catalog).
-  Result<std::vector<ReservedChunk>> Reserve(size_t chunks, uint64_t chunk_length, uint8_t idr_scramble,
-                                             const std::set<std::string>& avoid_domains,
+  Result<std::vector<ReservedChunk>> Reserve(const PlacementRequest& request, uint64_t chunk_length,
+                                             uint8_t idr_scramble,
                                              const std::function<bool(uint32_t)>& in_service) const;
 
   uint64_t free_bytes() const;
@@ -64,6 +70,7 @@ class DiskGroup {
   GroupType type_;
   std::vector<Member> members_;
   std::unique_ptr<Placer> placer_;
+  std::vector<uint32_t> parity_disks_;
 };
 
 }  // namespace cairn

@@ -29,6 +29,17 @@ std::set<uint32_t> DiskHealth::awaiting_rebuild() const {
   return awaiting_rebuild_;
 }
 
+void DiskHealth::SetRebuiltBelow(std::set<uint32_t> disks) {
+  std::lock_guard lock(mutex_);
+  rebuilt_below_ = std::move(disks);
+}
+
+bool DiskHealth::ServesReads(size_t disk) const {
+  std::lock_guard lock(mutex_);
+  return rebuilt_below_.contains(static_cast<uint32_t>(disk)) ||
+         (!missing_.contains(disk) && !awaiting_rebuild_.contains(static_cast<uint32_t>(disk)));
+}
+
 bool DiskHealth::AwaitsRebuild(size_t disk) const {
   std::lock_guard lock(mutex_);
   return awaiting_rebuild_.contains(static_cast<uint32_t>(disk));

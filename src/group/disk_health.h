@@ -27,11 +27,16 @@ class DiskHealth {
   bool AwaitsRebuild(size_t disk) const;
   // Neither out nor awaiting rebuild: takes new chunks and serves reads.
   bool InService(size_t disk) const { return !IsOut(disk) && !AwaitsRebuild(disk); }
+  // Disks whose reads the redundancy below them rebuilds when they are out or not rebuilt
+  // yet (buckets of a lonestar group): they serve reads whatever their state.
+  void SetRebuiltBelow(std::set<uint32_t> disks);
+  bool ServesReads(size_t disk) const;
 
  private:
   mutable std::mutex mutex_;
   std::map<size_t, std::string> missing_;  // guarded by mutex_
   std::set<uint32_t> awaiting_rebuild_;    // guarded by mutex_
+  std::set<uint32_t> rebuilt_below_;       // guarded by mutex_
 };
 
 }  // namespace cairn

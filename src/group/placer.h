@@ -16,12 +16,24 @@ namespace cairn {
 struct PlacementCandidate {
   std::string domain;       // its failure domain
   uint64_t free_bytes = 0;  // room left on it
+  uint32_t disk = 0;        // its index in the archive
+};
+
+// Where placement=... asks a file's extents to go, besides its group.
+struct PlacementHints {
+  std::string tier;      // tier=NAME: disks of that tier; "" for any
+  std::string pack_tag;  // pack=TAG: small files of one tag are packed together; "" for none
+  bool operator==(const PlacementHints&) const = default;
 };
 
 struct PlacementRequest {
   size_t chunks = 0;  // chunks to place, each in a failure domain of its own
   // Domains that already hold a chunk of the extent (a relocated or rebuilt chunk).
   std::set<std::string> avoid_domains;
+  PlacementHints hints;
+  // Extents with the same affinity (the inode of the file they hold; 0: none) belong
+  // together: a placer that keeps data together puts them on the same disks while it can.
+  uint64_t affinity = 0;
 };
 
 class Placer {
@@ -35,7 +47,8 @@ class Placer {
                                     const std::function<bool(size_t)>& reserve) const = 0;
 };
 
-// Most free space first (ties: the earlier candidate), so the disks fill evenly.
+// Most free space first (ties: the earlier candidate), so the disks fill evenly. Hints and
+// affinity do not matter to it.
 class FillBalancedPlacer : public Placer {
  public:
   std::vector<size_t> Place(const PlacementRequest& request, std::span<const PlacementCandidate> candidates,

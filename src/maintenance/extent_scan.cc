@@ -7,65 +7,34 @@
 namespace cairn {
 namespace {
 
-constexpr uint64_t kWindow = 1 << 20;  // bytes read at a time
-
 struct FoundChunk {
   uint32_t disk;
-  uint64_t offset;
+  ChunkLocator locator;
   ExtentHeader header;
 };
 
-// Appends the chunks of `disk` to `found`; damaged headers to `problems`.
+// Appends the chunks of disk `index` to `found`; damaged headers to `problems`.
 void ScanDisk(Archive& archive, uint32_t index, std::map<uint64_t, std::vector<FoundChunk>>& found,
               ExtentScan& scan, const std::function<void(size_t, uint64_t)>& progress) {
-  Disk& disk = archive.disk(index);
-  uint64_t size = disk.Size() / kBlockSize * kBlockSize;
-  std::vector<uint8_t> window(kWindow);
-  uint64_t window_start = 0, window_length = 0;
-  for (uint64_t at = kBlockSize; at + kExtentHeaderSize <= size;) {
-    if (at < window_start || at + kExtentHeaderSize > window_start + window_length) {
-      window_start = at;
-      window_length = std::min<uint64_t>(kWindow, size - at);
-      Status st = disk.ReadAt(at, std::span(window).first(window_length));
-      if (!st.ok()) {  // read what can be read, a block at a time
-        scan.problems.push_back(fmt::format("disk {} offset {}: unreadable ({}); skipped {} bytes", index, at,
-                                            st.message(), window_length));
-        at += window_length;
-        window_length = 0;
-        continue;
-      }
-      if (progress) progress(index, at);
-    }
-    std::span<const uint8_t> block(window.data() + (at - window_start), kExtentHeaderSize);
-    if (std::memcmp(block.data(), kExtentMagic, sizeof(kExtentMagic)) != 0) {
-      at += kBlockSize;
-      continue;
-    }
-    std::string where = fmt::format("disk {} offset {}", index, at);
-    auto header = DecodeExtentHeader(block, where);
-    if (!header.ok()) {
-      scan.problems.push_back(fmt::format("{}: damaged extent header, skipped: {}", where, header.status().message()));
-      at += kBlockSize;
-      continue;
-    }
-    if (header->archive_id != archive.id()) {  // a disk image stored in the archive, say
-      at += kBlockSize;
-      continue;
-    }
-    scan.chunks++;
-    scan.max_extent_id = std::max(scan.max_extent_id, header->extent_id);
-    uint64_t allocation = ExtentAllocation(header->payload_length, header->redundancy.idr_scramble);
-    found[header->extent_id].push_back({index, at, std::move(*header)});
-    at += std::max<uint64_t>(allocation, kBlockSize);
-  }
+  archive.store(index).ScanChunks(
+      [&](const ChunkLocator& locator, ExtentHeader header) {
+        if (header.archive_id != archive.id()) return;  // a disk image stored in the archive, say
+        scan.chunks++;
+        scan.max_extent_id = std::max(scan.max_extent_id, header.extent_id);
+        found[header.extent_id].push_back({index, locator, std::move(header)});
+      },
+      [&](const std::string& problem) { scan.problems.push_back(problem); },
+      [&](uint64_t bytes) {
+        if (progress) progress(index, bytes);
+      });
 }
 
 // The extent record of `chunks` (all claiming the same extent id).
-FoundExtent Assemble(uint64_t id, const std::vector<FoundChunk>& chunks) {
+FoundExtent Assemble(Archive& archive, uint64_t id, const std::vector<FoundChunk>& chunks) {
   const ExtentHeader& first = chunks.front().header;
   FoundExtent out;
   out.header = first;
-  out.where = fmt::format("disk {} offset {}", chunks.front().disk, chunks.front().offset);
+  out.where = archive.store(chunks.front().disk).Locate(chunks.front().locator);
   ExtentRecord& record = out.record;
   record.id = id;
   record.kind = static_cast<int>(first.kind);
@@ -85,8 +54,7 @@ FoundExtent Assemble(uint64_t id, const std::vector<FoundChunk>& chunks) {
       continue;  // a stale copy (a chunk moved by a rebuild) or a conflicting header
     }
     have[index] = true;
-    record.chunks[index] = {chunk.disk, chunk.offset, ExtentAllocation(h.payload_length, h.redundancy.idr_scramble),
-                            h.payload_crc, h.digest};
+    record.chunks[index] = ChunkPlacement::At(chunk.disk, chunk.locator, h.payload_crc, h.digest);
   }
   for (size_t i = 0; i < have.size(); i++) {
     if (!have[i]) out.missing += fmt::format("{}{}", out.missing.empty() ? "" : ", ", i);
@@ -106,7 +74,7 @@ ExtentScan ScanDisks(Archive& archive, const std::function<void(size_t, uint64_t
     }
     ScanDisk(archive, static_cast<uint32_t>(i), found, scan, progress);
   }
-  for (const auto& [id, chunks] : found) scan.extents[id] = Assemble(id, chunks);
+  for (const auto& [id, chunks] : found) scan.extents[id] = Assemble(archive, id, chunks);
   return scan;
 }
 

@@ -176,11 +176,7 @@ struct Checker {
   }
 
   void CheckPlacement(const std::map<uint64_t, ExtentRecord>& extents) {
-    struct Owner {
-      uint64_t extent;
-      uint64_t end;
-    };
-    std::map<uint32_t, std::map<uint64_t, Owner>> by_disk;
+    std::map<uint32_t, std::vector<PlacedChunk>> by_disk;
     for (const auto& [id, e] : extents) {
       std::set<std::string> domains;
       for (const ChunkPlacement& c : e.chunks) {
@@ -192,22 +188,11 @@ struct Checker {
           Problem("extent {} has two chunks in failure domain {} (disk {})", id, archive.DomainOf(c.disk), c.disk);
         }
         if (archive.missing_disks().contains(c.disk)) continue;
-        uint64_t disk_size = archive.disk(c.disk).Size();
-        if (c.offset > disk_size || c.alloc_length > disk_size - c.offset) {
-          Problem("extent {} at disk {} offset {} (+{}) is outside the disk", id, c.disk, c.offset, c.alloc_length);
-        }
-        by_disk[c.disk][c.offset] = Owner{id, c.offset + c.alloc_length};
+        by_disk[c.disk].push_back({id, c.locator()});
       }
     }
-    for (const auto& [disk, map] : by_disk) {
-      const Owner* previous = nullptr;
-      for (const auto& [offset, owner] : map) {
-        if (previous && previous->end > offset) {
-          Problem("extents {} and {} overlap on disk {} at {} (double-owned space)", previous->extent, owner.extent,
-                  disk, offset);
-        }
-        previous = &owner;
-      }
+    for (const auto& [disk, chunks] : by_disk) {
+      archive.store(disk).CheckLayout(chunks, [&](const std::string& problem) { Problem("{}", problem); });
     }
   }
 
@@ -245,6 +230,21 @@ struct Checker {
     report.extents = extents.size();
   }
 
+  // Every parity relation of a lonestar group, and the ranges that wait to be rebuilt.
+  void CheckArray(LoneStarArray& array) {
+    for (const auto& [position, ranges] : array.defects()) {
+      Problem("lonestar group {}: disk {}: {} bytes wait for cairn rebuild", array.name(), array.disk_of(position),
+              ranges.bytes());
+    }
+    auto checked = array.CheckParity({array.data_start(), array.data_end() - array.data_start()}, /*repair=*/false);
+    if (!checked.ok()) {
+      Problem("lonestar group {}: parity not checked: {}", array.name(), checked.status().message());
+      return;
+    }
+    for (const std::string& mismatch : checked->mismatches) Problem("{} (cairn scrub recomputes it)", mismatch);
+    report.parity_bytes_checked += checked->bytes_checked;
+  }
+
   void CheckCache(const std::map<uint64_t, InodeRecord>& inodes) {
     archive.cache().ForEach([&](uint64_t ino, uint64_t, int64_t) {
       if (!inodes.contains(ino)) {
@@ -266,6 +266,7 @@ FsckReport CheckArchive(Archive& archive, const std::function<void(uint64_t, uin
   checker.CheckNamespace(inodes);
   checker.CheckExtentsAndSegments(inodes);
   checker.VerifyExtentData(progress);
+  for (const auto& array : archive.arrays()) checker.CheckArray(*array);
   checker.CheckCache(inodes);
   return checker.report;
 }

@@ -18,6 +18,7 @@ struct FsckReport {
   uint64_t inodes = 0;
   uint64_t extents = 0;
   uint64_t bytes_verified = 0;
+  uint64_t parity_bytes_checked = 0;  // of lonestar groups' disks, read to check their parity
   bool clean() const { return problems.empty(); }
 };
 

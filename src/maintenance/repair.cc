@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "catalog/record_checks.h"
+#include "maintenance/array_repair.h"
+#include "maintenance/repair_pace.h"
 #include "redundancy/striping.h"
 #include "util/clock.h"
 #include "util/coding.h"
@@ -23,6 +25,11 @@ namespace {
 // Catalog meta keys: where an interrupted scrub or rebuild continues.
 constexpr const char* kScrubCursor = "scrub_cursor";      // last extent id scrubbed
 constexpr const char* kRebuildCursor = "rebuild_cursor";  // "<replaced disks> <disk> <position>", see PlanTasks
+
+std::set<uint32_t> WithoutArrays(const Archive& archive, std::set<uint32_t> disks) {
+  std::erase_if(disks, [&](uint32_t d) { return archive.array_of(d).first != nullptr; });
+  return disks;
+}
 
 // One extent to repair. A rebuild orders them by where a lost chunk lies (on a replaced disk
 // if there is one, a position that never changes): the order chunks were allocated, so every
@@ -51,9 +58,13 @@ struct BatchWrites {
 
 class Repairer {
  public:
+  // Disks of lonestar groups are left out: their arrays rebuild them in place (array_repair.h).
   Repairer(Archive& archive, const RepairOptions& options)
-      : archive_(archive), options_(options), awaiting_(archive.awaiting_rebuild()), lost_disks_(awaiting_) {
-    for (const auto& [disk, why] : archive.missing_disks()) lost_disks_.insert(static_cast<uint32_t>(disk));
+      : archive_(archive), options_(options), awaiting_(WithoutArrays(archive, archive.awaiting_rebuild())),
+        lost_disks_(awaiting_) {
+    for (const auto& [disk, why] : archive.missing_disks()) {
+      if (!archive.array_of(disk).first) lost_disks_.insert(static_cast<uint32_t>(disk));
+    }
   }
 
   Result<RepairReport> Run();
@@ -68,11 +79,11 @@ class Repairer {
   Result<bool> StillCurrent(const ExtentRecord& extent);
   Status Commit(BatchWrites& writes, const std::string& cursor);
   void RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes);
-  bool Stopping() const { return options_.should_stop && options_.should_stop(); }
-  void Throttle(int64_t start);
+  bool Stopping() const { return pace_.Stopping(); }
 
   Archive& archive_;
   const RepairOptions& options_;
+  const RepairPace pace_{options_};
   const std::set<uint32_t> awaiting_;  // replaced disks: chunks rewritten in place
   std::set<uint32_t> lost_disks_;      // those and the missing disks
   std::mutex mutex_;  // guards report_, stop_error_ and the BatchWrites while workers run
@@ -324,15 +335,6 @@ void Repairer::RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, Batc
 }
 
 // Sleeps while reading is ahead of options_.rate, waking to notice a stop.
-void Repairer::Throttle(int64_t start) {
-  if (options_.rate == 0) return;
-  double due = start + report_.bytes_read * 1e9 / static_cast<double>(options_.rate);
-  while (!Stopping() && due > static_cast<double>(NowNs())) {
-    std::this_thread::sleep_for(std::chrono::nanoseconds(
-        static_cast<int64_t>(std::min(due - static_cast<double>(NowNs()), 100e6))));
-  }
-}
-
 Result<RepairReport> Repairer::Run() {
   std::string cursor;
   {
@@ -344,12 +346,11 @@ Result<RepairReport> Repairer::Run() {
   auto planned = PlanTasks(cursor);
   if (!planned.ok()) return planned.status();
   std::vector<Task> tasks = std::move(*planned);
-  const int64_t start = NowNs();
   report_.finished = true;
   bool failures = false;  // then the cursor stays before the first one: the next run retries it
   BatchWrites writes;
   for (size_t begin = 0; begin < tasks.size();) {
-    if (Stopping() || (options_.budget_ns > 0 && NowNs() - start > options_.budget_ns)) {
+    if (pace_.Over()) {
       report_.finished = false;
       break;
     }
@@ -374,7 +375,7 @@ Result<RepairReport> Repairer::Run() {
       report_.finished = false;  // cancelled; the next run continues after this batch
       break;
     }
-    Throttle(start);
+    pace_.Throttle(report_.bytes_read);
   }
   // A complete pass starts from the beginning next time.
   if (report_.finished && !failures) CAIRN_RETURN_IF_ERROR(Commit(writes, ""));
@@ -384,22 +385,37 @@ Result<RepairReport> Repairer::Run() {
 }  // namespace
 
 Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options) {
-  return Repairer(archive, options).Run();
+  RepairReport arrays;
+  // A rebuild first fills the lonestar disks from their parity (the chunks of pool disks
+  // come from other chunks); a scrub checks every chunk, then every parity relation.
+  if (options.rebuild) CAIRN_RETURN_IF_ERROR(RebuildArrays(archive, options, &arrays));
+  auto report = Repairer(archive, options).Run();
+  if (!report.ok()) return report;
+  if (!options.rebuild && report->finished) CAIRN_RETURN_IF_ERROR(ScrubArrays(archive, options, &arrays));
+  report->bytes_read += arrays.bytes_read;
+  report->parity_bad += arrays.parity_bad;
+  report->parity_repaired += arrays.parity_repaired;
+  report->array_bytes_rebuilt += arrays.array_bytes_rebuilt;
+  report->problems.insert(report->problems.end(), arrays.problems.begin(), arrays.problems.end());
+  report->finished = report->finished && arrays.finished;
+  return report;
 }
 
 std::string RepairReportLine(const RepairReport& r) {
-  return fmt::format("report {} {} {} {} {} {} {}", r.extents_total, r.extents_done, r.bytes_read, r.chunks_bad,
-                     r.chunks_repaired, r.extents_lost, r.finished ? 1 : 0);
+  return fmt::format("report {} {} {} {} {} {} {} {} {} {}", r.extents_total, r.extents_done, r.bytes_read,
+                     r.chunks_bad, r.chunks_repaired, r.extents_lost, r.finished ? 1 : 0, r.parity_bad,
+                     r.parity_repaired, r.array_bytes_rebuilt);
 }
 
 bool ParseRepairReportLine(const std::string& line, RepairReport* r) {
-  unsigned long long total, done, bytes, bad, repaired, lost;
+  unsigned long long total, done, bytes, bad, repaired, lost, parity_bad, parity_repaired, rebuilt;
   int finished;
-  if (std::sscanf(line.c_str(), "report %llu %llu %llu %llu %llu %llu %d", &total, &done, &bytes, &bad, &repaired,
-                  &lost, &finished) != 7) {
+  if (std::sscanf(line.c_str(), "report %llu %llu %llu %llu %llu %llu %d %llu %llu %llu", &total, &done, &bytes, &bad,
+                  &repaired, &lost, &finished, &parity_bad, &parity_repaired, &rebuilt) != 10) {
     return false;
   }
-  *r = RepairReport{total, done, bytes, bad, repaired, lost, std::move(r->problems), finished != 0};
+  *r = RepairReport{total, done, bytes, bad, repaired, lost, std::move(r->problems), finished != 0, parity_bad,
+                    parity_repaired, rebuilt};
   return true;
 }
 

@@ -22,6 +22,9 @@ struct RepairReport {
   uint64_t extents_lost = 0;     // too few good chunks: listed in `problems`
   std::vector<std::string> problems;
   bool finished = false;         // false when it stopped early (budget, cancelled, unmounting)
+  uint64_t parity_bad = 0;       // lonestar parity ranges that did not XOR to zero (scrub)
+  uint64_t parity_repaired = 0;  // of those, recomputed from their group
+  uint64_t array_bytes_rebuilt = 0;  // of lonestar disks, rebuilt from their parity groups (rebuild)
 };
 
 struct RepairOptions {

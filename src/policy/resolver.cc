@@ -1,5 +1,7 @@
 #include "policy/resolver.h"
 
+#include "policy/write_plan.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -255,6 +257,17 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
       break;
     }
     policy.fields.push_back(std::move(field));
+  }
+  // A lonestar group protects what it holds with its parity grid: raid=2d is its default.
+  ResolvedField& raid = policy.fields[static_cast<size_t>(PolicyKey::kRaid)];
+  if (raid.source == "default" && !context.lonestar_groups.empty()) {
+    std::string group;
+    PlacementHints hints;
+    Status parsed = ParsePlacement(policy.Get(PolicyKey::kPlacement).value, group, hints);
+    if (parsed.ok() && context.lonestar_groups.contains(group.empty() ? context.first_group : group)) {
+      raid.value = "2d";
+      raid.source = "default:lonestar";
+    }
   }
   return policy;
 }

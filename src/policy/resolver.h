@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ struct ResolvedPolicy {
 struct PolicyContext {
   std::shared_ptr<const RuleSet> rules;
   uint64_t default_segment_size = 4 << 20;
+  // The disk group new data goes to without placement=group=, and the lonestar groups:
+  // raid=2d is the default of a file that goes to one of those.
+  std::string first_group;
+  std::set<std::string> lonestar_groups;
 };
 
 // REQUIRES: the caller serializes catalog access.

@@ -53,7 +53,7 @@ Result<std::string> CheckRaid(std::string_view v) {
     }
     return fmt::format("rs-{}-{}", k, parity);
   }
-  if (v == "2d") return NotYet(PolicyKey::kRaid, v, "there is no lonestar disk group yet");
+  if (v == "2d") return std::string(v);
   return Bad(PolicyKey::kRaid, v, kAllowed);
 }
 

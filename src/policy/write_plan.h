@@ -10,17 +10,11 @@
 
 #include "cairn/status.h"
 #include "codec/transform_chain.h"
+#include "group/placer.h"
 #include "policy/resolver.h"
 #include "redundancy/redundancy.h"
 
 namespace cairn {
-
-// Where placement=... asks a file's extents to go, besides its group.
-struct PlacementHints {
-  std::string tier;      // tier=NAME: disks of that tier; "" for any
-  std::string pack_tag;  // pack=TAG: small files of one tag are packed together; "" for none
-  bool operator==(const PlacementHints&) const = default;
-};
 
 struct WritePlan {
   uint64_t segment_size = 0;

@@ -14,8 +14,9 @@ Status CheckRedundancy(const Redundancy& r) {
   };
   switch (r.scheme) {
     case Redundancy::Scheme::kNone:
-      if (r.data_chunks != 1) return bad("data_chunks", r.data_chunks, "1 for none");
-      if (r.parity_chunks != 0) return bad("parity_chunks", r.parity_chunks, "0 for none");
+    case Redundancy::Scheme::kTwoDimensional:
+      if (r.data_chunks != 1) return bad("data_chunks", r.data_chunks, "1 for none and 2d");
+      if (r.parity_chunks != 0) return bad("parity_chunks", r.parity_chunks, "0 for none and 2d");
       break;
     case Redundancy::Scheme::kMirror:
       if (r.data_chunks != 1) return bad("data_chunks", r.data_chunks, "1 for mirror");
@@ -32,7 +33,7 @@ Status CheckRedundancy(const Redundancy& r) {
       }
       break;
     default:
-      return Status::Corruption(fmt::format("unknown redundancy scheme {} (0 none, 1 mirror, 2 rs)",
+      return Status::Corruption(fmt::format("unknown redundancy scheme {} (0 none, 1 mirror, 2 rs, 3 2d)",
                                             static_cast<int>(r.scheme)));
   }
   if (r.idr_scramble > kIdrMaxScramble) return bad("idr_scramble", r.idr_scramble, "0..64");

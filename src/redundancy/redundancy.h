@@ -17,6 +17,7 @@ struct Redundancy {
     kNone = 0,         // one chunk: the payload
     kMirror = 1,       // 1 + parity_chunks identical copies
     kReedSolomon = 2,  // data_chunks slices + parity_chunks Cauchy RS parity (isa-l)
+    kTwoDimensional = 3,  // one chunk, the payload, on a bucket of a lonestar group (its parity grid protects it)
   };
   Scheme scheme = Scheme::kNone;
   uint8_t data_chunks = 1;
@@ -31,7 +32,7 @@ struct Redundancy {
 constexpr uint8_t kMaxMirrorCopies = 8;  // mirror-2 .. mirror-8
 
 // Corruption naming the field unless `r` is a scheme this build knows with its fields in
-// range: none is 1 + 0 chunks, mirror 1 + 1..7, rs-K-M K 1..128 and M 1..32, idr_scramble
+// range: none and 2d are 1 + 0 chunks, mirror 1 + 1..7, rs-K-M K 1..128 and M 1..32, idr_scramble
 // 0..64, a known checksum. Then chunk_count() >= 1 and ChunkLength() cannot divide by zero.
 Status CheckRedundancy(const Redundancy& r);
 

@@ -42,6 +42,8 @@ Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr, 
   Redundancy r;
   uint64_t a = 0, b = 0;
   if (raid == "none") {
+  } else if (raid == "2d") {
+    r.scheme = Redundancy::Scheme::kTwoDimensional;
   } else if (raid.starts_with("mirror-") && ParseNumbers(raid.substr(7), {&a}) && a >= 2 && a <= kMaxMirrorCopies) {
     r.scheme = Redundancy::Scheme::kMirror;
     r.parity_chunks = static_cast<uint8_t>(a - 1);
@@ -51,7 +53,7 @@ Result<Redundancy> ParseRedundancy(std::string_view raid, std::string_view idr, 
     r.data_chunks = static_cast<uint8_t>(a);
     r.parity_chunks = static_cast<uint8_t>(b);
   } else {
-    return Status::InvalidArgument(fmt::format("raid={} is not none, mirror-N or rs-K-M", raid));
+    return Status::InvalidArgument(fmt::format("raid={} is not none, mirror-N, rs-K-M or 2d", raid));
   }
   auto params = ParseIdr(idr);
   if (!params.ok()) return params.status();

@@ -1,11 +1,19 @@
 #include "store/block_chunk_store.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace cairn {
 
 BlockChunkStore::BlockChunkStore(uint32_t index, std::unique_ptr<Disk> disk, uint64_t data_start, uint64_t data_end)
-    : index_(index), name_(fmt::format("disk {}", index)), disk_(std::move(disk)), allocator_(data_start, data_end) {}
+    : index_(index),
+      name_(fmt::format("disk {}", index)),
+      disk_(std::move(disk)),
+      data_start_(data_start),
+      data_end_(data_end),
+      allocator_(data_start, data_end) {}
 
 std::optional<ChunkLocator> BlockChunkStore::Reserve(uint64_t chunk_length, uint8_t idr_scramble) {
   uint64_t length = ExtentAllocation(chunk_length, idr_scramble);
@@ -50,15 +58,112 @@ Status BlockChunkStore::Write(const ChunkLocator& chunk, const ExtentHeader& hea
   return WriteExtent(*disk_, chunk.address, header, payload);
 }
 
+Status BlockChunkStore::Rewrite(const ChunkLocator& chunk, const ExtentHeader& header,
+                                std::span<const uint8_t> payload) {
+  std::vector<uint8_t> bytes = EncodeExtent(header, payload);
+  if (bytes.size() > chunk.length) {
+    return Status::InvalidArgument(fmt::format("{}: chunk of {} bytes does not fit the {} bytes it had at offset {}",
+                                               name_, bytes.size(), chunk.length, chunk.address));
+  }
+  return disk_->Rewrite(chunk.address, bytes);
+}
+
+namespace {
+
+// A disk as the redundancy below it rebuilds it, for reading.
+class RebuiltReads final : public Disk {
+ public:
+  explicit RebuiltReads(Disk& disk) : disk_(disk) {}
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override { return disk_.ReadRebuilt(offset, dst); }
+  Status WriteAt(uint64_t, std::span<const uint8_t>) override { return ReadOnly(); }
+  Status Sync() override { return ReadOnly(); }
+  Status Discard(uint64_t, uint64_t) override { return ReadOnly(); }
+  uint64_t Size() const override { return disk_.Size(); }
+  uint32_t SectorSize() const override { return disk_.SectorSize(); }
+  const std::string& Name() const override { return disk_.Name(); }
+
+ private:
+  Status ReadOnly() const { return Status::NotSupported(fmt::format("{}: rebuilt for reading only", Name())); }
+  Disk& disk_;
+};
+
+}  // namespace
+
 Result<std::vector<uint8_t>> BlockChunkStore::Read(const ChunkLocator& chunk, const ExtentExpectation& expect,
                                                    std::vector<uint64_t>* repaired, ExtentHeader* header) {
-  return ReadExtent(*disk_, chunk.address, expect, repaired, header);
+  auto read = ReadExtent(*disk_, chunk.address, expect, repaired, header);
+  if (read.ok() || read.status().code() == Status::Code::kNotFound) return read;
+  RebuiltReads rebuilt(*disk_);
+  auto again = ReadExtent(rebuilt, chunk.address, expect, nullptr, header);
+  if (!again.ok()) return read;  // NotSupported (nothing below the disk), or no better: the first answer
+  if (repaired) repaired->push_back(0);  // good bytes from a bad spot: the caller rewrites the chunk
+  return again;
 }
 
 Result<ExtentHeader> BlockChunkStore::ReadHeader(const ChunkLocator& chunk) {
   std::vector<uint8_t> block(kExtentHeaderSize);
   CAIRN_RETURN_IF_ERROR(disk_->ReadAt(chunk.address, block));
   return DecodeExtentHeader(block, fmt::format("{} offset {}", disk_->Name(), chunk.address));
+}
+
+void BlockChunkStore::CheckLayout(std::span<const PlacedChunk> chunks,
+                                  const std::function<void(const std::string&)>& problem) const {
+  std::vector<PlacedChunk> sorted(chunks.begin(), chunks.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const PlacedChunk& a, const PlacedChunk& b) { return a.locator.address < b.locator.address; });
+  const PlacedChunk* previous = nullptr;
+  for (const PlacedChunk& c : sorted) {
+    const ChunkLocator& at = c.locator;
+    if (at.address < data_start_ || at.address > data_end_ || at.length > data_end_ - at.address) {
+      problem(fmt::format("extent {} at {} (+{}) is outside the disk", c.extent_id, Locate(at), at.length));
+    }
+    if (previous && previous->locator.address + previous->locator.length > at.address) {
+      problem(fmt::format("extents {} and {} overlap on {} at {} (double-owned space)", previous->extent_id,
+                          c.extent_id, name_, at.address));
+    }
+    previous = &c;
+  }
+}
+
+void BlockChunkStore::ScanChunks(const std::function<void(const ChunkLocator&, ExtentHeader)>& found,
+                                 const std::function<void(const std::string&)>& problem,
+                                 const std::function<void(uint64_t)>& progress) {
+  constexpr uint64_t kWindow = 1 << 20;  // bytes read at a time
+  std::vector<uint8_t> window(kWindow);
+  uint64_t window_start = 0, window_length = 0;
+  for (uint64_t at = data_start_; at + kExtentHeaderSize <= data_end_;) {
+    if (at < window_start || at + kExtentHeaderSize > window_start + window_length) {
+      window_start = at;
+      window_length = std::min<uint64_t>(kWindow, data_end_ - at);
+      Status st = disk_->ReadAt(at, std::span(window).first(window_length));
+      if (!st.ok()) {
+        problem(fmt::format("{} offset {}: unreadable ({}); skipped {} bytes", name_, at, st.message(), window_length));
+        at += window_length;
+        window_length = 0;
+        continue;
+      }
+      if (progress) progress(at - data_start_);
+    }
+    std::span<const uint8_t> block(window.data() + (at - window_start), kExtentHeaderSize);
+    if (std::memcmp(block.data(), kExtentMagic, sizeof(kExtentMagic)) != 0) {
+      at += kBlockSize;
+      continue;
+    }
+    std::string where = Locate(ChunkLocator{at, kBlockSize});
+    auto header = DecodeExtentHeader(block, where);
+    if (!header.ok()) {
+      problem(fmt::format("{}: damaged extent header, skipped: {}", where, header.status().message()));
+      at += kBlockSize;
+      continue;
+    }
+    uint64_t allocation = ExtentAllocation(header->payload_length, header->redundancy.idr_scramble);
+    found(ChunkLocator{at, allocation}, std::move(*header));
+    at += std::max<uint64_t>(allocation, kBlockSize);
+  }
+}
+
+std::string BlockChunkStore::Locate(const ChunkLocator& chunk) const {
+  return fmt::format("{} offset {}", name_, chunk.address);
 }
 
 std::string BlockChunkStore::Describe(const ChunkLocator& chunk, uint64_t payload_offset) const {

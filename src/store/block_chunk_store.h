@@ -27,11 +27,18 @@ class BlockChunkStore : public ChunkStore {
   uint64_t capacity() const override;
 
   Status Write(const ChunkLocator& chunk, const ExtentHeader& header, std::span<const uint8_t> payload) override;
+  Status Rewrite(const ChunkLocator& chunk, const ExtentHeader& header, std::span<const uint8_t> payload) override;
   Result<std::vector<uint8_t>> Read(const ChunkLocator& chunk, const ExtentExpectation& expect,
                                     std::vector<uint64_t>* repaired, ExtentHeader* header) override;
   Result<ExtentHeader> ReadHeader(const ChunkLocator& chunk) override;
   Status Sync() override { return disk_->Sync(); }
   std::string Describe(const ChunkLocator& chunk, uint64_t payload_offset) const override;
+  std::string Locate(const ChunkLocator& chunk) const override;
+  void CheckLayout(std::span<const PlacedChunk> chunks,
+                   const std::function<void(const std::string&)>& problem) const override;
+  void ScanChunks(const std::function<void(const ChunkLocator&, ExtentHeader)>& found,
+                  const std::function<void(const std::string&)>& problem,
+                  const std::function<void(uint64_t)>& progress) override;
 
   // The device itself, for the tools that scan it block by block (fsck, recover, status).
   Disk& disk() { return *disk_; }
@@ -40,6 +47,8 @@ class BlockChunkStore : public ChunkStore {
   const uint32_t index_;
   const std::string name_;
   const std::unique_ptr<Disk> disk_;
+  const uint64_t data_start_;  // chunks lie in [data_start_, data_end_)
+  const uint64_t data_end_;
   mutable std::mutex mutex_;
   SpaceAllocator allocator_;  // guarded by mutex_
 };

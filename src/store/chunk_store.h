@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,12 @@
 #include "store/chunk_locator.h"
 
 namespace cairn {
+
+// A chunk the catalog places in a store: which extent's, and where.
+struct PlacedChunk {
+  uint64_t extent_id = 0;
+  ChunkLocator locator;
+};
 
 class ChunkStore {
  public:
@@ -40,8 +47,12 @@ class ChunkStore {
 
   // Writes a chunk (header and payload) into its reserved room, without syncing.
   virtual Status Write(const ChunkLocator& chunk, const ExtentHeader& header, std::span<const uint8_t> payload) = 0;
+  // Writes a committed chunk again where it is, with the bytes it held (a repair), without
+  // syncing: redundancy below the store, if any, already agrees with them.
+  virtual Status Rewrite(const ChunkLocator& chunk, const ExtentHeader& header, std::span<const uint8_t> payload) = 0;
   // Reads and verifies a chunk against what the catalog says it holds (see ReadExtent in
-  // backend/extent_io.h for *repaired and *header).
+  // backend/extent_io.h for *repaired and *header). A chunk that reads wrong and that
+  // redundancy below the store rebuilds counts as repaired too (the caller rewrites it).
   virtual Result<std::vector<uint8_t>> Read(const ChunkLocator& chunk, const ExtentExpectation& expect,
                                             std::vector<uint64_t>* repaired = nullptr,
                                             ExtentHeader* header = nullptr) = 0;
@@ -52,6 +63,19 @@ class ChunkStore {
 
   // Where byte `payload_offset` of the chunk's payload lies, for people ("disk3@1052672").
   virtual std::string Describe(const ChunkLocator& chunk, uint64_t payload_offset) const = 0;
+  // Where the chunk (its header) is, for people ("disk 3 offset 8192").
+  virtual std::string Locate(const ChunkLocator& chunk) const = 0;
+
+  // fsck: calls `problem` for each of `chunks` (what the catalog places in this store) that
+  // lies outside the store or overlaps another.
+  virtual void CheckLayout(std::span<const PlacedChunk> chunks,
+                           const std::function<void(const std::string&)>& problem) const = 0;
+  // cairn recover: finds the chunks in the store without a catalog. Calls `found` for every
+  // chunk header that checks (magic, CRC), `problem` for damaged headers and unreadable
+  // ranges, and `progress` with the bytes looked at so far, every megabyte or so.
+  virtual void ScanChunks(const std::function<void(const ChunkLocator&, ExtentHeader)>& found,
+                          const std::function<void(const std::string&)>& problem,
+                          const std::function<void(uint64_t)>& progress) = 0;
 };
 
 }  // namespace cairn

@@ -158,19 +158,19 @@ TEST_CASE("DiskGroup: reserves each chunk in its own domain on disks in service,
   CHECK_FALSE(group.Contains(4));
   auto all = [](uint32_t) { return true; };
 
-  auto two = group.Reserve(2, 100, 0, {}, all);
+  auto two = group.Reserve(PlacementRequest{2}, 100, 0, all);
   REQUIRE(two.ok());
   REQUIRE(two->size() == 2);
   CHECK((*two)[0].disk == 1);  // most free space
   CHECK((*two)[1].disk == 2);  // disk 0 shares shelf-a with disk 1; then the lowest index of a tie
   // Disk 2 out of service, shelf-3 avoided (it holds another chunk): shelf-a is left, where
   // disk 0 (one block taken) now has more room than disk 1 (two).
-  auto one = group.Reserve(1, 100, 0, {"shelf-3"}, [](uint32_t d) { return d != 2; });
+  auto one = group.Reserve(PlacementRequest{1, {"shelf-3"}}, 100, 0, [](uint32_t d) { return d != 2; });
   REQUIRE(one.ok());
   CHECK((*one)[0].disk == 0);
 
   uint64_t before = group.free_bytes();
-  auto too_many = group.Reserve(4, 100, 0, {}, all);  // three domains only
+  auto too_many = group.Reserve(PlacementRequest{4}, 100, 0, all);  // three domains only
   REQUIRE_FALSE(too_many.ok());
   CHECK(too_many.status().code() == Status::Code::kNoSpace);
   CHECK(too_many.status().message() ==

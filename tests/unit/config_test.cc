@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 
@@ -118,6 +120,36 @@ TEST_CASE("Config: disk groups parse, round-trip, and default to one pool of eve
   CHECK(again->groups[1].disks == two->groups[1].disks);
 }
 
+TEST_CASE("Config: a lonestar group has a geometry that fits its disks and a write mode") {
+  std::string head = std::string("archive_id = ") + kId + "\n";
+  for (int d = 0; d < 18; d++) head += fmt::format("disk.{} = d{}\n", d, d);
+  auto parse = [&](const std::string& lines) { return ParseConfig(head + lines, "cairn.conf"); };
+  auto message = [&](const std::string& lines) {
+    auto r = parse(lines);
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  auto good = parse("group.fast.disks = 0,1\ngroup.cold.type = lonestar\ngroup.cold.geometry = 4x4:2+1\n"
+                    "group.cold.disks = 2-17\ngroup.cold.write_mode = delayed\n");
+  REQUIRE(good.ok());
+  CHECK(good->groups[1].type == "lonestar");
+  CHECK(good->groups[1].geometry == "4x4:2+1");
+  CHECK(good->groups[1].write_mode == "delayed");
+  auto again = ParseConfig(FormatConfig(*good), "x");  // what cairn writes back reads the same
+  REQUIRE(again.ok());
+  CHECK(again->groups[1].geometry == "4x4:2+1");
+  CHECK(again->groups[1].write_mode == "delayed");
+  CHECK(again->groups[1].disks == good->groups[1].disks);
+  CHECK(message("group.c.type = lonestar\ngroup.c.disks = 0-17\n") ==
+        "cairn.conf: lonestar group c has no geometry (add group.c.geometry = XxY:HN+1, e.g. 8x5:3+1)");
+  CHECK(message("group.c.type = lonestar\ngroup.c.geometry = 4x4:2+1\ngroup.c.disks = 0-16\ngroup.d.disks = 17\n") ==
+        "cairn.conf: lonestar group c of geometry 4x4:2+1 needs 16 disks; group.c.disks lists 17");
+  CHECK(message("group.c.geometry = 4x4:3+1\n").find("4x4:3+1") != std::string::npos);  // the rule it breaks
+  CHECK(message("group.c.write_mode = fast\n") ==
+        "cairn.conf:20: group.c.write_mode = \"fast\": unknown write mode (known: serialized, direct, delayed)");
+  CHECK(message("group.p.geometry = 4x4:2+1\ngroup.p.disks = 0-17\n") ==
+        "cairn.conf: group p is of type pool: geometry and write_mode are for lonestar groups");
+}
+
 TEST_CASE("Config: a bad disk group is refused, naming the problem") {
   std::string head = std::string("archive_id = ") + kId + "\ndisk.0 = a\ndisk.1 = b\ndisk.2 = c\n";
   auto message = [&](const std::string& lines) {
@@ -125,10 +157,10 @@ TEST_CASE("Config: a bad disk group is refused, naming the problem") {
     return r.ok() ? std::string("accepted") : r.status().message();
   };
   CHECK(message("group.g.type = raid7\ngroup.g.disks = 0-2\n") ==
-        "cairn.conf:5: group.g.type = \"raid7\": unknown group type (known: pool)");
+        "cairn.conf:5: group.g.type = \"raid7\": unknown group type (known: pool, lonestar)");
   CHECK(message("group.g.colour = red\n") ==
-        "cairn.conf:5: \"group.g.colour\": unknown group setting \"colour\" (known: type, disks)");
-  CHECK(message("group.disks = 0\n") == "cairn.conf:5: \"group.disks\": expected group.NAME.type or group.NAME.disks");
+        "cairn.conf:5: \"group.g.colour\": unknown group setting \"colour\" (known: type, disks, geometry, write_mode)");
+  CHECK(message("group.disks = 0\n") == "cairn.conf:5: \"group.disks\": expected group.NAME.FIELD (type, disks, geometry, write_mode)");
   CHECK(message("group.a b.disks = 0\n") ==
         "cairn.conf:5: \"group.a b.disks\": a group name is letters, digits, '-' and '_'");
   CHECK(message("group..disks = 0\n") == "cairn.conf:5: \"group..disks\": a group name is letters, digits, '-' and '_'");

@@ -64,7 +64,8 @@ TEST_CASE("RecordChecks: every redundancy ParseRedundancy accepts is in range, i
   CHECK(why({S::kMirror, 0, 1}).find("data_chunks 0") != std::string::npos);
   CHECK(why({S::kNone, 0, 0}).find("data_chunks 0") != std::string::npos);  // chunk_count() would be 0
   CHECK(why({S::kNone, 1, 3}).find("parity_chunks 3") != std::string::npos);
-  CHECK(why({static_cast<S>(3), 1, 0}) == "unknown redundancy scheme 3 (0 none, 1 mirror, 2 rs)");
+  CHECK(why({S::kTwoDimensional, 1, 1}).find("parity_chunks 1") != std::string::npos);
+  CHECK(why({static_cast<S>(4), 1, 0}) == "unknown redundancy scheme 4 (0 none, 1 mirror, 2 rs, 3 2d)");
   CHECK(why({S::kNone, 1, 0, 65}).find("idr_scramble 65") != std::string::npos);
   CHECK(why({S::kNone, 1, 0, 0, static_cast<ChecksumType>(4)}).find("checksum 4") != std::string::npos);
   for (const Redundancy& bad : {Redundancy{S::kReedSolomon, 0, 1}, Redundancy{S::kNone, 0, 0}}) {

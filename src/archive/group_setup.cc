@@ -1,0 +1,116 @@
+#include "archive/group_setup.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "archive/archive.h"
+#include "archive/config.h"
+#include "array/grid_geometry.h"
+#include "array/promise_journal.h"
+#include "util/size.h"
+
+namespace cairn {
+
+Result<GroupSpec> ParseGroupSpec(std::string_view text) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t colon = text.find(':', start);
+    parts.emplace_back(text.substr(start, colon == std::string_view::npos ? colon : colon - start));
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  const char* form = "expected NAME:pool:N or NAME:lonestar:XxY:HN+1[:serialized|direct|delayed]";
+  if (parts.size() < 3) return Status::InvalidArgument(fmt::format("group {:?}: {}", text, form));
+  GroupSpec spec;
+  spec.name = parts[0];
+  spec.type = parts[1];
+  if (spec.name.empty() || !std::all_of(spec.name.begin(), spec.name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+      })) {
+    return Status::InvalidArgument(fmt::format("group {:?}: a group name is letters, digits, '-' and '_'", text));
+  }
+  if (spec.type == "pool" && parts.size() == 3) {
+    char* end = nullptr;
+    long n = std::strtol(parts[2].c_str(), &end, 10);
+    if (parts[2].empty() || *end != '\0' || n < 1 || n > kMaxDisks) {
+      return Status::InvalidArgument(fmt::format("group {:?}: {:?} is not a disk count 1..{}", text, parts[2], kMaxDisks));
+    }
+    spec.disks = static_cast<uint32_t>(n);
+    return spec;
+  }
+  if (spec.type == "lonestar" && (parts.size() == 4 || parts.size() == 5)) {
+    auto geometry = GridGeometry::Parse(parts[2] + ":" + parts[3]);
+    if (!geometry.ok()) return Status::InvalidArgument(fmt::format("group {}: {}", spec.name, geometry.status().message()));
+    spec.geometry = geometry->ToString();
+    spec.disks = geometry->disk_count();
+    spec.write_mode = parts.size() == 5 ? parts[4] : "serialized";
+    if (!ArrayWriteModeNamed(spec.write_mode)) {
+      return Status::InvalidArgument(fmt::format("group {}: write mode {:?} is not serialized, direct or delayed",
+                                                 spec.name, spec.write_mode));
+    }
+    return spec;
+  }
+  return Status::InvalidArgument(fmt::format("group {:?}: {}", text, form));
+}
+
+Status AddGroup(const std::string& dir, const ArchiveId& id, const GroupSpec& spec, uint64_t disk_size,
+                const std::vector<std::string>& devices, ArchiveOptions& options) {
+  // The implicit group of an archive whose cairn.conf names none becomes explicit.
+  std::vector<ArchiveOptions::Group> groups =
+      options.groups.empty() && !options.disks.empty() ? EffectiveGroups(options) : options.groups;
+  if (std::any_of(groups.begin(), groups.end(), [&](const auto& g) { return g.name == spec.name; })) {
+    return Status::Exists(fmt::format("the archive has a group {} already", spec.name));
+  }
+  if (!devices.empty() && devices.size() != spec.disks) {
+    return Status::InvalidArgument(
+        fmt::format("group {} needs {} disks; --devices lists {}", spec.name, spec.disks, devices.size()));
+  }
+  if (options.disks.size() + spec.disks > kMaxDisks) {
+    return Status::InvalidArgument(fmt::format("an archive has at most {} disks", kMaxDisks));
+  }
+  // Devices are used as large as the smallest of them (a lonestar group's disks are alike).
+  uint64_t size = disk_size;
+  if (!devices.empty()) {
+    size = UINT64_MAX;
+    for (const std::string& path : devices) {
+      auto disk = OpenImageDisk(path);
+      if (!disk.ok()) return disk.status();
+      size = std::min(size, (*disk)->Size() / kBlockSize * kBlockSize);
+    }
+  }
+  ArchiveOptions::Group group{spec.name, spec.type, {}, spec.geometry,
+                              spec.write_mode.empty() ? "serialized" : spec.write_mode};
+  for (uint32_t i = 0; i < spec.disks; i++) {
+    auto index = static_cast<uint32_t>(options.disks.size());
+    if (devices.empty()) {
+      std::string relative = fmt::format("disks/disk-{:03}.img", index);
+      CAIRN_RETURN_IF_ERROR(FormatDisk(dir + "/" + relative, index, id, size));
+      options.disks.push_back(relative);
+    } else {
+      CAIRN_RETURN_IF_ERROR(FormatDevice(devices[i], index, id, size));
+      options.disks.push_back(devices[i]);
+    }
+    group.disks.push_back(index);
+  }
+  if (spec.type == "lonestar") {
+    auto journal = PromiseJournal::Create(LoneStarJournalPath(dir, spec.name),
+                                          LoneStarIdentity(options.archive_id, spec.name));
+    if (!journal.ok()) return journal.status();
+    if (!devices.empty()) {
+      // New images read as zeros, and zeros are their own parity; a device may hold anything,
+      // so its group's parity is derived from its buckets (cairn rebuild) before it is trusted.
+      auto geometry = GridGeometry::Parse(spec.geometry);
+      for (uint32_t p = 0; p < group.disks.size(); p++) {
+        if (geometry->role(p) == DiskRole::kData) continue;
+        CAIRN_RETURN_IF_ERROR((*journal)->AddDefect(group.disks[p], {kBlockSize, size - kBlockSize}));
+      }
+    }
+  }
+  options.groups = std::move(groups);  // the implicit default group, if any, becomes explicit
+  options.groups.push_back(std::move(group));
+  return Status::OK();
+}
+
+}  // namespace cairn

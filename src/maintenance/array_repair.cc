@@ -1,0 +1,93 @@
+#include "maintenance/array_repair.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "maintenance/repair_pace.h"
+
+namespace cairn {
+namespace {
+
+constexpr uint64_t kStep = 64ull << 20;  // a rebuild or check step, then progress and a stop check
+
+std::string CursorKey(const LoneStarArray& array) { return "parity_scrub_cursor." + array.name(); }
+
+}  // namespace
+
+Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairReport* report) {
+  RepairPace pace(options);
+  report->finished = true;
+  for (const auto& array : archive.arrays()) {
+    uint64_t left = array->defective_bytes();
+    while (left > 0) {
+      if (pace.Over()) {
+        report->finished = false;
+        return Status::OK();
+      }
+      auto after = array->RebuildStep(kStep);
+      if (!after.ok()) return after.status();
+      if (*after >= left) break;  // what is left is on disks that are not there
+      report->bytes_read += left - *after;
+      report->array_bytes_rebuilt += left - *after;
+      left = *after;
+      if (options.progress && !options.progress(*report)) {
+        report->finished = false;
+        return Status::OK();
+      }
+      pace.Throttle(report->bytes_read);
+    }
+    if (left > 0) {
+      report->finished = false;
+      report->problems.push_back(fmt::format("lonestar group {}: {} bytes of disks that are missing wait for their "
+                                             "replacement (cairn disk replace)",
+                                             array->name(), left));
+    }
+  }
+  return Status::OK();
+}
+
+Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairReport* report) {
+  RepairPace pace(options);
+  report->finished = true;
+  for (const auto& array : archive.arrays()) {
+    uint64_t at = 0;
+    {
+      std::lock_guard lock(archive.catalog_mutex());
+      auto saved = archive.catalog().GetMeta(CursorKey(*array));
+      if (!saved.ok() && !saved.status().IsNotFound()) return saved.status();
+      if (saved.ok()) at = std::strtoull(saved->c_str(), nullptr, 10);
+    }
+    uint64_t end = array->data_end();
+    at = std::max(at, array->data_start());
+    while (at < end) {
+      if (pace.Over()) {
+        report->finished = false;
+        return Status::OK();
+      }
+      uint64_t length = std::min(kStep, end - at);
+      auto checked = array->CheckParity({at, length}, /*repair=*/true);
+      if (!checked.ok()) return checked.status();
+      report->bytes_read += checked->bytes_checked;
+      report->parity_bad += checked->mismatches.size();
+      report->parity_repaired += checked->repaired;
+      report->problems.insert(report->problems.end(), checked->mismatches.begin(), checked->mismatches.end());
+      at += length;
+      {
+        std::lock_guard lock(archive.catalog_mutex());
+        Status saved = InTransaction(archive.catalog(), [&] {
+          return archive.catalog().SetMeta(CursorKey(*array), at < end ? std::to_string(at) : "");
+        });
+        if (!saved.ok()) return saved;
+      }
+      if (options.progress && !options.progress(*report)) {
+        report->finished = false;
+        return Status::OK();
+      }
+      pace.Throttle(report->bytes_read);
+    }
+  }
+  return archive.CommitDurably();
+}
+
+}  // namespace cairn
