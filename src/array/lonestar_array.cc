@@ -154,6 +154,12 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
 }
 
 LoneStarArray::~LoneStarArray() {
+  if (bytes_written_ > 0) {
+    LogInfo("lonestar group {}: {} bytes written to its buckets; its disks had {} bytes read and {} written for them "
+            "and the parity since it was opened ({:.2f} bytes of disk I/O per byte)",
+            options_.name, bytes_written_.load(), disk_bytes_read_.load(), disk_bytes_written_.load(),
+            static_cast<double>(disk_bytes_read_ + disk_bytes_written_) / bytes_written_);
+  }
   std::vector<uint32_t> buckets;
   {
     std::lock_guard lock(mutex_);
@@ -238,8 +244,16 @@ bool LoneStarArray::Crash(std::string_view step) {
   return halted_;
 }
 
-void LoneStarArray::Access(uint32_t position, ArrayIoObserver::Access access) {
-  if (options_.observer) options_.observer->WillAccess(members_[position].disk, access);
+Status LoneStarArray::DiskRead(uint32_t position, uint64_t offset, std::span<uint8_t> dst) {
+  if (options_.observer) options_.observer->WillAccess(members_[position].disk, ArrayIoObserver::Access::kRead);
+  disk_bytes_read_ += dst.size();
+  return members_[position].device->ReadAt(offset, dst);
+}
+
+Status LoneStarArray::DiskWrite(uint32_t position, uint64_t offset, std::span<const uint8_t> src) {
+  if (options_.observer) options_.observer->WillAccess(members_[position].disk, ArrayIoObserver::Access::kWrite);
+  disk_bytes_written_ += src.size();
+  return members_[position].device->WriteAt(offset, src);
 }
 
 ByteRange LoneStarArray::UnitsOf(uint64_t offset, uint64_t length) const {
@@ -273,8 +287,7 @@ Result<std::shared_ptr<const std::vector<uint8_t>>> LoneStarArray::DeltaOf(uint6
 
 Status LoneStarArray::ReadMember(uint32_t position, const ByteRange& r, std::vector<uint8_t>& out) {
   out.resize(r.length);
-  Access(position, ArrayIoObserver::Access::kRead);
-  CAIRN_RETURN_IF_ERROR(members_[position].device->ReadAt(r.offset, out));
+  CAIRN_RETURN_IF_ERROR(DiskRead(position, r.offset, out));
   return AddOwedDeltas(position, r, out);
 }
 
@@ -302,8 +315,7 @@ Status LoneStarArray::AddOwedDeltas(uint32_t position, const ByteRange& r, std::
 Status LoneStarArray::WriteMember(uint32_t position, const ByteRange& r, std::vector<uint8_t> seen) {
   // A parity disk holds what the group sees minus the deltas still owed to it (XOR: plus).
   CAIRN_RETURN_IF_ERROR(AddOwedDeltas(position, r, seen));
-  Access(position, ArrayIoObserver::Access::kWrite);
-  return members_[position].device->WriteAt(r.offset, seen);
+  return DiskWrite(position, r.offset, seen);
 }
 
 Status LoneStarArray::Reconstruct(uint32_t target, const ByteRange& r, std::set<uint32_t> erased,
@@ -356,8 +368,7 @@ Status LoneStarArray::Read(uint32_t position, uint64_t offset, std::span<uint8_t
     direct = !members_[position].lost && (d == defects_.end() || !d->second.Overlaps({offset, dst.size()}));
   }
   if (direct) {
-    Access(position, ArrayIoObserver::Access::kRead);
-    Status st = members_[position].device->ReadAt(offset, dst);
+    Status st = DiskRead(position, offset, dst);
     if (st.ok() || options_.geometry.role(position) != DiskRole::kData) return st;
     LogWarning("lonestar group {}: {}; rebuilding the range from its parity", options_.name, st.message());
   }
@@ -394,8 +405,7 @@ Status LoneStarArray::ReadRebuilt(uint32_t position, uint64_t offset, std::span<
 Status LoneStarArray::Rewrite(uint32_t position, uint64_t offset, std::span<const uint8_t> data) {
   CAIRN_RETURN_IF_ERROR(Halted());
   auto held = LockUnits(UnitsOf(offset, data.size()));
-  Access(position, ArrayIoObserver::Access::kWrite);
-  return members_[position].device->WriteAt(offset, data);
+  return DiskWrite(position, offset, data);
 }
 
 Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const uint8_t> data) {
@@ -406,6 +416,7 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const 
                                                offset, offset + data.size(), members_[position].disk));
   }
   if (data.empty()) return Status::OK();
+  bytes_written_ += data.size();
   {
     std::lock_guard lock(mutex_);
     if (members_[position].lost) {
@@ -437,8 +448,7 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const 
                                  delayed ? std::span<const uint8_t>(*delta) : std::span<const uint8_t>());
   if (!promise.ok()) return promise.status();
   if (Crash("begin")) return Halted();
-  Access(position, ArrayIoObserver::Access::kWrite);
-  Status st = members_[position].device->WriteAt(r.offset, now);
+  Status st = DiskWrite(position, r.offset, now);
   if (!st.ok()) {  // the range is undefined now: its parity knows what it held
     Status marked = AddDefect(position, r);
     if (marked.ok()) marked = journal_->Done(std::vector<uint64_t>{promise->txn});
@@ -484,11 +494,9 @@ Status LoneStarArray::ApplyDelta(uint32_t position, const ByteRange& r, std::spa
     if (members_[position].lost || (d != defects_.end() && d->second.Overlaps(r))) return Status::OK();
   }
   std::vector<uint8_t> parity(r.length);
-  Access(position, ArrayIoObserver::Access::kRead);
-  CAIRN_RETURN_IF_ERROR(members_[position].device->ReadAt(r.offset, parity));
+  CAIRN_RETURN_IF_ERROR(DiskRead(position, r.offset, parity));
   XorInto(parity, delta);
-  Access(position, ArrayIoObserver::Access::kWrite);
-  return members_[position].device->WriteAt(r.offset, parity);
+  return DiskWrite(position, r.offset, parity);
 }
 
 Status LoneStarArray::SyncMember(uint32_t position) {
@@ -496,7 +504,7 @@ Status LoneStarArray::SyncMember(uint32_t position) {
     std::lock_guard lock(mutex_);
     if (members_[position].lost) return Status::OK();
   }
-  Access(position, ArrayIoObserver::Access::kSync);
+  if (options_.observer) options_.observer->WillAccess(members_[position].disk, ArrayIoObserver::Access::kSync);
   return members_[position].device->Sync();
 }
 

@@ -167,7 +167,9 @@ class LoneStarArray {
   Status RemoveDefect(uint32_t position, const ByteRange& r);
   // Rebuilds window `w` of every erased member that is there; removes their defects there.
   Status RebuildWindow(const ByteRange& w);
-  void Access(uint32_t position, ArrayIoObserver::Access access);
+  // Every read and write of a member disk goes through these: the observer is told first.
+  Status DiskRead(uint32_t position, uint64_t offset, std::span<uint8_t> dst);
+  Status DiskWrite(uint32_t position, uint64_t offset, std::span<const uint8_t> src);
 
   const Options options_;
   std::vector<Member> members_;  // by grid position; `lost` guarded by mutex_
@@ -179,6 +181,11 @@ class LoneStarArray {
   std::map<uint32_t, std::vector<uint64_t>> unsynced_;  // bucket position -> txns written, not synced
   std::map<uint32_t, RangeSet> defects_;       // by position: mirrors the journal's
   uint64_t delta_bytes_ = 0;                   // deltas of delayed promises still pending
+  // Since open: bytes written to buckets by Write, and the disk I/O done (logged at close:
+  // the write amplification).
+  std::atomic<uint64_t> bytes_written_{0};
+  std::atomic<uint64_t> disk_bytes_read_{0};
+  std::atomic<uint64_t> disk_bytes_written_{0};
 };
 
 }  // namespace cairn
