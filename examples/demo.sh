@@ -1,7 +1,8 @@
 #!/bin/bash
-# Builds cairn, creates a demo archive on four file-backed disks with the example admin
-# rules (policies/archive.rules), mounts it, archives some data into it with tar and
-# rsync, changes a policy, and shows status and policies. Leaves it mounted.
+# Builds cairn, creates a demo archive on four file-backed disks and a 4x4 lonestar grid of
+# sixteen more, with the example admin rules (policies/archive.rules), mounts it, archives
+# some data into it with tar (into the grid) and rsync, changes a policy, and shows status,
+# policies and the grid. Leaves it mounted.
 # Usage: examples/demo.sh [DEMO_DIR]   (default /tmp/cairn-demo; run as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,11 +13,13 @@ ninja -C build
 if grep -q " $demo/mnt fuse.cairn" /proc/mounts; then build/cairn umount "$demo/mnt"; fi
 rm -rf "$demo"
 mkdir -p "$demo/mnt"
-build/cairn mkfs "$demo/archive" --disks 4 --disk-size 4G
+build/cairn mkfs "$demo/archive" --disks 4 --group cold:lonestar:4x4:2+1 --disk-size 4G
 build/cairn rules check policies/archive.rules
 cp policies/archive.rules "$demo/archive/rules"
 build/cairn mount "$demo/archive" "$demo/mnt"
-echo "== archiving /usr/share/doc with tar and /etc with rsync"
+echo "== archiving /usr/share/doc with tar into the lonestar group cold, and /etc with rsync"
+mkdir "$demo/mnt/doc"
+setfattr -n user.cairn.placement -v group=cold "$demo/mnt/doc"
 tar -C /usr/share -cf - doc | tar -C "$demo/mnt" -xf -
 rsync -aHAX --exclude shadow --exclude gshadow /etc/ "$demo/mnt/etc/" 2>/dev/null || true
 setfattr -n user.project -v demo "$demo/mnt/doc"
@@ -27,6 +30,9 @@ setfattr -n user.cairn.policy -v bulk "$demo/mnt/etc"
 getfattr -n user.cairn.state "$demo/mnt/etc/passwd"
 build/cairn policy apply "$demo/mnt/etc" --progress
 build/cairn status "$demo/archive"
+echo "== the grid that holds /doc: one bucket per file, two dimensions of parity"
+getfattr -n user.cairn.location "$(find "$demo/mnt/doc" -type f -size +1k | head -n 1)"
+build/cairn group show "$demo/archive" cold
 echo
 echo "mounted at $demo/mnt — try: ls $demo/mnt; getfattr -d $demo/mnt/doc; cairn policy explain FILE"
 echo "unmount with: build/cairn umount $demo/mnt"

@@ -60,6 +60,9 @@ struct ArchiveOptions {
     std::vector<uint32_t> disks;  // indices into `disks`; a lonestar group's in grid order
     std::string geometry;         // lonestar: XxY:HN+1, e.g. 8x5:3+1
     std::string write_mode = "serialized";  // lonestar: serialized, direct or delayed
+    // lonestar, delayed mode: bytes of deltas kept on fast storage before the parity disks
+    // are brought up to date (they are anyway when the group closes). Default: 256 MiB.
+    uint64_t delta_cache = 256ull << 20;
   };
   std::vector<Group> groups;
   // --- Disk lifecycle (cairn disk fail / replace, cairn rebuild)

@@ -248,7 +248,6 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
 
 std::string Archive::DomainOf(size_t disk) const { return cairn::DomainOf(options_, disk); }
 
-Status Archive::CheckRaidFits(std::string_view raid) const { return cairn::CheckRaidFits(raid, options_); }
 
 Status Archive::CheckPlacementFits(const std::string& placement) const {
   return cairn::CheckPlacementFits(placement, options_);
@@ -258,11 +257,10 @@ Status Archive::CheckRaidInGroup(const std::string& raid, const std::string& pla
   std::string name;
   PlacementHints hints;
   CAIRN_RETURN_IF_ERROR(ParsePlacement(placement, name, hints));
-  auto group = extents_->group_named(name);
-  if (!group.ok()) return group.status();
-  auto redundancy = ParseRedundancy(raid, "none");
-  if (!redundancy.ok()) return redundancy.status();
-  return RedundancyFor(*redundancy, **group).status();
+  for (const ArchiveOptions::Group& group : EffectiveGroups(options_)) {
+    if (group.name == (name.empty() ? first_group_ : name)) return CheckRaidFitsGroup(raid, options_, group);
+  }
+  return CheckPlacementFits(placement);  // names a group the archive does not have
 }
 
 PolicyContext Archive::policy_context() const {

@@ -102,9 +102,6 @@ class Archive {
   // rules in force stay. When the rules differ from those the catalog last saw, the whole
   // tree is queued for a policy check. Takes the catalog mutex.
   Status LoadRules();
-  // InvalidArgument when raid=`raid` needs more distinct disks (or failure domains) than
-  // the archive has.
-  Status CheckRaidFits(std::string_view raid) const;
   // InvalidArgument when placement=`placement` names a disk group the archive does not have.
   Status CheckPlacementFits(const std::string& placement) const;
   // InvalidArgument when raid=`raid` cannot be kept by the group placement=`placement` sends

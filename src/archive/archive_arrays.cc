@@ -74,6 +74,7 @@ Status Archive::OpenArray(const ArchiveOptions::Group& group, std::vector<Opened
   o.data_end = data_end;
   o.journal_path = LoneStarJournalPath(dir_, group.name);
   o.identity = LoneStarIdentity(options_.archive_id, group.name);
+  o.delta_cache_bytes = group.delta_cache;
   o.crash_point = CrashPointFromEnvironment();
   auto array = LoneStarArray::Open(std::move(o), std::move(members));
   if (!array.ok()) return array.status();

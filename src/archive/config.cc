@@ -106,9 +106,9 @@ Status SetGroupField(ArchiveOptions& o, const std::string& key, const std::strin
       })) {
     return Status::InvalidArgument(fmt::format("{:?}: a group name is letters, digits, '-' and '_'", key));
   }
-  if (field != "type" && field != "disks" && field != "geometry" && field != "write_mode") {
-    return Status::InvalidArgument(
-        fmt::format("{:?}: unknown group setting {:?} (known: type, disks, geometry, write_mode)", key, field));
+  if (field != "type" && field != "disks" && field != "geometry" && field != "write_mode" && field != "delta_cache") {
+    return Status::InvalidArgument(fmt::format(
+        "{:?}: unknown group setting {:?} (known: type, disks, geometry, write_mode, delta_cache)", key, field));
   }
   auto group = std::find_if(o.groups.begin(), o.groups.end(), [&](const auto& g) { return g.name == name; });
   if (group == o.groups.end()) group = o.groups.insert(o.groups.end(), ArchiveOptions::Group{name});
@@ -123,6 +123,12 @@ Status SetGroupField(ArchiveOptions& o, const std::string& key, const std::strin
     auto geometry = GridGeometry::Parse(value);
     if (!geometry.ok()) return Status::InvalidArgument(fmt::format("{}: {}", key, geometry.status().message()));
     group->geometry = geometry->ToString();
+    return Status::OK();
+  }
+  if (field == "delta_cache") {
+    auto size = ParseSize(value);
+    if (!size.ok()) return Status::InvalidArgument(fmt::format("{}: {}", key, size.status().message()));
+    group->delta_cache = *size;
     return Status::OK();
   }
   if (field == "write_mode") {
@@ -154,9 +160,11 @@ Status CheckGroups(const ArchiveOptions& o, const std::string& where) {
           "{}: lonestar group {} has no geometry (add group.{}.geometry = XxY:HN+1, e.g. 8x5:3+1)", where, group.name,
           group.name));
     }
-    if (!lonestar && (!group.geometry.empty() || group.write_mode != "serialized")) {
+    if (!lonestar && (!group.geometry.empty() || group.write_mode != "serialized" ||
+                      group.delta_cache != ArchiveOptions::Group{}.delta_cache)) {
       return Status::InvalidArgument(fmt::format(
-          "{}: group {} is of type {}: geometry and write_mode are for lonestar groups", where, group.name, group.type));
+          "{}: group {} is of type {}: geometry, write_mode and delta_cache are for lonestar groups", where,
+          group.name, group.type));
     }
     if (lonestar) {
       auto geometry = GridGeometry::Parse(group.geometry);  // parsed when it was read
@@ -300,8 +308,8 @@ std::string FormatConfig(const ArchiveOptions& o) {
     out += fmt::format("group.{}.type = {}\ngroup.{}.disks = {}\n", group.name, group.type, group.name,
                        fmt::join(group.disks, ","));
     if (!group.geometry.empty()) {
-      out += fmt::format("group.{}.geometry = {}\ngroup.{}.write_mode = {}\n", group.name, group.geometry, group.name,
-                         group.write_mode);
+      out += fmt::format("group.{}.geometry = {}\ngroup.{}.write_mode = {}\ngroup.{}.delta_cache = {}\n", group.name,
+                         group.geometry, group.name, group.write_mode, group.name, group.delta_cache);
     }
   }
   if (!o.failed_disks.empty()) out += fmt::format("failed_disks = {}\n", fmt::join(o.failed_disks, ","));

@@ -18,37 +18,24 @@ std::string DomainOf(const ArchiveOptions& options, size_t disk) {
   return it != options.disk_domains.end() ? it->second : fmt::format("#disk{}", disk);
 }
 
-Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options) {
+Status CheckRaidFitsGroup(std::string_view raid, const ArchiveOptions& options, const ArchiveOptions::Group& group) {
   auto redundancy = ParseRedundancy(raid, "none");
   if (!redundancy.ok()) return redundancy.status();
-  std::vector<ArchiveOptions::Group> groups = EffectiveGroups(options);
-  auto is_lonestar = [](const ArchiveOptions::Group& g) { return *GroupTypeNamed(g.type) == GroupType::kLoneStar; };
-  if (redundancy->scheme == Redundancy::Scheme::kTwoDimensional) {
-    if (std::any_of(groups.begin(), groups.end(), is_lonestar)) return Status::OK();
-    return Status::InvalidArgument("raid=2d keeps each extent on one bucket of a lonestar disk group; this archive has "
-                                   "none (cairn group add)");
-  }
-  // New data goes to the first group, which is named when cairn.conf names groups.
-  const ArchiveOptions::Group& group = groups.front();
-  if (is_lonestar(group)) {
-    if (redundancy->scheme == Redundancy::Scheme::kReedSolomon) {
-      return Status::InvalidArgument(fmt::format("raid={} stripes extents across disks; group {} (where new data goes) "
-                                                 "is a lonestar group, which keeps each whole on one bucket under its "
-                                                 "parity grid (use raid=2d, or mirror-N)",
-                                                 raid, group.name));
-    }
+  GroupType type = *GroupTypeNamed(group.type);  // ParseConfig checked it
+  CAIRN_RETURN_IF_ERROR(CheckSchemeFitsGroup(*redundancy, type, group.name));
+  bool first = group.name == EffectiveGroups(options).front().name;
+  std::string whose = options.groups.empty() ? "this archive"
+                      : first                ? fmt::format("group {} (where new data goes)", group.name)
+                                             : fmt::format("group {}", group.name);
+  if (type == GroupType::kLoneStar) {  // copies go to buckets in distinct columns and parity groups
     auto geometry = GridGeometry::Parse(group.geometry);
     if (!geometry.ok()) return geometry.status();
     size_t most = std::min(geometry->columns(), geometry->hpg_count());
-    if (redundancy->chunk_count() > most) {
-      return Status::InvalidArgument(fmt::format("raid={} puts {} copies on buckets in distinct columns and parity "
-                                                 "groups; lonestar group {} ({}) has room for {}",
-                                                 raid, redundancy->chunk_count(), group.name, group.geometry, most));
-    }
-    return Status::OK();
+    if (redundancy->chunk_count() <= most) return Status::OK();
+    return Status::InvalidArgument(fmt::format("raid={} puts {} copies on buckets in distinct columns and parity "
+                                               "groups; lonestar {} ({}) has room for {}",
+                                               raid, redundancy->chunk_count(), whose, group.geometry, most));
   }
-  std::string whose =
-      options.groups.empty() ? "this archive" : fmt::format("group {} (where new data goes)", group.name);
   size_t disks = group.disks.size();
   std::set<std::string> domains;
   for (uint32_t d : group.disks) domains.insert(DomainOf(options, d));
@@ -61,6 +48,19 @@ Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options) {
                                                 : fmt::format("the {} disks of {}", disks, whose);
   return Status::InvalidArgument(fmt::format("raid={} puts {} chunks in distinct failure domains; {} are in {} domains",
                                              raid, redundancy->chunk_count(), disks_of, domains.size()));
+}
+
+Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options) {
+  std::vector<ArchiveOptions::Group> groups = EffectiveGroups(options);
+  if (raid == "2d") {  // for files placed in a lonestar group, whichever comes first
+    for (const auto& group : groups) {
+      if (*GroupTypeNamed(group.type) == GroupType::kLoneStar) return Status::OK();
+    }
+    return Status::InvalidArgument("raid=2d keeps each extent whole on one bucket of a lonestar group; this "
+                                   "archive has none (cairn group add)");
+  }
+  // New data goes to the first group, which is named when cairn.conf names groups.
+  return CheckRaidFitsGroup(raid, options, groups.front());
 }
 
 Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& options) {
@@ -78,16 +78,20 @@ Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& op
 }
 
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file) {
-  auto fits = [&](const std::vector<PolicySetting>& settings, const std::string& what) {
+  auto fits = [&](const std::vector<PolicySetting>& settings, int line, const std::string& what) {
     const std::string* raid = FindSetting(settings, PolicyKey::kRaid);
     const std::string* placement = FindSetting(settings, PolicyKey::kPlacement);
     Status st = raid ? CheckRaidFits(*raid, options) : Status::OK();
     if (st.ok() && placement) st = CheckPlacementFits(*placement, options);
-    return st.ok() ? st : Status::InvalidArgument(fmt::format("{}: {}: {}", file, what, st.message()));
+    if (st.ok()) return st;
+    std::string where = line > 0 ? fmt::format("{}:{}", file, line) : file;
+    return Status::InvalidArgument(fmt::format("{}: {}: {}", where, what, st.message()));
   };
-  for (const auto& policy : rules.policies()) CAIRN_RETURN_IF_ERROR(fits(policy.settings, "policy " + policy.name));
-  for (const auto& rule : rules.rules()) CAIRN_RETURN_IF_ERROR(fits(rule.settings(), "rule " + rule.name()));
-  return fits(rules.default_rule().settings(), "default");
+  for (const auto& policy : rules.policies()) {
+    CAIRN_RETURN_IF_ERROR(fits(policy.settings, policy.line, "policy " + policy.name));
+  }
+  for (const auto& rule : rules.rules()) CAIRN_RETURN_IF_ERROR(fits(rule.settings(), rule.line(), "rule " + rule.name()));
+  return fits(rules.default_rule().settings(), rules.default_rule().line(), "default");
 }
 
 }  // namespace cairn

@@ -17,8 +17,12 @@ namespace cairn {
 std::string DomainOf(const ArchiveOptions& options, size_t disk);
 
 // InvalidArgument when raid=`raid` needs more distinct disks (or failure domains) than
-// `options` lists, saying how many it needs and how many there are.
+// the group where new data goes has, saying how many it needs and how many there are, or is
+// a scheme that group cannot keep (CheckSchemeFitsGroup). raid=2d fits an archive that has
+// a lonestar group.
 Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options);
+// The same for the files of `group` (of `options`).
+Status CheckRaidFitsGroup(std::string_view raid, const ArchiveOptions& options, const ArchiveOptions::Group& group);
 
 // InvalidArgument when placement=`placement` names a disk group `options` does not define,
 // listing the groups there are.

@@ -154,12 +154,6 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
 }
 
 LoneStarArray::~LoneStarArray() {
-  if (bytes_written_ > 0) {
-    LogInfo("lonestar group {}: {} bytes written to its buckets; its disks had {} bytes read and {} written for them "
-            "and the parity since it was opened ({:.2f} bytes of disk I/O per byte)",
-            options_.name, bytes_written_.load(), disk_bytes_read_.load(), disk_bytes_written_.load(),
-            static_cast<double>(disk_bytes_read_ + disk_bytes_written_) / bytes_written_);
-  }
   std::vector<uint32_t> buckets;
   {
     std::lock_guard lock(mutex_);
@@ -168,6 +162,18 @@ LoneStarArray::~LoneStarArray() {
   for (uint32_t position : buckets) {
     Status st = Sync(position);
     if (!st.ok() && !halted_) LogError("lonestar group {}: {}", options_.name, st.message());
+  }
+  // A group closed cleanly has its parity up to date: the deltas would keep in the journal,
+  // but the parity disks are awake now and a later open need not apply them.
+  if (options_.mode == ArrayWriteMode::kDelayed && !halted_) {
+    Status st = FlushParity();
+    if (!st.ok()) LogError("lonestar group {}: {}", options_.name, st.message());
+  }
+  if (bytes_written_ > 0) {
+    LogInfo("lonestar group {}: {} bytes written to its buckets; its disks had {} bytes read and {} written for them "
+            "and the parity since it was opened ({:.2f} bytes of disk I/O per byte)",
+            options_.name, bytes_written_.load(), disk_bytes_read_.load(), disk_bytes_written_.load(),
+            static_cast<double>(disk_bytes_read_ + disk_bytes_written_) / bytes_written_);
   }
 }
 
@@ -693,7 +699,14 @@ Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes) {
       break;
     }
   }
-  if (next) CAIRN_RETURN_IF_ERROR(RebuildWindow(UnitsOf(next->offset, next->length)));
+  if (next) {
+    // A slice at a time: what one rebuild holds in memory is a few slices, whatever the step.
+    constexpr uint64_t kSlice = 64 * kUnit;
+    ByteRange w = UnitsOf(next->offset, next->length);
+    for (uint64_t at = w.offset; at < w.end(); at += kSlice) {
+      CAIRN_RETURN_IF_ERROR(RebuildWindow(UnitsOf(at, std::min(kSlice, w.end() - at))));
+    }
+  }
   return defective_bytes();
 }
 

@@ -72,7 +72,8 @@ class LoneStarArray {
   // replaced members defective. A missing or damaged journal is set aside (logged) and all
   // parity is re-derived from the buckets, never trusted.
   static Result<std::unique_ptr<LoneStarArray>> Open(Options options, std::vector<Member> members);
-  // Completes every promise written so far (as Sync would) unless stopped at a crash point.
+  // Completes every promise written so far (as Sync would) and, in delayed mode, brings the
+  // parity up to date, unless stopped at a crash point.
   ~LoneStarArray();
   LoneStarArray(const LoneStarArray&) = delete;
   LoneStarArray& operator=(const LoneStarArray&) = delete;

@@ -55,24 +55,10 @@ void ExtentStore::ReserveExtentIds(uint64_t max_id) {
 }
 
 Result<Redundancy> RedundancyFor(Redundancy asked, const DiskGroup& group) {
-  bool lonestar = group.type() == GroupType::kLoneStar;
-  switch (asked.scheme) {
-    case Redundancy::Scheme::kNone:  // a lonestar group protects whatever it holds
-      if (lonestar) asked.scheme = Redundancy::Scheme::kTwoDimensional;
-      return asked;
-    case Redundancy::Scheme::kTwoDimensional:
-      if (lonestar) return asked;
-      return Status::InvalidArgument(fmt::format("raid=2d keeps each extent whole on one bucket of a lonestar group; "
-                                                 "group {} is a pool (set placement=group=<a lonestar group>)",
-                                                 group.name()));
-    case Redundancy::Scheme::kReedSolomon:
-      if (!lonestar) return asked;
-      return Status::InvalidArgument(fmt::format("raid=rs-{}-{} stripes extents across disks; lonestar group {} keeps "
-                                                 "each whole on one bucket under its parity grid (use raid=2d, or "
-                                                 "mirror-N for copies on N buckets)",
-                                                 asked.data_chunks, asked.parity_chunks, group.name()));
-    case Redundancy::Scheme::kMirror:
-      return asked;
+  CAIRN_RETURN_IF_ERROR(CheckSchemeFitsGroup(asked, group.type(), group.name()));
+  // A lonestar group protects whatever it holds.
+  if (group.type() == GroupType::kLoneStar && asked.scheme == Redundancy::Scheme::kNone) {
+    asked.scheme = Redundancy::Scheme::kTwoDimensional;
   }
   return asked;
 }
@@ -93,7 +79,7 @@ Result<ExtentRecord> ExtentStore::WriteExtentToDisk(ExtentKind kind, uint64_t in
   record.logical_length = encoding.logical_length;
   record.chain_stamp = encoding.chain_stamp;
   std::vector<std::vector<uint8_t>> chunks = MakeChunks(payload, redundancy);
-  PlacementRequest request{chunks.size(), {}, encoding.placement, kind == ExtentKind::kFileSegment ? ino : 0};
+  PlacementRequest request{chunks.size(), {}, encoding.placement, encoding.affinity};
   auto reserved = (*group)->Reserve(request, chunks[0].size(), redundancy.idr_scramble,
                                     [this](uint32_t disk) { return InService(disk); });
   if (!reserved.ok()) return reserved.status();

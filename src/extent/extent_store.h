@@ -38,6 +38,7 @@ struct ExtentEncoding {
   uint32_t members_length = 0;  // the member table ending the logical payload (backend/member_table.h)
   std::string group;            // the disk group its chunks go to (WritePlan::group), "" for the first
   PlacementHints placement;     // WritePlan::placement, for the group's placer
+  uint64_t affinity = 0;        // the file it belongs with (a pack: its first member's), for the placer
 };
 
 // The redundancy an extent asking for `asked` gets in `group`: on a lonestar group raid=none

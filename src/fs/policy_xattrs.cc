@@ -31,10 +31,6 @@ Result<std::string> PolicyXattrs::Check(uint64_t ino, const std::string& name, s
   auto key = ParsePolicyKey(suffix);
   Result<std::string> canonical = key.ok() ? CanonicalPolicyValue(*key, text) : Result<std::string>(key.status());
   if (!canonical.ok()) return refuse(EINVAL, canonical.status().message());
-  if (*key == PolicyKey::kRaid) {
-    Status fits = archive_.CheckRaidFits(*canonical);
-    if (!fits.ok()) return refuse(EINVAL, fits.message());
-  }
   if (*key == PolicyKey::kPlacement) {
     Status fits = archive_.CheckPlacementFits(*canonical);
     if (!fits.ok()) return refuse(EINVAL, fits.message());

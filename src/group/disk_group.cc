@@ -14,6 +14,22 @@ std::optional<GroupType> GroupTypeNamed(std::string_view name) {
   return std::nullopt;
 }
 
+Status CheckSchemeFitsGroup(const Redundancy& redundancy, GroupType type, const std::string& group) {
+  bool lonestar = type == GroupType::kLoneStar;
+  if (redundancy.scheme == Redundancy::Scheme::kTwoDimensional && !lonestar) {
+    return Status::InvalidArgument(fmt::format("raid=2d keeps each extent whole on one bucket of a lonestar group; "
+                                               "group {} is a pool (set placement=group=<a lonestar group>)",
+                                               group));
+  }
+  if (redundancy.scheme == Redundancy::Scheme::kReedSolomon && lonestar) {
+    return Status::InvalidArgument(fmt::format("raid=rs-{}-{} stripes extents across disks; lonestar group {} keeps "
+                                               "each whole on one bucket under its parity grid (use raid=2d, or "
+                                               "mirror-N for copies on N buckets)",
+                                               redundancy.data_chunks, redundancy.parity_chunks, group));
+  }
+  return Status::OK();
+}
+
 DiskGroup::DiskGroup(std::string name, GroupType type, std::vector<Member> members, std::unique_ptr<Placer> placer,
                      std::vector<uint32_t> parity_disks)
     : name_(std::move(name)),

@@ -16,6 +16,7 @@
 
 #include "cairn/status.h"
 #include "group/placer.h"
+#include "redundancy/redundancy.h"
 #include "store/chunk_store.h"
 
 namespace cairn {
@@ -26,6 +27,11 @@ enum class GroupType {
 };
 // The type a cairn.conf group.NAME.type value names ("pool", "lonestar"), if any.
 std::optional<GroupType> GroupTypeNamed(std::string_view name);
+
+// InvalidArgument saying why when a group of `type` called `group` cannot keep extents of
+// `redundancy`: raid=2d lives on the buckets of a lonestar group, and a lonestar group keeps
+// each extent whole on one bucket, so rs-K-M (striped across disks) does not go there.
+Status CheckSchemeFitsGroup(const Redundancy& redundancy, GroupType type, const std::string& group);
 
 // The group of an archive whose cairn.conf names none: every disk, type pool.
 inline constexpr const char* kDefaultGroupName = "default";

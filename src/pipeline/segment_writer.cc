@@ -42,8 +42,10 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     payload.reserve(data.size() + table.size());
     payload.insert(payload.end(), data.begin(), data.end());
     payload.insert(payload.end(), table.begin(), table.end());
-    ExtentEncoding encoding{plan.policy_stamp, plan.redundancy,        plan.chain.Stamp(), payload.size(),
-                            static_cast<uint32_t>(table.size()), plan.group, plan.placement};
+    // A pack goes with its first member's file: the tail of a file lands where the file is.
+    uint64_t affinity = !members.empty() ? members.front().first : !holes.empty() ? holes.front().first : 0;
+    ExtentEncoding encoding{plan.policy_stamp, plan.redundancy, plan.chain.Stamp(), payload.size(),
+                            static_cast<uint32_t>(table.size()), plan.group, plan.placement, affinity};
     auto stored = plan.chain.Encode(std::move(payload));
     auto record = stored.ok() ? archive.extents().WriteExtentToDisk(kind, ino, file_offset, *stored, encoding)
                               : Result<ExtentRecord>(stored.status());

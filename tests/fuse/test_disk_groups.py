@@ -65,7 +65,7 @@ def test_chunks_are_placed_and_rebuilt_within_the_first_group(archive):
 @pytest.mark.parametrize("lines, problem", [
     (["group.a.disks = 0-2", "group.b.disks = 2,3"], "disk 2 is in groups a and b; a disk belongs to one group"),
     (["group.a.disks = 0-2"], "disk 3 is in no group; once groups are named, every disk belongs to one"),
-    (["group.a.type = mirror", "group.a.disks = 0-3"], 'group.a.type = "mirror": unknown group type (known: pool)'),
+    (["group.a.type = mirror", "group.a.disks = 0-3"], 'group.a.type = "mirror": unknown group type (known: pool, lonestar)'),
     (["group.a.disks = 0-4"], "group a lists disk 4; the archive has disks 0..3"),
 ])
 def test_a_bad_group_stops_the_mount_naming_the_problem(archive, lines, problem):

@@ -42,9 +42,10 @@ TEST_CASE("Archive: new extents go to the first disk group, and raid= must fit i
   REQUIRE(archive->groups().size() == 2);
   CHECK(archive->groups()[0].name() == "hot");
   CHECK(&archive->group_of(1) == &archive->groups()[1]);
-  CHECK(archive->CheckRaidFits("mirror-2").ok());
-  CHECK(archive->CheckRaidFits("mirror-3").message() ==
+  CHECK(archive->CheckRaidInGroup("mirror-2", "balanced").ok());
+  CHECK(archive->CheckRaidInGroup("mirror-3", "balanced").message() ==
         "raid=mirror-3 puts 3 chunks on distinct disks; group hot (where new data goes) has 2 disks");
+  CHECK(archive->CheckRaidInGroup("mirror-3", "group=cold").ok());
   for (int round = 0; round < 6; round++) {
     auto payload = test::RandomBytes(50000, round);
     auto extent = archive->extents().WriteExtentToDisk(ExtentKind::kFileSegment, 1, 0, payload,

@@ -147,7 +147,7 @@ TEST_CASE("Config: a lonestar group has a geometry that fits its disks and a wri
   CHECK(message("group.c.write_mode = fast\n") ==
         "cairn.conf:20: group.c.write_mode = \"fast\": unknown write mode (known: serialized, direct, delayed)");
   CHECK(message("group.p.geometry = 4x4:2+1\ngroup.p.disks = 0-17\n") ==
-        "cairn.conf: group p is of type pool: geometry and write_mode are for lonestar groups");
+        "cairn.conf: group p is of type pool: geometry, write_mode and delta_cache are for lonestar groups");
 }
 
 TEST_CASE("Config: a bad disk group is refused, naming the problem") {
@@ -159,7 +159,8 @@ TEST_CASE("Config: a bad disk group is refused, naming the problem") {
   CHECK(message("group.g.type = raid7\ngroup.g.disks = 0-2\n") ==
         "cairn.conf:5: group.g.type = \"raid7\": unknown group type (known: pool, lonestar)");
   CHECK(message("group.g.colour = red\n") ==
-        "cairn.conf:5: \"group.g.colour\": unknown group setting \"colour\" (known: type, disks, geometry, write_mode)");
+        "cairn.conf:5: \"group.g.colour\": unknown group setting \"colour\" (known: type, disks, geometry, write_mode, "
+        "delta_cache)");
   CHECK(message("group.disks = 0\n") == "cairn.conf:5: \"group.disks\": expected group.NAME.FIELD (type, disks, geometry, write_mode)");
   CHECK(message("group.a b.disks = 0\n") ==
         "cairn.conf:5: \"group.a b.disks\": a group name is letters, digits, '-' and '_'");

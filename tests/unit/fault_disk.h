@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -147,6 +148,40 @@ class GateDisk : public DiskWrapper {
 
  private:
   DiskGate& gate_;
+};
+
+// IoCountDisk counts the reads and writes of each disk (by its index in the archive) in
+// maps shared by the disks of one archive.
+struct IoCounts {
+  std::mutex mutex;
+  std::map<size_t, int> reads, writes;
+  void Clear() {
+    std::lock_guard lock(mutex);
+    reads.clear();
+    writes.clear();
+  }
+};
+
+class IoCountDisk : public DiskWrapper {
+ public:
+  IoCountDisk(std::unique_ptr<Disk> target, IoCounts& counts, size_t index)
+      : DiskWrapper(std::move(target)), counts_(counts), index_(index) {}
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override {
+    Count(counts_.reads);
+    return DiskWrapper::ReadAt(offset, dst);
+  }
+  Status WriteAt(uint64_t offset, std::span<const uint8_t> src) override {
+    Count(counts_.writes);
+    return DiskWrapper::WriteAt(offset, src);
+  }
+
+ private:
+  void Count(std::map<size_t, int>& map) {
+    std::lock_guard lock(counts_.mutex);
+    map[index_]++;
+  }
+  IoCounts& counts_;
+  const size_t index_;
 };
 
 }  // namespace cairn::test

@@ -43,9 +43,9 @@ struct Group {
   GridGeometry geometry = *GridGeometry::Parse("4x4:2+1");
   ArrayWriteMode mode;
   std::map<uint32_t, std::vector<uint8_t>> expected;  // bucket position -> its data range
-  std::unique_ptr<LoneStarArray> array;
-  CountingObserver observer;
+  CountingObserver observer;  // before the array, which tells it of its I/O until it is gone
   std::function<bool(std::string_view)> crash_point;
+  std::unique_ptr<LoneStarArray> array;
 
   explicit Group(ArrayWriteMode m) : mode(m) {
     for (uint32_t p = 0; p < geometry.disk_count(); p++) {

@@ -163,8 +163,8 @@ TEST_CASE("Archive: chunks of an extent go to distinct failure domains", "[strip
   REQUIRE(SaveConfig(dir / "a", *options).ok());
   auto archive = Archive::Open(dir / "a", {});
   REQUIRE(archive.ok());
-  CHECK((*archive)->CheckRaidFits("rs-2-1").ok());
-  Status too_wide = (*archive)->CheckRaidFits("rs-3-1");
+  CHECK((*archive)->CheckRaidInGroup("rs-2-1", "balanced").ok());
+  Status too_wide = (*archive)->CheckRaidInGroup("rs-3-1", "balanced");
   CHECK(too_wide.message() == "raid=rs-3-1 puts 4 chunks in distinct failure domains; this archive's 6 disks are in 3 "
                               "domains");
   for (int round = 0; round < 5; round++) {

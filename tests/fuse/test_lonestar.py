@@ -1,0 +1,210 @@
+"""Lonestar groups through the mount: a 4x4:2+1 grid of image disks (buckets and two
+dimensions of parity) beside a small pool. A tree written with raid=2d reads back after losing
+any three disks, a crash at any step of a write or a parity flush loses no acknowledged byte,
+files move between groups, and the raid values a group cannot keep are refused."""
+import errno
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import (CAIRN, MiB, cairn, random_bytes, read_file, sha256, sha256_file, sh, wait_pid_gone,
+                      write_file)
+
+POOL_DISKS = 2  # disks 0, 1; the grid's 16 disks are 2..17, position p is disk 2 + p
+# 4x4:2+1, row by row:  B B H B / B H B B / H B B H / V V V V
+BUCKETS = [0, 1, 3, 4, 6, 7, 9, 10]
+HP = [2, 5, 8, 11]
+VP = [12, 13, 14, 15]
+
+
+def disk(position):
+    return POOL_DISKS + position
+
+
+def make_lonestar(archive, mode="serialized", extra=()):
+    """Replaces the fixture's archive with one of a 2-disk pool and a lonestar group `cold`,
+    mounted, with a directory /cold placed in the group."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", str(POOL_DISKS), "--group", f"cold:lonestar:4x4:2+1:{mode}",
+          "--disk-size", "256M")
+    if extra:
+        with open(os.path.join(archive.arch, "cairn.conf"), "a") as conf:
+            conf.write("".join(line + "\n" for line in extra))
+    archive.mount()
+    os.mkdir(archive.m("cold"))
+    os.setxattr(archive.m("cold"), "user.cairn.placement", b"group=cold")
+
+
+def image(archive, d):
+    return os.path.join(archive.arch, "disks", f"disk-{d:03}.img")
+
+
+def make_tree(root):
+    """A tree of files of every kind of size, for tar; {relative path: sha256}."""
+    sizes = [0, 1, 4095, 4096, 70000, 5 * MiB + 1, 300, 12345, 9 * MiB]
+    digests = {}
+    for i, size in enumerate(sizes):
+        rel = os.path.join(f"d{i % 3}", f"f{i}")
+        os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+        data = random_bytes(size, 700 + i)
+        with open(os.path.join(root, rel), "wb") as f:
+            f.write(data)
+        digests[rel] = sha256(data)
+    with open(os.path.join(root, "sparse"), "wb") as f:  # a hole between two pieces of data
+        f.write(b"head")
+        f.seek(6 * MiB)
+        f.write(b"tail")
+    digests["sparse"] = sha256_file(os.path.join(root, "sparse"))
+    return digests
+
+
+def check_tree(root, digests):
+    for rel, digest in digests.items():
+        assert sha256_file(os.path.join(root, rel)) == digest, rel
+
+
+def test_mkfs_refuses_a_geometry_naming_the_rule_it_breaks(archive):
+    for spec, rule in [("cold:lonestar:4x4:3+1", "hn+1 < X"), ("cold:lonestar:5x4:3+1", "divisible"),
+                       ("cold:lonestar:4x4:2+2", "hk"), ("cold:raid5:4", "expected NAME:pool:N")]:
+        target = archive.s("new-" + spec.replace(":", "_"))
+        r = cairn("mkfs", target, "--group", spec, "--disk-size", "64M", check=False)
+        assert r.returncode == 2 and rule in r.stderr, (spec, r.stderr)
+        assert not os.path.exists(os.path.join(target, "cairn.conf"))
+
+
+def test_a_tree_reads_back_after_losing_any_three_disks_and_rebuilds(archive):
+    """raid=2d: each file whole on one bucket; reading the tree after deleting three disk images
+    (parity only, buckets only, or a bucket with its own hP and vP) needs only the parity; then
+    the disks are replaced and rebuilt, and every parity relation holds again."""
+    make_lonestar(archive)
+    source = archive.s("source")
+    digests = make_tree(source)
+    sh(f"tar -C {source} -cf - . | tar -C {archive.m('cold')} -xf -")
+    archive.evict()  # reads now come from the disks
+    assert "raid=2d" in os.getxattr(archive.m("cold", "d0", "f0"), "user.cairn.effective").decode()
+    archive.umount()
+    aside = archive.s("aside")
+    os.mkdir(aside)
+    for lost in [HP[:1] + VP[:2], BUCKETS[:3], [0, 2, 12], [4, 7, 13], [1, 9, 5]]:
+        for p in lost:
+            os.rename(image(archive, disk(p)), os.path.join(aside, str(p)))
+        try:
+            archive.mount("degraded")
+            check_tree(archive.m("cold"), digests)
+            archive.umount()
+        finally:
+            for p in lost:
+                os.rename(os.path.join(aside, str(p)), image(archive, disk(p)))
+    lost = [3, 8, 14]  # a bucket, an hP and a vP for good
+    for p in lost:
+        os.unlink(image(archive, disk(p)))
+        cairn("disk", "replace", archive.arch, str(disk(p)), os.path.join(archive.base, f"new-{p}.img"))
+    r = cairn("rebuild", archive.arch)
+    assert "0 extent(s) lost" in r.stdout and "of lonestar disks rebuilt" in r.stdout, r.stdout
+    archive.fsck()  # reads every chunk and checks every parity relation
+    archive.mount()
+    r = cairn("scrub", archive.mnt)
+    assert "0 bad chunk(s)" in r.stdout and "parity range" not in r.stdout, r.stdout
+    check_tree(archive.m("cold"), digests)
+
+
+@pytest.mark.parametrize("mode,steps", [
+    ("serialized", ["begin", "data", "data-synced", "data-marked", "hP-written", "hP", "vP", "vhP-written"]),
+    ("direct", ["begin", "data", "parity", "data-synced", "parity-synced"]),
+    ("delayed", ["begin", "data", "data-marked", "hP-written", "vP-written", "vhP", "vP"]),
+])
+def test_a_crash_at_any_step_keeps_every_acknowledged_byte(archive, mode, steps):
+    """The daemon is killed (CAIRN_TEST_CRASH_AT, as kill -9) at a step boundary of a lonestar
+    write or, in delayed mode, of a parity flush (the delta cache is small so that persisting
+    flushes). After the remount replays the group's journal, every fsync'd byte reads back and
+    every parity relation holds."""
+    make_lonestar(archive, mode, ["group.cold.delta_cache = 64K"])
+    for step in steps:
+        data = {f"{step}-{i}": random_bytes(300_000 + 70_000 * i, sum(map(ord, step)) + i) for i in range(3)}
+        archive.umount()
+        archive.mount(env=dict(os.environ, CAIRN_TEST_CRASH_AT=step))
+        pid = archive.daemon_pid()
+        for name, payload in data.items():
+            with open(archive.m("cold", name), "wb") as f:
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())  # acknowledged
+        subprocess.run([CAIRN, "persist", archive.arch], capture_output=True, timeout=120)
+        assert wait_pid_gone(pid, 60), f"the daemon did not stop at {step}"
+        subprocess.run(["fusermount3", "-u", "-z", archive.mnt], check=False)
+        archive.mount()
+        for name, payload in data.items():
+            assert read_file(archive.m("cold", name)) == payload, (step, name)
+        archive.evict()  # and from the disks, once persisted again
+        for name, payload in data.items():
+            assert read_file(archive.m("cold", name)) == payload, (step, name)
+        r = cairn("scrub", archive.mnt)
+        assert "0 bad chunk(s)" in r.stdout and "parity range" not in r.stdout, (step, r.stdout)
+
+
+def test_files_move_between_a_pool_and_the_grid_byte_for_byte(archive):
+    make_lonestar(archive)
+    os.mkdir(archive.m("projects"))
+    files = {f"f{i}": random_bytes(size, 800 + i) for i, size in enumerate([3 * MiB, 200_000, 10])}
+    for name, payload in files.items():
+        write_file(archive.m("projects", name), payload)
+    archive.persist()
+    assert "cold." not in os.getxattr(archive.m("projects", "f0"), "user.cairn.location").decode()
+    os.setxattr(archive.m("projects"), "user.cairn.placement", b"group=cold")
+    assert os.getxattr(archive.m("projects", "f0"), "user.cairn.state") == b"out-of-policy"
+    cairn("policy", "apply", archive.m("projects"))
+    for name in files:
+        location = os.getxattr(archive.m("projects", name), "user.cairn.location").decode()
+        assert re.fullmatch(r"(\d+=cold\.b\d+@r\d+c\d+:disk\d+@\d+\+\d+(,cached)? ?)+", location), location
+    archive.evict()
+    for name, payload in files.items():
+        assert read_file(archive.m("projects", name)) == payload
+    os.removexattr(archive.m("projects"), "user.cairn.placement")  # back to the pool
+    cairn("policy", "apply", archive.m("projects"))
+    assert "cold." not in os.getxattr(archive.m("projects", "f1"), "user.cairn.location").decode()
+    archive.evict()
+    for name, payload in files.items():
+        assert read_file(archive.m("projects", name)) == payload
+
+
+def test_raid_values_the_group_cannot_keep_are_refused(archive):
+    make_lonestar(archive)
+    with pytest.raises(OSError) as e:
+        os.setxattr(archive.m("cold"), "user.cairn.raid", b"rs-2-1")
+    assert e.value.errno == errno.EINVAL
+    write_file(archive.m("plain"), b"in the pool")
+    with pytest.raises(OSError) as e:
+        os.setxattr(archive.m("plain"), "user.cairn.raid", b"2d")
+    assert e.value.errno == errno.EINVAL
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        text = log.read()
+    assert "lonestar group cold keeps each whole on one bucket" in text and "group default is a pool" in text
+
+
+def test_group_add_and_show(archive):
+    """A lonestar group added to an existing archive; `cairn group show` draws its grid."""
+    write_file(archive.m("before"), b"kept")
+    archive.umount()
+    r = cairn("group", "add", archive.arch, "cold:lonestar:4x4:2+1:delayed", "--disk-size", "128M")
+    assert "added group cold (lonestar 4x4:2+1) as disks 4..19" in r.stdout, r.stdout
+    shown = cairn("group", "show", archive.arch, "cold").stdout
+    assert "lonestar 4x4:2+1, write mode delayed" in shown, shown
+    rows = [line.split() for line in shown.splitlines() if line.startswith("  B") or line.startswith("  H")
+            or line.startswith("  V")]
+    assert [[cell for cell in row if cell in "BHV"] for row in rows] == [
+        ["B", "B", "H", "B"], ["B", "H", "B", "B"], ["H", "B", "B", "H"], ["V", "V", "V", "V"]], shown
+    assert cairn("group", "add", archive.arch, "cold:pool:2", "--disk-size", "64M", check=False).returncode == 1
+    archive.mount()
+    assert read_file(archive.m("before")) == b"kept"
+    os.mkdir(archive.m("cold"))
+    os.setxattr(archive.m("cold"), "user.cairn.placement", b"group=cold")
+    write_file(archive.m("cold", "new"), random_bytes(MiB, 9))
+    archive.persist()
+    assert os.getxattr(archive.m("cold", "new"), "user.cairn.location").decode().startswith("0=cold.b")
+    status = archive.status()
+    cold = [g for g in status["groups"] if g["name"] == "cold"][0]
+    assert cold["geometry"] == "4x4:2+1" and cold["journal"] == "ok", cold
