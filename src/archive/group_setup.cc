@@ -98,9 +98,13 @@ Status AddGroup(const std::string& dir, const ArchiveId& id, const GroupSpec& sp
     auto journal = PromiseJournal::Create(LoneStarJournalPath(dir, spec.name),
                                           LoneStarIdentity(options.archive_id, spec.name));
     if (!journal.ok()) return journal.status();
-    if (!devices.empty()) {
-      // New images read as zeros, and zeros are their own parity; a device may hold anything,
-      // so its group's parity is derived from its buckets (cairn rebuild) before it is trusted.
+    if (devices.empty()) {
+      // New images hold zeros, which are their own parity: the group reads nothing of them
+      // past what it writes (their high-water marks).
+      CAIRN_RETURN_IF_ERROR((*journal)->RaiseHighWater(group.disks, 0));
+    } else {
+      // A device may hold anything: it has no mark (it is read whole), and the group's parity
+      // is derived from its buckets (cairn rebuild) before it is trusted.
       auto geometry = GridGeometry::Parse(spec.geometry);
       for (uint32_t p = 0; p < group.disks.size(); p++) {
         if (geometry->role(p) == DiskRole::kData) continue;

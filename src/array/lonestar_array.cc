@@ -1,9 +1,13 @@
 #include "array/lonestar_array.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <future>
 
@@ -90,7 +94,10 @@ class MemberView final : public Disk {
 };
 
 LoneStarArray::LoneStarArray(Options options, std::vector<Member> members)
-    : options_(std::move(options)), members_(std::move(members)) {}
+    : options_(std::move(options)),
+      members_(std::move(members)),
+      high_water_(std::make_unique<std::atomic<uint64_t>[]>(members_.size())),
+      written_end_(std::make_unique<std::atomic<uint64_t>[]>(members_.size())) {}
 
 Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std::vector<Member> members) {
   const GridGeometry& g = options.geometry;
@@ -134,7 +141,16 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
     }
   }
   std::map<uint32_t, uint32_t> position_of;  // archive disk -> grid position
-  for (uint32_t p = 0; p < array->members_.size(); p++) position_of[array->members_[p].disk] = p;
+  std::vector<uint32_t> disks;
+  for (uint32_t p = 0; p < array->members_.size(); p++) {
+    position_of[array->members_[p].disk] = p;
+    disks.push_back(array->members_[p].disk);
+    auto mark = replayed.high_water.find(array->members_[p].disk);
+    array->high_water_[p] = mark == replayed.high_water.end() ? o.data_end : std::max(mark->second, o.data_start);
+    if (o.create) array->high_water_[p] = o.data_start;  // the disks of a new group hold nothing yet
+    array->written_end_[p] = array->high_water_[p].load();
+  }
+  if (o.create) CAIRN_RETURN_IF_ERROR(array->journal_->RaiseHighWater(disks, o.data_start));
   for (const auto& [disk, ranges] : replayed.defects) {
     auto it = position_of.find(disk);
     if (it == position_of.end()) {
@@ -150,6 +166,7 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
     if ((rederive && parity) || replaced) CAIRN_RETURN_IF_ERROR(array->AddDefect(p, whole));
   }
   CAIRN_RETURN_IF_ERROR(array->Recover(replayed));
+  if (o.mode == ArrayWriteMode::kDelayed) array->flusher_ = std::thread([a = array.get()] { a->FlushWhenAsked(); });
   return array;
 }
 
@@ -157,8 +174,11 @@ LoneStarArray::~LoneStarArray() {
   std::vector<uint32_t> buckets;
   {
     std::lock_guard lock(mutex_);
+    stopping_ = true;
     for (const auto& [position, txns] : unsynced_) buckets.push_back(position);
   }
+  flush_asked_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
   for (uint32_t position : buckets) {
     Status st = Sync(position);
     if (!st.ok() && !halted_) LogError("lonestar group {}: {}", options_.name, st.message());
@@ -169,11 +189,11 @@ LoneStarArray::~LoneStarArray() {
     Status st = FlushParity();
     if (!st.ok()) LogError("lonestar group {}: {}", options_.name, st.message());
   }
-  if (bytes_written_ > 0) {
+  if (IoTotals io = io_totals(); io.bytes_written > 0) {
     LogInfo("lonestar group {}: {} bytes written to its buckets; its disks had {} bytes read and {} written for them "
             "and the parity since it was opened ({:.2f} bytes of disk I/O per byte)",
-            options_.name, bytes_written_.load(), disk_bytes_read_.load(), disk_bytes_written_.load(),
-            static_cast<double>(disk_bytes_read_ + disk_bytes_written_) / bytes_written_);
+            options_.name, io.bytes_written, io.disk_bytes_read, io.disk_bytes_written,
+            static_cast<double>(io.disk_bytes_read + io.disk_bytes_written) / io.bytes_written);
   }
 }
 
@@ -228,7 +248,7 @@ Status LoneStarArray::Recover(const PromiseJournal::State& state) {
   }
   for (const auto& [position, r] : undefined) {
     if (members_[position].lost) continue;  // rebuilt with the rest of it once replaced
-    Status st = RebuildWindow(r);
+    Status st = RebuildRange(r);
     if (!st.ok()) LogError("lonestar group {}: {}", options_.name, st.message());
   }
   return Status::OK();
@@ -251,15 +271,45 @@ bool LoneStarArray::Crash(std::string_view step) {
 }
 
 Status LoneStarArray::DiskRead(uint32_t position, uint64_t offset, std::span<uint8_t> dst) {
+  uint64_t end = written_end_[position];
+  size_t stored = offset >= end ? 0 : static_cast<size_t>(std::min<uint64_t>(dst.size(), end - offset));
+  std::fill(dst.begin() + stored, dst.end(), 0);
+  if (stored == 0) return Status::OK();
   if (options_.observer) options_.observer->WillAccess(members_[position].disk, ArrayIoObserver::Access::kRead);
-  disk_bytes_read_ += dst.size();
-  return members_[position].device->ReadAt(offset, dst);
+  disk_bytes_read_ += stored;
+  return members_[position].device->ReadAt(offset, dst.first(stored));
 }
 
 Status LoneStarArray::DiskWrite(uint32_t position, uint64_t offset, std::span<const uint8_t> src) {
+  uint64_t end = offset + src.size();
+  if (end > high_water_[position]) CAIRN_RETURN_IF_ERROR(CoverWrites(std::span(&position, 1), end));
+  for (uint64_t now = written_end_[position]; now < end && !written_end_[position].compare_exchange_weak(now, end);) {
+  }
   if (options_.observer) options_.observer->WillAccess(members_[position].disk, ArrayIoObserver::Access::kWrite);
   disk_bytes_written_ += src.size();
   return members_[position].device->WriteAt(offset, src);
+}
+
+Status LoneStarArray::CoverWrites(std::span<const uint32_t> positions, uint64_t end) {
+  std::vector<uint32_t> disks;
+  for (uint32_t p : positions) {
+    if (high_water_[p] < end) disks.push_back(members_[p].disk);
+  }
+  if (disks.empty()) return Status::OK();
+  uint64_t steps = (end - options_.data_start + kHighWaterStep - 1) / kHighWaterStep;
+  uint64_t mark = std::min(options_.data_end, options_.data_start + steps * kHighWaterStep);
+  CAIRN_RETURN_IF_ERROR(journal_->RaiseHighWater(disks, mark));
+  for (uint32_t p : positions) {
+    for (uint64_t now = high_water_[p]; now < mark && !high_water_[p].compare_exchange_weak(now, mark);) {
+    }
+  }
+  return Status::OK();
+}
+
+uint64_t LoneStarArray::WrittenEnd() const {
+  uint64_t top = options_.data_start;
+  for (size_t p = 0; p < members_.size(); p++) top = std::max<uint64_t>(top, written_end_[p]);
+  return top;
 }
 
 ByteRange LoneStarArray::UnitsOf(uint64_t offset, uint64_t length) const {
@@ -431,22 +481,24 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const 
     }
   }
   ByteRange r = UnitsOf(offset, data.size());
+  ByteRange written{offset, data.size()};
   auto held = LockUnits(r);
-  std::vector<uint8_t> old;
+  std::vector<uint8_t> now;  // the units as they are, then as they will be
   std::set<uint32_t> erased = ErasedFor(r);
   if (erased.contains(position)) {
     std::map<uint32_t, std::vector<uint8_t>> rebuilt;
     CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
-    old = std::move(rebuilt.at(position));
+    now = std::move(rebuilt.at(position));
   } else {
-    CAIRN_RETURN_IF_ERROR(ReadMember(position, r, old));
+    CAIRN_RETURN_IF_ERROR(ReadMember(position, r, now));
   }
-  std::vector<uint8_t> now = old;
-  std::copy(data.begin(), data.end(), now.begin() + (offset - r.offset));
-  auto delta = std::make_shared<std::vector<uint8_t>>(r.length);
-  ParityDelta(old, now, *delta);
-  if (IsAllZero(*delta)) return Status::OK();  // the bytes are there already
+  auto delta = std::make_shared<std::vector<uint8_t>>(r.length);  // zero where the units keep their bytes
+  std::span<uint8_t> changed = Slice(std::span<uint8_t>(now), r, written);
+  ParityDelta(changed, data, Slice(std::span<uint8_t>(*delta), r, written));
+  if (IsAllZero(Slice(std::span<const uint8_t>(*delta), r, written))) return Status::OK();  // there already
+  std::copy(data.begin(), data.end(), changed.begin());
   std::array<uint32_t, kPromiseRoles> positions = g.WriteSet(position);
+  CAIRN_RETURN_IF_ERROR(CoverWrites(positions, r.end()));
   std::array<uint32_t, kPromiseRoles> disks;
   for (size_t role = 0; role < kPromiseRoles; role++) disks[role] = members_[positions[role]].disk;
   bool delayed = options_.mode == ArrayWriteMode::kDelayed;
@@ -539,7 +591,7 @@ Status LoneStarArray::Sync(uint32_t position) {
     CAIRN_RETURN_IF_ERROR(journal_->Mark(txns, kDataRole, true));
     if (Crash("data-marked")) return Halted();
     if (options_.mode == ArrayWriteMode::kDelayed) {
-      bool flush;
+      uint64_t owed;
       {
         std::lock_guard lock(mutex_);
         for (uint64_t txn : txns) {
@@ -547,9 +599,12 @@ Status LoneStarArray::Sync(uint32_t position) {
           p.data_synced = true;
           p.delta.reset();  // kept in the journal; memory holds only what waits for a sync
         }
-        flush = delta_bytes_ > options_.delta_cache_bytes;
+        owed = delta_bytes_;
+        if (owed > options_.delta_cache_bytes) flush_wanted_ = true;
       }
-      return flush ? FlushParity() : Status::OK();
+      if (owed > options_.delta_cache_bytes) flush_asked_.notify_one();
+      // Syncs that outrun the flush wait for it: the journal holds a few times the cache at most.
+      return owed > kMaxDeltasPerCache * options_.delta_cache_bytes ? FlushParity() : Status::OK();
     }
     CAIRN_RETURN_IF_ERROR(ApplyParity(txns, false));
   }
@@ -560,11 +615,36 @@ Status LoneStarArray::Sync(uint32_t position) {
 }
 
 Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge) {
+  using Delta = std::shared_ptr<const std::vector<uint8_t>>;
   struct Owed {
     ByteRange range;
-    std::vector<uint8_t> delta;   // for `range`: one promise's, or the XOR of several (merged)
+    Delta delta;                  // for `range`: one promise's, or the XOR of several (merged)
     std::vector<uint64_t> txns;   // the promises it completes on its disk
   };
+  // Deltas on one disk that overlap become one read-modify-write of their XOR.
+  auto merge_touching = [](std::vector<Owed>& list) {
+    std::sort(list.begin(), list.end(), [](const Owed& a, const Owed& b) { return a.range.offset < b.range.offset; });
+    std::vector<Owed> merged;
+    for (size_t i = 0, j; i < list.size(); i = j) {
+      uint64_t end = list[i].range.end();
+      for (j = i + 1; j < list.size() && list[j].range.offset < end; j++) end = std::max(end, list[j].range.end());
+      if (j == i + 1) {
+        merged.push_back(std::move(list[i]));
+        continue;
+      }
+      ByteRange span{list[i].range.offset, end - list[i].range.offset};
+      auto sum = std::make_shared<std::vector<uint8_t>>(span.length, 0);
+      Owed run{span, nullptr, {}};
+      for (size_t k = i; k < j; k++) {
+        XorInto(Slice(std::span<uint8_t>(*sum), span, list[k].range), *list[k].delta);
+        run.txns.insert(run.txns.end(), list[k].txns.begin(), list[k].txns.end());
+      }
+      run.delta = std::move(sum);
+      merged.push_back(std::move(run));
+    }
+    list = std::move(merged);
+  };
+  std::map<uint64_t, Delta> deltas;  // each read once, for all three roles
   for (size_t role = 1; role < kPromiseRoles; role++) {
     std::map<uint32_t, std::vector<Owed>> owed;  // by parity disk position
     std::vector<uint64_t> marked;
@@ -578,38 +658,24 @@ Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge)
         r = p.range();
         target = p.positions[role];
       }
-      auto delta = DeltaOf(txn);
-      if (!delta.ok()) return delta.status();
+      Delta& delta = deltas[txn];
+      if (!delta) {
+        auto loaded = DeltaOf(txn);
+        if (!loaded.ok()) return loaded.status();
+        delta = std::move(*loaded);
+      }
       marked.push_back(txn);
-      owed[target].push_back({r, **delta, {txn}});
+      owed[target].push_back({r, delta, {txn}});
     }
     if (marked.empty()) continue;
     if (merge) {
-      // Deltas on one disk that overlap or touch are XORed into one read-modify-write.
-      for (auto& [target, list] : owed) {
-        std::sort(list.begin(), list.end(), [](const Owed& a, const Owed& b) { return a.range.offset < b.range.offset; });
-        std::vector<Owed> merged;
-        for (Owed& o : list) {
-          if (merged.empty() || o.range.offset > merged.back().range.end()) {
-            merged.push_back(std::move(o));
-            continue;
-          }
-          Owed& into = merged.back();
-          if (o.range.end() > into.range.end()) {
-            into.delta.resize(o.range.end() - into.range.offset, 0);
-            into.range.length = o.range.end() - into.range.offset;
-          }
-          XorInto(Slice(std::span<uint8_t>(into.delta), into.range, o.range), o.delta);
-          into.txns.insert(into.txns.end(), o.txns.begin(), o.txns.end());
-        }
-        list = std::move(merged);
-      }
+      for (auto& [target, list] : owed) merge_touching(list);
       CAIRN_RETURN_IF_ERROR(journal_->Mark(marked, static_cast<PromiseRole>(role), false));
     }
     for (auto& [target, list] : owed) {
       for (const Owed& o : list) {
         auto held = LockUnits(o.range);
-        Status st = ApplyDelta(target, o.range, o.delta);
+        Status st = ApplyDelta(target, o.range, *o.delta);
         if (!st.ok()) {  // the data is safe; that parity range is rebuilt later
           LogError("lonestar group {}: {}", options_.name, st.message());
           CAIRN_RETURN_IF_ERROR(AddDefect(target, o.range));
@@ -626,7 +692,28 @@ Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge)
   return Status::OK();
 }
 
+void LoneStarArray::FlushWhenAsked() {
+  // Behind the writes it follows: acknowledged writes go first when the CPUs are busy.
+  if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10) != 0) {
+    LogWarning("lonestar group {}: cannot lower the priority of the parity flush: {}", options_.name,
+               std::strerror(errno));
+  }
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    flush_asked_.wait(lock, [this] { return flush_wanted_ || stopping_; });
+    if (stopping_) return;
+    flush_wanted_ = false;
+    lock.unlock();
+    Status st = FlushParity();
+    if (!st.ok() && !halted_) {
+      LogError("lonestar group {}: parity flush: {} (the deltas wait in the journal)", options_.name, st.message());
+    }
+    lock.lock();
+  }
+}
+
 Status LoneStarArray::FlushParity() {
+  std::lock_guard flushing(flush_mutex_);
   CAIRN_RETURN_IF_ERROR(Halted());
   std::vector<uint64_t> txns;
   {
@@ -676,6 +763,10 @@ Status LoneStarArray::RemoveDefect(uint32_t position, const ByteRange& r) {
   return Status::OK();
 }
 
+LoneStarArray::IoTotals LoneStarArray::io_totals() const {
+  return {bytes_written_.load(), disk_bytes_read_.load(), disk_bytes_written_.load()};
+}
+
 uint64_t LoneStarArray::defective_bytes() const {
   std::lock_guard lock(mutex_);
   uint64_t total = 0;
@@ -690,32 +781,52 @@ std::map<uint32_t, RangeSet> LoneStarArray::defects() const {
 
 Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes) {
   CAIRN_RETURN_IF_ERROR(Halted());
-  std::optional<ByteRange> next;
+  std::optional<std::pair<uint32_t, ByteRange>> next;
   {
     std::lock_guard lock(mutex_);
     for (const auto& [position, ranges] : defects_) {
       if (members_[position].lost) continue;  // nowhere to write it until the disk is replaced
-      next = ranges.First(std::max<uint64_t>(max_bytes, kUnit));
+      if (auto first = ranges.First(std::max<uint64_t>(max_bytes, kUnit))) next.emplace(position, *first);
       break;
     }
   }
   if (next) {
-    // A slice at a time: what one rebuild holds in memory is a few slices, whatever the step.
-    constexpr uint64_t kSlice = 64 * kUnit;
-    ByteRange w = UnitsOf(next->offset, next->length);
-    for (uint64_t at = w.offset; at < w.end(); at += kSlice) {
-      CAIRN_RETURN_IF_ERROR(RebuildWindow(UnitsOf(at, std::min(kSlice, w.end() - at))));
+    auto [position, range] = *next;
+    uint64_t top = WrittenEnd();
+    if (range.offset >= top) {  // every member reads as zeros there: nothing to rebuild
+      CAIRN_RETURN_IF_ERROR(RemoveDefect(position, range));
+    } else {
+      CAIRN_RETURN_IF_ERROR(RebuildRange(UnitsOf(range.offset, std::min(range.end(), top) - range.offset)));
     }
   }
   return defective_bytes();
 }
 
-Status LoneStarArray::RebuildWindow(const ByteRange& w) {
+Status LoneStarArray::RebuildRange(const ByteRange& r) {
+  // A slice at a time: what one rebuild holds in memory is a few slices, whatever the range.
+  constexpr uint64_t kSlice = 64 * kUnit;
+  std::set<uint32_t> written;
+  Status st;
+  uint64_t at = r.offset;  // rebuilt up to here
+  while (at < r.end()) {
+    ByteRange w = UnitsOf(at, std::min(kSlice, r.end() - at));
+    st = RebuildWindow(w, &written);
+    if (!st.ok()) break;
+    at = w.end();
+  }
+  // One sync per disk for the whole range, then the defects go.
+  for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(SyncMember(position));
+  if (at > r.offset) {
+    for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(RemoveDefect(position, {r.offset, at - r.offset}));
+  }
+  return st;
+}
+
+Status LoneStarArray::RebuildWindow(const ByteRange& w, std::set<uint32_t>* written) {
   auto held = LockUnits(w);
   std::set<uint32_t> erased = ErasedFor(w);
   std::map<uint32_t, std::vector<uint8_t>> rebuilt;
   Status recovered = Reconstruct(UINT32_MAX, w, erased, &rebuilt);
-  std::vector<uint32_t> written;
   for (auto& [position, bytes] : rebuilt) {
     bool lost;
     bool fresh;
@@ -726,10 +837,8 @@ Status LoneStarArray::RebuildWindow(const ByteRange& w) {
     }
     if (lost) continue;
     if (!(fresh && IsAllZero(bytes))) CAIRN_RETURN_IF_ERROR(WriteMember(position, w, std::move(bytes)));
-    written.push_back(position);
+    written->insert(position);
   }
-  for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(SyncMember(position));
-  for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(RemoveDefect(position, w));
   return recovered;
 }
 
@@ -740,8 +849,9 @@ Result<LoneStarArray::ParityReport> LoneStarArray::CheckParity(ByteRange range, 
   ParityReport report;
   range = UnitsOf(std::max(range.offset, options_.data_start),
                   std::min(range.end(), options_.data_end) - std::max(range.offset, options_.data_start));
-  for (uint64_t at = range.offset; at < range.end(); at += kWindow) {
-    ByteRange w = UnitsOf(at, std::min(kWindow, range.end() - at));
+  uint64_t end = std::min(range.end(), WrittenEnd());  // past it every member reads as zeros
+  for (uint64_t at = range.offset; at < end; at += kWindow) {
+    ByteRange w = UnitsOf(at, std::min(kWindow, end - at));
     auto held = LockUnits(w);
     std::set<uint32_t> erased = ErasedFor(w);
     std::vector<std::vector<uint8_t>> bytes(g.disk_count());

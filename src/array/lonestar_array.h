@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "array/grid_geometry.h"
@@ -40,6 +42,11 @@ class LoneStarArray {
   // The unit of every read-modify-write: one SPC 16+1 intra-disk parity group (17 blocks of
   // 4 KiB), aligned from the start of the data range, the same on every disk.
   static constexpr uint64_t kUnit = 17 * 4096;
+  // High-water marks move in steps of this many bytes (one journal sync per step and disk).
+  static constexpr uint64_t kHighWaterStep = 1024 * kUnit;
+  // Delayed mode: a Sync leaving more than this many times delta_cache_bytes of deltas
+  // flushes them before it returns.
+  static constexpr uint64_t kMaxDeltasPerCache = 4;
 
   struct Member {
     uint32_t disk = 0;               // the archive's disk number
@@ -58,7 +65,8 @@ class LoneStarArray {
     std::string identity;            // archive id and group name, stamped in the journal
     // A new group: its disks hold zeros and so does its parity; the journal is created.
     bool create = false;
-    // Delayed mode: pending deltas (bytes) past which Sync brings the parity disks up to date.
+    // Delayed mode: pending deltas (bytes) past which a background flush brings the parity
+    // disks up to date; past kMaxDeltasPerCache times as many, Sync does it before it returns.
     uint64_t delta_cache_bytes = 256ull << 20;
     ArrayIoObserver* observer = nullptr;
     // Tests: called at each step boundary of a write, a sync and a parity flush ("begin",
@@ -103,11 +111,12 @@ class LoneStarArray {
   Status ReadRebuilt(uint32_t position, uint64_t offset, std::span<uint8_t> dst);
   // Makes the writes to bucket `position` so far durable, with their parity as the mode says:
   // serialized updates hP, vP, vhP now, one after the other; delayed leaves them to
-  // FlushParity (unless the deltas pass delta_cache_bytes).
+  // FlushParity (in the background once the deltas pass delta_cache_bytes).
   Status Sync(uint32_t position);
 
   // --- maintenance
   // Delayed mode: applies every pending delta to its parity disks, merged per disk and range.
+  // One flush at a time.
   Status FlushParity();
   uint64_t pending_delta_bytes() const;
   // Takes a member out of service now (it failed): its reads are rebuilt from the others.
@@ -117,6 +126,14 @@ class LoneStarArray {
   // group first. Returns the defective bytes left.
   Result<uint64_t> RebuildStep(uint64_t max_bytes);
   uint64_t defective_bytes() const;
+  // Since open: bytes Write was given for the buckets, and the disk I/O done (reads that the
+  // high-water marks spared are not counted).
+  struct IoTotals {
+    uint64_t bytes_written = 0;
+    uint64_t disk_bytes_read = 0;
+    uint64_t disk_bytes_written = 0;
+  };
+  IoTotals io_totals() const;
   std::map<uint32_t, RangeSet> defects() const;  // by position
 
   // Scrub: checks that every horizontal and vertical parity group XORs to zero over `range`
@@ -134,6 +151,8 @@ class LoneStarArray {
   LoneStarArray(Options options, std::vector<Member> members);
 
   Status Recover(const PromiseJournal::State& state);
+  // Delayed mode, on its own thread: flushes the parity whenever Sync asks, until stopped.
+  void FlushWhenAsked();
   Status Halted() const;
   bool Crash(std::string_view step);
   // The unit-aligned range covering [offset, offset + length), clipped to data_end.
@@ -166,14 +185,31 @@ class LoneStarArray {
   Status ApplyParity(const std::vector<uint64_t>& txns, bool merge);
   Status AddDefect(uint32_t position, const ByteRange& r);
   Status RemoveDefect(uint32_t position, const ByteRange& r);
-  // Rebuilds window `w` of every erased member that is there; removes their defects there.
-  Status RebuildWindow(const ByteRange& w);
+  // Rebuilds range `r` of every erased member that is there, a slice at a time, syncs them and
+  // removes their defects there.
+  Status RebuildRange(const ByteRange& r);
+  // Rebuilds window `w` of every erased member that is there; adds those it wrote to *written.
+  Status RebuildWindow(const ByteRange& w, std::set<uint32_t>* written);
   // Every read and write of a member disk goes through these: the observer is told first.
+  // A read past what the group wrote on the member is zeros and touches no disk; a write past
+  // the member's high-water mark raises it first.
   Status DiskRead(uint32_t position, uint64_t offset, std::span<uint8_t> dst);
   Status DiskWrite(uint32_t position, uint64_t offset, std::span<const uint8_t> src);
+  // Raises the high-water marks of `positions` to cover writes up to `end`: in the journal,
+  // synced, in steps of kHighWaterStep, then here.
+  Status CoverWrites(std::span<const uint32_t> positions, uint64_t end);
+  // Past this offset every member reads as zeros.
+  uint64_t WrittenEnd() const;
+
 
   const Options options_;
   std::vector<Member> members_;  // by grid position; `lost` guarded by mutex_
+  // By position: the group wrote nothing at or past it (the journal's high-water mark, or
+  // data_end when the journal has none); only goes up.
+  std::unique_ptr<std::atomic<uint64_t>[]> high_water_;
+  // By position: the same, exact for the writes since open (at most high_water_): reads past
+  // it are zeros.
+  std::unique_ptr<std::atomic<uint64_t>[]> written_end_;
   std::unique_ptr<PromiseJournal> journal_;
   UnitLocks locks_;
   std::atomic<bool> halted_{false};
@@ -187,6 +223,12 @@ class LoneStarArray {
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<uint64_t> disk_bytes_read_{0};
   std::atomic<uint64_t> disk_bytes_written_{0};
+  // Delayed mode: the background flush.
+  std::mutex flush_mutex_;                 // one FlushParity at a time; held across its I/O
+  std::condition_variable flush_asked_;    // with mutex_
+  bool flush_wanted_ = false;              // guarded by mutex_
+  bool stopping_ = false;                  // guarded by mutex_
+  std::thread flusher_;
 };
 
 }  // namespace cairn

@@ -19,7 +19,7 @@
 namespace cairn {
 namespace {
 
-enum RecordType : uint8_t { kHeader = 1, kBegin = 2, kMark = 3, kDelta = 4, kDone = 5, kDefect = 6 };
+enum RecordType : uint8_t { kHeader = 1, kBegin = 2, kMark = 3, kDelta = 4, kDone = 5, kDefect = 6, kHighWater = 7 };
 constexpr size_t kRecordHead = 9;                    // crc, length, type
 constexpr uint64_t kCompactAbove = 64ull << 20;     // file bytes that call for a compaction
 constexpr uint32_t kMaxRecord = (1u << 30) + 4096;  // a delta of the largest chunk, and some
@@ -70,13 +70,21 @@ Status WriteAll(int fd, uint64_t offset, std::span<const uint8_t> data, const st
   return Status::OK();
 }
 
-std::vector<uint8_t> EncodeRecord(uint8_t type, std::span<const uint8_t> payload) {
+// A record of `type` whose payload is `payload` then `tail`; the bytes returned end with
+// `payload`: the tail (a delta) is written from where it is (see Append).
+std::vector<uint8_t> EncodeRecord(uint8_t type, std::span<const uint8_t> payload, std::span<const uint8_t> tail = {}) {
   std::vector<uint8_t> record(kRecordHead + payload.size());
   record[8] = type;
   std::copy(payload.begin(), payload.end(), record.begin() + kRecordHead);
-  PutFixed32(&record[4], static_cast<uint32_t>(payload.size()));
-  PutFixed32(&record[0], MaskCrc(Crc32c(std::span(record).subspan(8))));
+  PutFixed32(&record[4], static_cast<uint32_t>(payload.size() + tail.size()));
+  PutFixed32(&record[0], MaskCrc(Crc32c(tail, Crc32c(std::span(record).subspan(8)))));
   return record;
+}
+
+std::vector<uint8_t> HighWaterRecord(uint32_t disk, uint64_t end) {
+  Writer w;
+  w.U32(disk).U64(end);
+  return EncodeRecord(kHighWater, w.bytes());
 }
 
 std::vector<uint8_t> HeaderPayload(const std::string& identity, uint64_t next_txn) {
@@ -262,6 +270,12 @@ Status PromiseJournal::Replay(bool read_only) {
         state_.defects[disk].Remove(range);
         if (state_.defects[disk].empty()) state_.defects.erase(disk);
       }
+    } else if (type == kHighWater) {
+      uint32_t disk = 0;
+      uint64_t end = 0;
+      if (!r.U32(&disk) || !r.U64(&end) || !r.done()) return damaged(at, "bad high-water mark");
+      uint64_t& mark = state_.high_water[disk];
+      mark = std::max(mark, end);
     } else {
       return damaged(at, fmt::format("unknown record type {}", type));
     }
@@ -282,12 +296,13 @@ uint64_t PromiseJournal::file_bytes() const {
   return size_;
 }
 
-Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records) {
+Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, std::span<const uint8_t> tail) {
   std::vector<uint8_t> bytes;
   for (const auto& r : records) bytes.insert(bytes.end(), r.begin(), r.end());
   CAIRN_RETURN_IF_ERROR(WriteAll(fd_, size_, bytes, path_));
+  CAIRN_RETURN_IF_ERROR(WriteAll(fd_, size_ + bytes.size(), tail, path_));
   if (::fdatasync(fd_) != 0) return Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path_), errno);
-  size_ += bytes.size();
+  size_ += bytes.size() + tail.size();
   return Status::OK();
 }
 
@@ -312,10 +327,10 @@ Result<Promise> PromiseJournal::Begin(ArrayWriteMode mode, const std::array<uint
   uint64_t delta_at = size_ + records[0].size();
   if (p.has_delta) {
     Writer d;
-    d.U64(p.txn).Bytes(delta);
-    records.push_back(EncodeRecord(kDelta, d.bytes()));
+    d.U64(p.txn);
+    records.push_back(EncodeRecord(kDelta, d.bytes(), delta));
   }
-  CAIRN_RETURN_IF_ERROR(Append(records));
+  CAIRN_RETURN_IF_ERROR(Append(records, delta));
   next_txn_++;
   state_.open[p.txn] = p;
   if (p.has_delta) delta_at_[p.txn] = delta_at;
@@ -390,6 +405,22 @@ Status PromiseJournal::RemoveDefect(uint32_t disk, ByteRange range) {
   return MaybeCompact();
 }
 
+Status PromiseJournal::RaiseHighWater(std::span<const uint32_t> disks, uint64_t end) {
+  std::lock_guard lock(mutex_);
+  std::vector<std::vector<uint8_t>> records;
+  for (uint32_t disk : disks) {
+    auto it = state_.high_water.find(disk);
+    if (it == state_.high_water.end() || it->second < end) records.push_back(HighWaterRecord(disk, end));
+  }
+  if (records.empty()) return Status::OK();
+  CAIRN_RETURN_IF_ERROR(Append(records));
+  for (uint32_t disk : disks) {
+    uint64_t& mark = state_.high_water[disk];
+    mark = std::max(mark, end);
+  }
+  return Status::OK();
+}
+
 Status PromiseJournal::MaybeCompact() {
   std::lock_guard lock(mutex_);
   return size_ > kCompactAbove ? CompactLocked() : Status::OK();
@@ -409,6 +440,7 @@ Status PromiseJournal::CompactLocked() {
       records.push_back(EncodeRecord(kDefect, w.bytes()));
     });
   }
+  for (const auto& [disk, end] : state_.high_water) records.push_back(HighWaterRecord(disk, end));
   std::map<uint64_t, uint64_t> delta_at;  // in the new file
   uint64_t at = 0;
   for (const auto& r : records) at += r.size();

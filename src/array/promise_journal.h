@@ -1,8 +1,8 @@
 // PromiseJournal is the durable record of a lonestar group's parity maintenance, on fast
 // storage beside the catalog: every write to a bucket is a promise recorded here before a
 // disk is touched, with a start and finish mark per disk it updates; the deltas of delayed
-// writes until their parity is updated; and the defect ranges (disk ranges not trusted
-// until rebuilt). An append-only file of checksummed records, each synced before the call
+// writes until their parity is updated; the defect ranges (disk ranges not trusted until
+// rebuilt); and each disk's high-water mark (nothing was ever written at or past it). An append-only file of checksummed records, each synced before the call
 // returns, replayed at open and compacted when it grows. Thread-safe.
 #pragma once
 
@@ -54,6 +54,8 @@ class PromiseJournal {
   struct State {
     std::map<uint64_t, Promise> open;  // by txn: promises not yet done
     std::map<uint32_t, RangeSet> defects;  // by disk
+    // By disk: the group wrote nothing to it at or past this offset (absent: not known).
+    std::map<uint32_t, uint64_t> high_water;
   };
 
   // Creates the journal of group `identity` (archive id and group name) at `path`; Exists
@@ -86,6 +88,9 @@ class PromiseJournal {
   // Adds or removes a range of `disk` whose contents are not trusted until rebuilt.
   Status AddDefect(uint32_t disk, ByteRange range);
   Status RemoveDefect(uint32_t disk, ByteRange range);
+  // Records that each of `disks` may be written up to `end` (a mark never goes down). One
+  // sync, and none when every mark is there already.
+  Status RaiseHighWater(std::span<const uint32_t> disks, uint64_t end);
 
   // Rewrites the file with only what is still needed (open promises with their deltas,
   // defects), atomically. Done by the appends themselves once the file passes a size.
@@ -94,8 +99,9 @@ class PromiseJournal {
 
  private:
   PromiseJournal(std::string path, std::string identity, int fd) : path_(std::move(path)), identity_(std::move(identity)), fd_(fd) {}
-  // Appends records and syncs them. REQUIRES: mutex_ held.
-  Status Append(const std::vector<std::vector<uint8_t>>& records);
+  // Appends records and syncs them; `tail` is the rest of the last record's payload (a delta,
+  // not copied into `records`). REQUIRES: mutex_ held.
+  Status Append(const std::vector<std::vector<uint8_t>>& records, std::span<const uint8_t> tail = {});
   // Reads the records into the state; a torn last record is cut off unless `read_only`.
   Status Replay(bool read_only);
   Status CompactLocked();

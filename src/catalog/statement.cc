@@ -58,7 +58,8 @@ bool Statement::Step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc != SQLITE_DONE) {
-    status_ = Status::IOError(fmt::format("catalog: {} (in '{}')", sqlite3_errmsg(db_), sqlite3_sql(stmt_)));
+    status_ = Status::IOError(fmt::format("catalog: {} (code {}, in '{}')", sqlite3_errmsg(db_),
+                                          sqlite3_extended_errcode(db_), sqlite3_sql(stmt_)));
   }
   return false;
 }

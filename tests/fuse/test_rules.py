@@ -92,7 +92,7 @@ def test_rules_check_with_archive_knows_its_disks(archive):
     refusal = "policy vault: raid=rs-20-4 puts 24 chunks on distinct disks; this archive has 4 disks"
     for target in (archive.arch, archive.mnt):  # the archive, or its mount point
         r = cairn("rules", "check", wide, "--archive", target, check=False)
-        assert r.returncode == 1 and f"{wide}: {refusal}" in r.stderr, r.stdout + r.stderr
+        assert r.returncode == 1 and f"{wide}:4: {refusal}" in r.stderr, r.stdout + r.stderr
     # what check --archive refuses is what a reload refuses
     r = install_rules(archive, open(wide).read())
     assert r.returncode == 1 and refusal in r.stderr, r.stdout + r.stderr

@@ -131,6 +131,27 @@ TEST_CASE("PromiseJournal: compaction keeps exactly what is open, deltas too", "
   CHECK_FALSE(std::filesystem::exists(path + ".new"));
 }
 
+TEST_CASE("PromiseJournal: high-water marks only go up, one sync for those that move, and survive compaction",
+          "[array]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cold.journal";
+  auto created = PromiseJournal::Create(path, "archive-1/cold");
+  REQUIRE(created.ok());
+  auto& j = **created;
+  CHECK(j.state().high_water.empty());  // not known: a disk is read whole
+  std::vector<uint32_t> disks{3, 7};
+  REQUIRE(j.RaiseHighWater(disks, 0).ok());
+  REQUIRE(j.RaiseHighWater(std::vector<uint32_t>{3}, 1 << 20).ok());
+  uint64_t size = j.file_bytes();
+  REQUIRE(j.RaiseHighWater(disks, 4096).ok());  // 3 is past it, 7 moves
+  REQUIRE(j.RaiseHighWater(std::vector<uint32_t>{3}, 8192).ok());  // no record at all
+  CHECK(j.file_bytes() == size + 21);  // one record: head 9, disk 4, end 8
+  CHECK(j.state().high_water == std::map<uint32_t, uint64_t>{{3, 1 << 20}, {7, 4096}});
+  CHECK(Reopen(path)->state().high_water == std::map<uint32_t, uint64_t>{{3, 1 << 20}, {7, 4096}});
+  REQUIRE(j.Compact().ok());
+  CHECK(Reopen(path)->state().high_water == std::map<uint32_t, uint64_t>{{3, 1 << 20}, {7, 4096}});
+}
+
 TEST_CASE("PromiseJournal: a torn last record is cut off, damage anywhere else is Corruption", "[array]") {
   test::TempDir tmp;
   std::string path = tmp / "cold.journal";
