@@ -376,7 +376,6 @@ Status LoneStarArray::WriteMember(uint32_t position, const ByteRange& r, std::ve
 
 Status LoneStarArray::Reconstruct(uint32_t target, const ByteRange& r, std::set<uint32_t> erased,
                                   std::map<uint32_t, std::vector<uint8_t>>* rebuilt) {
-  std::vector<uint8_t> buffer;
   for (size_t attempt = 0; attempt <= members_.size(); attempt++) {
     rebuilt->clear();
     auto plan = PlanRecovery(options_.geometry, erased);
@@ -384,19 +383,26 @@ Status LoneStarArray::Reconstruct(uint32_t target, const ByteRange& r, std::set<
     bool read_failed = false;
     for (const RecoveryStep& step : plan->steps()) {
       std::vector<uint8_t> sum(r.length, 0);
+      // The members on disk are read all at once (each its own disk), the rebuilt ones added.
+      std::vector<std::pair<uint32_t, std::future<Status>>> reads;
+      std::vector<std::vector<uint8_t>> buffers(plan->reads(step).size());
       for (uint32_t m : plan->reads(step)) {
         if (auto it = rebuilt->find(m); it != rebuilt->end()) {
           XorInto(sum, it->second);
           continue;
         }
-        Status st = ReadMember(m, r, buffer);
+        std::vector<uint8_t>& buffer = buffers[reads.size()];
+        reads.emplace_back(m, std::async(std::launch::async, [this, m, &r, &buffer] { return ReadMember(m, r, buffer); }));
+      }
+      for (size_t i = 0; i < reads.size(); i++) {
+        Status st = reads[i].second.get();
         if (!st.ok()) {  // that one is erased too: plan again
           LogWarning("lonestar group {}: {}", options_.name, st.message());
-          erased.insert(m);
+          erased.insert(reads[i].first);
           read_failed = true;
-          break;
+        } else if (!read_failed) {
+          XorInto(sum, buffers[i]);
         }
-        XorInto(sum, buffer);
       }
       if (read_failed) break;
       (*rebuilt)[step.disk] = std::move(sum);

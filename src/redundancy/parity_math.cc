@@ -22,7 +22,15 @@ void ScalarXor(uint8_t* dst, const uint8_t* first, Sources rest, size_t begin, s
   if (first != dst) std::memcpy(dst + begin, first + begin, end - begin);
   for (std::span<const uint8_t> source : rest) {
     const uint8_t* s = source.data();
-    for (size_t i = begin; i < end; i++) dst[i] ^= s[i];
+    size_t i = begin;
+    for (; i + 32 <= end; i += 32) {  // four words at a time, any alignment
+      uint64_t d[4], x[4];
+      std::memcpy(d, dst + i, 32);
+      std::memcpy(x, s + i, 32);
+      for (int w = 0; w < 4; w++) d[w] ^= x[w];
+      std::memcpy(dst + i, d, 32);
+    }
+    for (; i < end; i++) dst[i] ^= s[i];
   }
 }
 

@@ -13,13 +13,14 @@
 #   2. Write amplification: the daemon logs, at unmount, per lonestar group, the bytes written to its buckets (B) and
 #      the bytes its disks read (R) and wrote (W) since the mount, so the writes have mounts of their own (the reads
 #      another); (R+W)/B of rep 1 (one file, fresh group) against the theory (seed-lonestar.md 2.3): 8 for serialized
-#      and direct (d, hP, vP, vhP each read and written); delayed the same once its parity is flushed, 2 until then
-#      (deltas wait in the journal until they pass the group's delta_cache, 256 MiB): the deltas still pending after
-#      the unmount (cairn status) are reported. Merged deltas: group cold_m (delayed, added with 48 MiB disks) gets
-#      24 files of 10.75 MiB one after the other, which the placer puts on the 24 buckets at the same offsets; the
-#      24th file's deltas pass 256 MiB, so its sync flushes all 24 in one merged batch: theory 2(d+p)/d =
-#      2(24+16)/24 = 3.33 (for the hn buckets of one hPG 2(2hn+2hk)/hn = 5.33, shown only). The same 24 files also go
-#      into the pool: the first 23 of each, until persisted, give a delayed write rate without a parity flush (info).
+#      and direct (d, hP, vP, vhP each read and written), 4 in fresh space (nothing is read past a disk's high-water
+#      mark: the old bytes are zeros); delayed the same once its parity is flushed (the unmount does), the deltas
+#      still pending after the unmount (cairn status) are reported. Merged deltas: group cold_m (delayed, added with
+#      48 MiB disks) gets 24 files of 10.75 MiB one after the other, which the placer puts on the 24 buckets at the
+#      same offsets; their deltas pass the 256 MiB delta_cache with the 24th file and are flushed in the background,
+#      merged per parity disk: theory 2(d+p)/d = 2(24+16)/24 = 3.33, (d+p)/d = 1.67 in fresh space (for the hn
+#      buckets of one hPG 2(2hn+2hk)/hn = 5.33, shown only). The same 24 files also go into the pool: the first 23
+#      of each, until persisted, give a delayed write rate without a parity flush (info).
 #   3. Rebuild of one bucket: the one holding the serialized rep-1 file is replaced ('cairn disk replace', the old
 #      image removed) and 'cairn rebuild' timed (N times, each on yet another empty image), against dd of the 3
 #      surviving images of its hPG (the smaller parity group: 4 disks vs 5 in a column) all at once; target >= 0.7x.
@@ -214,7 +215,7 @@ merged_phase() {
   status_json "$ARCH" "$LOGS/st.json"
   R[mpending]=$(group_field "$LOGS/st.json" cold_m "g['pending_delta_bytes']")
   R[mearly]=$early
-  NOTES+=("merged: the 24th file until persisted (its sync flushes the parity of all 24): ${R[last,merged]} s, into the pool ${R[last,pool]} s; MiB of deltas pending after each persist: $(for v in "${pend[@]}"; do printf '%s ' "$(mib_of "$v")"; done)")
+  NOTES+=("merged: the 24th file until persisted (its sync starts the background flush of all 24): ${R[last,merged]} s, into the pool ${R[last,pool]} s; MiB of deltas pending after each persist: $(for v in "${pend[@]}"; do printf '%s ' "$(mib_of "$v")"; done)")
 }
 
 # ---------------------------------------------------------------- phase 3: rebuild one bucket
@@ -337,14 +338,15 @@ arow() {  # arow LABEL KEY THEORY
   local b r w; read -r b r w <<<"${R[amp,$2]:-0 0 0}"
   printf '%-36s %10s %10s %10s %9s %8s\n' "$1" "$(mib_of "$b")" "$(mib_of "$r")" "$(mib_of "$w")" "$(amp "$b" "$r" "$w")" "$3"
 }
-arow "serialized, one file" serialized,1 8
-arow "direct, one file" direct,1 8
-arow "delayed, one file" delayed,1 "8 (2)"
-arow "delayed, $NBUCKETS equal files, merged" merged 3.33
+arow "serialized, one file" serialized,1 "8 / 4"
+arow "direct, one file" direct,1 "8 / 4"
+arow "delayed, one file" delayed,1 "8 / 4"
+arow "delayed, $NBUCKETS equal files, merged" merged "3.33 / 1.67"
 read -r b r w <<<"${R[amp,delayed,1]:-0 0 0}"
 proj=$(awk -v b="$b" -v r="$r" -v w="$w" -v p="${R[pending,delayed,1]:-0}" 'BEGIN { if (b > 0) printf "%.2f", (r + w + 6 * p) / b }')
-echo "(delayed, one file: 2 per byte until its parity is flushed, 8 after; $(mib_of "${R[pending,delayed,1]:-0}") MiB of deltas"
-echo " were still pending after the unmount, each owing 6 bytes of parity I/O: ${proj:-?} once they are flushed alone)"
+echo "(theory: with the reads of a read-modify-write / in fresh space, where nothing past a disk's high-water mark is read;"
+echo " delayed, one file: $(mib_of "${R[pending,delayed,1]:-0}") MiB of deltas were still pending after the unmount, each owing"
+echo " 6 bytes of parity I/O: ${proj:-?} once they are flushed alone)"
 echo "(merged: $( ((${R[mearly]:-1})) && echo "NOT one batch: the parity was flushed before the last file" ||
   echo "one batch: no flush before the last file"); $(mib_of "${R[mpending]:-0}") MiB of deltas left pending after the unmount;"
 echo " 2(d+p)/d for d = 24 buckets, p = 16 parity disks; for the hn buckets of one hPG 2(2hn+2hk)/hn = 5.33, not measured)"

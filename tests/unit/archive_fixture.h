@@ -32,19 +32,23 @@ struct ArchiveFixture {
   std::unique_ptr<Archive> archive;
   std::unique_ptr<Filesystem> fs;
 
-  ArchiveFixture() {
+  // Wraps each disk at every Open (a decorator of the test's), unless faults are given.
+  using WrapDisk = std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk>, size_t)>;
+  WrapDisk wrap_disk;
+
+  // `customize` changes the mkfs options (other disks, groups) before the archive is made.
+  explicit ArchiveFixture(const std::function<void(MkfsOptions&)>& customize = {}, WrapDisk wrap = {})
+      : wrap_disk(std::move(wrap)) {
     MkfsOptions mkfs;
     mkfs.disk_count = 3;
     mkfs.disk_size = 16 << 20;
     mkfs.options.segment_size = kSegment;
     mkfs.options.pack_threshold = 8 << 10;
+    if (customize) customize(mkfs);
     REQUIRE(CreateArchive(dir, mkfs).ok());
     Open();
   }
   ~ArchiveFixture() { Close(); }
-
-  // Wraps each disk at every Open (a decorator of the test's), unless faults are given.
-  std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk>, size_t)> wrap_disk;
 
   void Open(FaultPlan* faults = nullptr) {
     Archive::OpenOptions options;

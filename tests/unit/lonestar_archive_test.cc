@@ -10,71 +10,43 @@
 #include <fmt/format.h>
 
 #include "archive/archive.h"
+#include "archive_fixture.h"
 #include "array/grid_geometry.h"
-#include "fault_disk.h"
-#include "fs/filesystem.h"
-#include "test_util.h"
 
 using namespace cairn;
 
 namespace {
 
-constexpr uint64_t kSegment = 64 << 10;
+using test::kSegment;
 constexpr uint32_t kPoolDisks = 3;  // disks 0..2; the group's 16 are 3..18, in grid order
 
 std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
-struct LoneStarArchive {
-  test::TempDir tmp;
-  std::string dir = tmp / "arch";
-  GridGeometry geometry = *GridGeometry::Parse("4x4:2+1");
+// The disk I/O counts, made before the archive whose disks count into them.
+struct CountsDiskIo {
   test::IoCounts io;
-  std::unique_ptr<Archive> archive;
-  std::unique_ptr<Filesystem> fs;
+};
+
+// The fixture's archive (3 pool disks) with a 4x4:2+1 lonestar group of 8 MiB disks.
+struct LoneStarArchive : CountsDiskIo, test::ArchiveFixture {
+  GridGeometry geometry = *GridGeometry::Parse("4x4:2+1");
   uint64_t cold = 0;  // a directory placed in the group
 
-  LoneStarArchive() {
-    MkfsOptions mkfs;
-    mkfs.disk_count = kPoolDisks;
-    mkfs.disk_size = 8 << 20;
-    mkfs.options.segment_size = kSegment;
-    mkfs.options.pack_threshold = 8 << 10;
-    mkfs.groups.push_back({*ParseGroupSpec("cold:lonestar:4x4:2+1"), {}});
-    REQUIRE(CreateArchive(dir, mkfs).ok());
-    Archive::OpenOptions open;
-    open.wrap_disk = [this](std::unique_ptr<Disk> disk, size_t i) -> std::unique_ptr<Disk> {
-      return std::make_unique<test::IoCountDisk>(std::move(disk), io, i);
-    };
-    auto a = Archive::Open(dir, open);
-    REQUIRE(a.ok());
-    archive = std::move(*a);
-    fs = std::make_unique<Filesystem>(*archive);
-    REQUIRE(fs->Recover().ok());
+  LoneStarArchive()
+      : test::ArchiveFixture(
+            [](MkfsOptions& mkfs) {
+              mkfs.disk_size = 8 << 20;
+              mkfs.groups.push_back({*ParseGroupSpec("cold:lonestar:4x4:2+1"), {}});
+            },
+            [this](std::unique_ptr<Disk> disk, size_t i) -> std::unique_ptr<Disk> {
+              return std::make_unique<test::IoCountDisk>(std::move(disk), io, i);
+            }) {
     auto made = fs->MakeNode(kRootInode, "cold", S_IFDIR | 0755, 0, Caller{});
     REQUIRE(made.ok());
     cold = made->ino;
     REQUIRE(fs->SetXattr(cold, "user.cairn.placement", Bytes("group=cold"), 0).ok());
   }
-  ~LoneStarArchive() {
-    if (fs) CHECK(fs->Stop().ok());
-  }
 
-  uint64_t WriteFile(uint64_t parent, const std::string& name, const std::vector<uint8_t>& data) {
-    InodeRecord attr;
-    auto fh = fs->Create(parent, name, 0644, O_RDWR, Caller{}, &attr);
-    REQUIRE(fh.ok());
-    REQUIRE(*fs->Write(*fh, 0, data) == data.size());
-    fs->Release(*fh);
-    return attr.ino;
-  }
-  std::vector<uint8_t> ReadFile(uint64_t ino, size_t size) {
-    auto fh = fs->Open(ino, O_RDONLY);
-    REQUIRE(fh.ok());
-    std::vector<uint8_t> out(size);
-    REQUIRE(*fs->Read(*fh, 0, out) == size);
-    fs->Release(*fh);
-    return out;
-  }
   std::string Xattr(uint64_t ino, const std::string& name) {
     auto value = fs->GetXattr(ino, name);
     REQUIRE(value.ok());
@@ -106,7 +78,7 @@ struct LoneStarArchive {
 TEST_CASE("Lonestar archive: a file placed in the group is raid=2d, whole on one bucket", "[array]") {
   LoneStarArchive a;
   auto data = test::RandomBytes(5 * kSegment + 123, 1);
-  uint64_t ino = a.WriteFile(a.cold, "f", data);
+  uint64_t ino = a.WriteFile("f", data, a.cold);
   REQUIRE(a.fs->PersistAll().ok());
   CHECK(a.Xattr(ino, "user.cairn.effective").starts_with("raid=2d "));
   CHECK(a.Xattr(ino, "user.cairn.effective.source").starts_with("raid=default:lonestar "));
@@ -124,7 +96,7 @@ TEST_CASE("Lonestar archive: a file placed in the group is raid=2d, whole on one
 TEST_CASE("Lonestar archive: a read touches its bucket alone, a persist exactly d, hP, vP and vhP", "[array]") {
   LoneStarArchive a;
   auto data = test::RandomBytes(4 * kSegment, 2);
-  uint64_t ino = a.WriteFile(a.cold, "f", data);
+  uint64_t ino = a.WriteFile("f", data, a.cold);
   REQUIRE(a.fs->PersistAll().ok());
   REQUIRE(a.fs->EvictAll().ok());
   uint32_t bucket = *a.DisksOf(ino).begin();
@@ -134,7 +106,7 @@ TEST_CASE("Lonestar archive: a read touches its bucket alone, a persist exactly 
   CHECK(a.io.writes.empty());
 
   a.io.Clear();
-  uint64_t second = a.WriteFile(a.cold, "g", test::RandomBytes(3 * kSegment, 3));
+  uint64_t second = a.WriteFile("g", test::RandomBytes(3 * kSegment, 3), a.cold);
   REQUIRE(a.fs->PersistAll().ok());
   uint32_t position = *a.DisksOf(second).begin() - kPoolDisks;
   std::set<size_t> write_set;
@@ -147,7 +119,7 @@ TEST_CASE("Lonestar archive: raid values a group cannot keep are refused when se
   Status rs = a.fs->SetXattr(a.cold, "user.cairn.raid", Bytes("rs-2-1"), 0);
   CHECK(rs.sys_errno() == EINVAL);
   CHECK(rs.message().find("lonestar group cold keeps each whole on one bucket") != std::string::npos);
-  uint64_t pool_file = a.WriteFile(kRootInode, "p", test::RandomBytes(100, 4));
+  uint64_t pool_file = a.WriteFile("p", test::RandomBytes(100, 4));
   Status twod = a.fs->SetXattr(pool_file, "user.cairn.raid", Bytes("2d"), 0);
   CHECK(twod.sys_errno() == EINVAL);
   CHECK(twod.message().find("group default is a pool") != std::string::npos);
@@ -156,7 +128,7 @@ TEST_CASE("Lonestar archive: raid values a group cannot keep are refused when se
   CHECK(moved.sys_errno() == EINVAL);  // its explicit raid would not fit there
   // mirror-2 in the group: copies on two buckets in distinct columns and parity groups.
   REQUIRE(a.fs->SetXattr(a.cold, "user.cairn.raid", Bytes("mirror-2"), 0).ok());
-  uint64_t mirrored = a.WriteFile(a.cold, "m", test::RandomBytes(2 * kSegment, 5));
+  uint64_t mirrored = a.WriteFile("m", test::RandomBytes(2 * kSegment, 5), a.cold);
   REQUIRE(a.fs->PersistAll().ok());
   std::lock_guard lock(a.archive->catalog_mutex());
   auto segments = a.archive->catalog().GetSegments(mirrored);
