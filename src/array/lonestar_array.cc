@@ -809,17 +809,38 @@ Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes) {
 }
 
 Status LoneStarArray::RebuildRange(const ByteRange& r) {
-  // A slice at a time: what one rebuild holds in memory is a few slices, whatever the range.
+  // A slice at a time, each slice's writes overlapping the next one's reads: what one rebuild
+  // holds in memory is two slices, whatever the range.
   constexpr uint64_t kSlice = 64 * kUnit;
   std::set<uint32_t> written;
+  std::future<Status> writing;      // the last slice's writes (they add to `written`)
+  uint64_t writing_end = r.offset;  // where that slice ends
+  uint64_t at = r.offset;           // rebuilt up to here
   Status st;
-  uint64_t at = r.offset;  // rebuilt up to here
-  while (at < r.end()) {
-    ByteRange w = UnitsOf(at, std::min(kSlice, r.end() - at));
-    st = RebuildWindow(w, &written);
+  auto finish_writing = [&] {
+    if (!writing.valid()) return;
+    Status wrote = writing.get();
+    if (st.ok() && wrote.ok()) at = writing_end;
+    if (st.ok()) st = wrote;
+  };
+  for (uint64_t next = r.offset; next < r.end() && st.ok(); next = writing_end) {
+    ByteRange w = UnitsOf(next, std::min(kSlice, r.end() - next));
+    auto held = LockUnits(w);
+    auto rebuilt = std::make_unique<std::map<uint32_t, std::vector<uint8_t>>>();
+    Status recovered = Reconstruct(UINT32_MAX, w, ErasedFor(w), rebuilt.get());
+    finish_writing();
     if (!st.ok()) break;
-    at = w.end();
+    if (!recovered.ok()) {  // what could be rebuilt is written, the rest stays defective
+      st = WriteRebuilt(w, *rebuilt, &written);
+      if (st.ok()) st = recovered;
+      break;
+    }
+    writing = std::async(std::launch::async, [this, w, held = std::move(held), rebuilt = std::move(rebuilt), &written] {
+      return WriteRebuilt(w, *rebuilt, &written);
+    });
+    writing_end = w.end();
   }
+  finish_writing();
   // One sync per disk for the whole range, then the defects go.
   for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(SyncMember(position));
   if (at > r.offset) {
@@ -828,11 +849,8 @@ Status LoneStarArray::RebuildRange(const ByteRange& r) {
   return st;
 }
 
-Status LoneStarArray::RebuildWindow(const ByteRange& w, std::set<uint32_t>* written) {
-  auto held = LockUnits(w);
-  std::set<uint32_t> erased = ErasedFor(w);
-  std::map<uint32_t, std::vector<uint8_t>> rebuilt;
-  Status recovered = Reconstruct(UINT32_MAX, w, erased, &rebuilt);
+Status LoneStarArray::WriteRebuilt(const ByteRange& w, std::map<uint32_t, std::vector<uint8_t>>& rebuilt,
+                                   std::set<uint32_t>* written) {
   for (auto& [position, bytes] : rebuilt) {
     bool lost;
     bool fresh;
@@ -845,7 +863,7 @@ Status LoneStarArray::RebuildWindow(const ByteRange& w, std::set<uint32_t>* writ
     if (!(fresh && IsAllZero(bytes))) CAIRN_RETURN_IF_ERROR(WriteMember(position, w, std::move(bytes)));
     written->insert(position);
   }
-  return recovered;
+  return Status::OK();
 }
 
 Result<LoneStarArray::ParityReport> LoneStarArray::CheckParity(ByteRange range, bool repair) {

@@ -188,8 +188,10 @@ class LoneStarArray {
   // Rebuilds range `r` of every erased member that is there, a slice at a time, syncs them and
   // removes their defects there.
   Status RebuildRange(const ByteRange& r);
-  // Rebuilds window `w` of every erased member that is there; adds those it wrote to *written.
-  Status RebuildWindow(const ByteRange& w, std::set<uint32_t>* written);
+  // Writes the members rebuilt for window `w` (its units held) that are there; adds those it
+  // wrote to *written.
+  Status WriteRebuilt(const ByteRange& w, std::map<uint32_t, std::vector<uint8_t>>& rebuilt,
+                      std::set<uint32_t>* written);
   // Every read and write of a member disk goes through these: the observer is told first.
   // A read past what the group wrote on the member is zeros and touches no disk; a write past
   // the member's high-water mark raises it first.
