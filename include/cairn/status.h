@@ -49,6 +49,7 @@ class Status {
   Code code() const { return state_ ? state_->code : Code::kOk; }
   bool IsNotFound() const { return code() == Code::kNotFound; }
   bool IsCorruption() const { return code() == Code::kCorruption; }
+  bool IsBusy() const { return code() == Code::kBusy; }
   // The errno of the failed system call, or 0 when the status did not come from one.
   int sys_errno() const { return state_ ? state_->sys_errno : 0; }
   const std::string& message() const;

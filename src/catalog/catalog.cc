@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -263,8 +264,19 @@ Status Catalog::StartEpoch() {
   return Status::OK();
 }
 
-Status Catalog::StartCheckpoints(std::chrono::milliseconds interval) {
-  auto checkpointer = WalCheckpointer::Start(path_, interval);
+Status Catalog::StartCheckpoints(std::mutex& mutex, std::chrono::milliseconds interval) {
+  auto between_batches = [this, &mutex](const std::function<Status()>& checkpoint) {
+    // try_lock: the catalog may be closing, its closer holding the mutex and waiting for us.
+    std::unique_lock lock(mutex, std::try_to_lock);
+    for (int attempt = 0; !lock.owns_lock() && attempt < 100; attempt++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lock.try_lock();
+    }
+    if (!lock.owns_lock()) return Status::Busy("catalog: busy");
+    CAIRN_RETURN_IF_ERROR(Flush());
+    return checkpoint();
+  };
+  auto checkpointer = WalCheckpointer::Start(path_, interval, between_batches);
   if (!checkpointer.ok()) return checkpointer.status();
   checkpointer_ = std::move(*checkpointer);
   // From now on only the checkpointer copies pages back: commits (under the catalog mutex)
@@ -313,6 +325,9 @@ Status Catalog::Begin() {
                                             commit_failure_.message()));
   }
   if (!batch_open_) {
+    // A read left on a row since the last batch would keep its snapshot into this one, and
+    // SQLite restarts the WAL only when a batch begins with no snapshot open.
+    ResetBusyStatements();
     CAIRN_RETURN_IF_ERROR(Prepare("BEGIN IMMEDIATE", /*journaled=*/false).Bind().Run());
     batch_open_ = true;
   }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <string>
@@ -163,9 +164,10 @@ class Catalog {
   // Returns once commits up to `sequence` are on stable storage (one fsync of the WAL
   // covers every commit before it). Thread-safe.
   Status SyncThrough(uint64_t sequence);
-  // Checkpoints the WAL from a background thread from now on (passive, truncating when
-  // idle) instead of in the commits; for the daemon.
-  Status StartCheckpoints(std::chrono::milliseconds interval = std::chrono::seconds(1));
+  // Checkpoints the WAL from a background thread from now on (passive, restarting it between
+  // two batches past 2 MiB, truncating when idle) instead of in the commits; for the
+  // daemon. `mutex` is the one every catalog call is made under.
+  Status StartCheckpoints(std::mutex& mutex, std::chrono::milliseconds interval = std::chrono::seconds(1));
 
   Result<std::string> GetMeta(const std::string& key);
   Status SetMeta(const std::string& key, const std::string& value);

@@ -7,7 +7,8 @@
 namespace cairn {
 
 Result<std::unique_ptr<WalCheckpointer>> WalCheckpointer::Start(const std::string& path,
-                                                                 std::chrono::milliseconds interval) {
+                                                                 std::chrono::milliseconds interval,
+                                                                 BetweenBatches between_batches) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     Status st = Status::IOError(fmt::format("catalog: cannot open {} for checkpoints: {}", path,
@@ -25,7 +26,7 @@ Result<std::unique_ptr<WalCheckpointer>> WalCheckpointer::Start(const std::strin
     sqlite3_close(db);
     return st;
   }
-  std::unique_ptr<WalCheckpointer> checkpointer(new WalCheckpointer(db, interval));
+  std::unique_ptr<WalCheckpointer> checkpointer(new WalCheckpointer(db, interval, std::move(between_batches)));
   checkpointer->thread_ = std::thread([c = checkpointer.get()] { c->Run(); });
   return checkpointer;
 }
@@ -67,10 +68,19 @@ Status WalCheckpointer::CheckpointOnce() {
   if (!done.ok() || !*done) return done.status();
   bool idle = frames > 0 && frames == last_frames_ && backfilled == frames;
   last_frames_ = frames;
-  if (!idle) return Status::OK();
-  done = checkpoint(SQLITE_CHECKPOINT_TRUNCATE, &frames, &backfilled);
-  if (done.ok() && *done) last_frames_ = 0;
-  return done.status();
+  if (idle) {
+    done = checkpoint(SQLITE_CHECKPOINT_TRUNCATE, &frames, &backfilled);
+    if (done.ok() && *done) last_frames_ = 0;
+    return done.status();
+  }
+  // SQLite starts the WAL over when a batch begins with every frame copied back, which under
+  // steady commits never happens: one has always just committed. So the frames committed
+  // since the passive checkpoint (a few) are copied back between two batches, the catalog
+  // waiting meanwhile (a short copy and a sync of the database file, once per
+  // kRestartFrames), and the next batch starts the WAL over.
+  if (frames < kRestartFrames) return Status::OK();
+  Status restarted = between_batches_([&] { return checkpoint(SQLITE_CHECKPOINT_RESTART, &frames, &backfilled).status(); });
+  return restarted.IsBusy() ? Status::OK() : restarted;
 }
 
 }  // namespace cairn

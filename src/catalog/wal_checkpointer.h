@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,22 +19,33 @@ namespace cairn {
 
 class WalCheckpointer {
  public:
+  // Runs the given checkpoint at a moment no catalog batch is open and none can begin (the
+  // catalog's mutex held, its open batch committed), or returns Busy if that moment does
+  // not come soon.
+  using BetweenBatches = std::function<Status(const std::function<Status()>& checkpoint)>;
+
   // Opens its own connection to the catalog at `path` and starts checkpointing every
   // `interval`.
-  static Result<std::unique_ptr<WalCheckpointer>> Start(const std::string& path, std::chrono::milliseconds interval);
+  static Result<std::unique_ptr<WalCheckpointer>> Start(const std::string& path, std::chrono::milliseconds interval,
+                                                        BetweenBatches between_batches);
   ~WalCheckpointer();  // stops the thread and closes the connection
   WalCheckpointer(const WalCheckpointer&) = delete;
   WalCheckpointer& operator=(const WalCheckpointer&) = delete;
 
  private:
-  WalCheckpointer(sqlite3* db, std::chrono::milliseconds interval) : db_(db), interval_(interval) {}
+  WalCheckpointer(sqlite3* db, std::chrono::milliseconds interval, BetweenBatches between_batches)
+      : db_(db), interval_(interval), between_batches_(std::move(between_batches)) {}
   void Run();
-  // Passive, or truncating when no frame was added since the last round. BUSY (a writer
-  // or reader in the way) is no error: the next round tries again.
+  // Passive, then truncating when no frame was added since the last round, or restarting
+  // between two batches when the WAL holds kRestartFrames or more. BUSY (a writer or reader
+  // in the way) is no error: the next round tries again.
   Status CheckpointOnce();
+
+  static constexpr int kRestartFrames = 512;  // 2 MiB of catalog pages
 
   sqlite3* db_;
   const std::chrono::milliseconds interval_;
+  const BetweenBatches between_batches_;
   int last_frames_ = -1;  // frames in the WAL after the last round
   bool failing_ = false;  // the last round failed (logged once, until one works again)
   std::mutex mutex_;

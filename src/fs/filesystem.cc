@@ -85,7 +85,7 @@ Status Filesystem::Recover() {
 Status Filesystem::StartBackground() {
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    CAIRN_RETURN_IF_ERROR(archive_.catalog().StartCheckpoints());
+    CAIRN_RETURN_IF_ERROR(archive_.catalog().StartCheckpoints(archive_.catalog_mutex()));
   }
   persister_.Start();
   reconciler_.Start();
