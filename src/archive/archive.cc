@@ -315,7 +315,9 @@ Status Archive::LoadRules() {
 Archive::~Archive() {
   if (catalog_) {
     // Daemons and tools commit (durably) before they close: this only catches what an error
-    // path left behind, so a crash of the process cannot lose it.
+    // path left behind, so a crash of the process cannot lose it. (The checkpointer, which
+    // commits too, stops first.)
+    catalog_->StopCheckpoints();
     Status st = catalog_->Flush();
     if (!st.ok()) LogError("catalog: the last commit failed: {}", st.message());
   }

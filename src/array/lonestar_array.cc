@@ -384,8 +384,9 @@ Status LoneStarArray::Reconstruct(uint32_t target, const ByteRange& r, std::set<
     for (const RecoveryStep& step : plan->steps()) {
       std::vector<uint8_t> sum(r.length, 0);
       // The members on disk are read all at once (each its own disk), the rebuilt ones added.
-      std::vector<std::pair<uint32_t, std::future<Status>>> reads;
+      // (buffers first: the reads, joined when destroyed, write into them until then)
       std::vector<std::vector<uint8_t>> buffers(plan->reads(step).size());
+      std::vector<std::pair<uint32_t, std::future<Status>>> reads;
       for (uint32_t m : plan->reads(step)) {
         if (auto it = rebuilt->find(m); it != rebuilt->end()) {
           XorInto(sum, it->second);
@@ -810,7 +811,7 @@ Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes) {
 
 Status LoneStarArray::RebuildRange(const ByteRange& r) {
   // A slice at a time, each slice's writes overlapping the next one's reads: what one rebuild
-  // holds in memory is two slices, whatever the range.
+  // holds in memory is two slices per member it reads or writes, whatever the range.
   constexpr uint64_t kSlice = 64 * kUnit;
   std::set<uint32_t> written;
   std::future<Status> writing;      // the last slice's writes (they add to `written`)
@@ -835,8 +836,11 @@ Status LoneStarArray::RebuildRange(const ByteRange& r) {
       if (st.ok()) st = recovered;
       break;
     }
-    writing = std::async(std::launch::async, [this, w, held = std::move(held), rebuilt = std::move(rebuilt), &written] {
-      return WriteRebuilt(w, *rebuilt, &written);
+    writing = std::async(std::launch::async, [this, w, held = std::move(held), rebuilt = std::move(rebuilt),
+                                              &written]() mutable {
+      Status wrote = WriteRebuilt(w, *rebuilt, &written);
+      UnitLocks::Held done = std::move(held);  // the slice is free again once written
+      return wrote;
     });
     writing_end = w.end();
   }

@@ -28,7 +28,8 @@
 namespace cairn {
 
 // Told of every disk the array is about to read, write or sync, before it does: where a power
-// layer wakes exactly the disks a request needs, in order, and counts them.
+// layer wakes exactly the disks a request needs and counts them. Called from several threads
+// at once (the members of one recovery step are read in parallel).
 class ArrayIoObserver {
  public:
   enum class Access { kRead, kWrite, kSync };

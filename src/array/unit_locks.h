@@ -1,7 +1,7 @@
 // UnitLocks serializes work on ranges of a lonestar group: one lock on a range of units covers
 // that range on every disk of the group, since a bucket's range and its parity sit at the same
-// offsets. Held across the disk I/O of one promise step or one rebuild window, never across a
-// catalog call. Thread-safe.
+// offsets. Held across the disk I/O of one promise step or one rebuild slice (a rebuild holds
+// two: one being read, one being written), never across a catalog call. Thread-safe.
 #pragma once
 
 #include <condition_variable>

@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -266,14 +265,9 @@ Status Catalog::StartEpoch() {
 
 Status Catalog::StartCheckpoints(std::mutex& mutex, std::chrono::milliseconds interval) {
   auto between_batches = [this, &mutex](const std::function<Status()>& checkpoint) {
-    // try_lock: the catalog may be closing, its closer holding the mutex and waiting for us.
-    std::unique_lock lock(mutex, std::try_to_lock);
-    for (int attempt = 0; !lock.owns_lock() && attempt < 100; attempt++) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      lock.try_lock();
-    }
-    if (!lock.owns_lock()) return Status::Busy("catalog: busy");
-    CAIRN_RETURN_IF_ERROR(Flush());
+    std::lock_guard lock(mutex);  // StopCheckpoints is never called with it held
+    Status flushed = Flush();
+    if (!flushed.ok()) return Status::IOError(fmt::format("catalog: cannot commit before a checkpoint: {}", flushed.message()));
     return checkpoint();
   };
   auto checkpointer = WalCheckpointer::Start(path_, interval, between_batches);
@@ -287,8 +281,10 @@ Status Catalog::StartCheckpoints(std::mutex& mutex, std::chrono::milliseconds in
   return Status::OK();
 }
 
+void Catalog::StopCheckpoints() { checkpointer_.reset(); }
+
 Catalog::~Catalog() {
-  checkpointer_.reset();
+  StopCheckpoints();
   Rollback();  // an operation cut short by an error path
   Status st = Flush();
   if (!st.ok() && !journal_.empty()) {

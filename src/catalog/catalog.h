@@ -166,8 +166,10 @@ class Catalog {
   Status SyncThrough(uint64_t sequence);
   // Checkpoints the WAL from a background thread from now on (passive, restarting it between
   // two batches past 2 MiB, truncating when idle) instead of in the commits; for the
-  // daemon. `mutex` is the one every catalog call is made under.
+  // daemon. `mutex` is the one every catalog call is made under: the checkpointer takes it
+  // (between two batches) until StopCheckpoints, which must not be called with it held.
   Status StartCheckpoints(std::mutex& mutex, std::chrono::milliseconds interval = std::chrono::seconds(1));
+  void StopCheckpoints();
 
   Result<std::string> GetMeta(const std::string& key);
   Status SetMeta(const std::string& key, const std::string& value);

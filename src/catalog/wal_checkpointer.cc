@@ -17,7 +17,7 @@ Result<std::unique_ptr<WalCheckpointer>> WalCheckpointer::Start(const std::strin
     return st;
   }
   // Short: a truncating checkpoint waits for the daemon's writer, which must not wait long for it.
-  sqlite3_busy_timeout(db, 200);
+  sqlite3_busy_timeout(db, kBusyMilliseconds);
   // A connection sees the WAL only once it has read the database; until then checkpoints do nothing.
   char* error = nullptr;
   if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &error) != SQLITE_OK) {
@@ -77,10 +77,13 @@ Status WalCheckpointer::CheckpointOnce() {
   // steady commits never happens: one has always just committed. So the frames committed
   // since the passive checkpoint (a few) are copied back between two batches, the catalog
   // waiting meanwhile (a short copy and a sync of the database file, once per
-  // kRestartFrames), and the next batch starts the WAL over.
+  // kRestartFrames), and the next batch starts the WAL over. No busy wait there: a reader in
+  // another process (a read-only cairn command) makes it BUSY, and the next round tries again.
   if (frames < kRestartFrames) return Status::OK();
+  sqlite3_busy_timeout(db_, 0);
   Status restarted = between_batches_([&] { return checkpoint(SQLITE_CHECKPOINT_RESTART, &frames, &backfilled).status(); });
-  return restarted.IsBusy() ? Status::OK() : restarted;
+  sqlite3_busy_timeout(db_, kBusyMilliseconds);
+  return restarted;
 }
 
 }  // namespace cairn

@@ -20,8 +20,7 @@ namespace cairn {
 class WalCheckpointer {
  public:
   // Runs the given checkpoint at a moment no catalog batch is open and none can begin (the
-  // catalog's mutex held, its open batch committed), or returns Busy if that moment does
-  // not come soon.
+  // catalog's mutex held, its open batch committed).
   using BetweenBatches = std::function<Status(const std::function<Status()>& checkpoint)>;
 
   // Opens its own connection to the catalog at `path` and starts checkpointing every
@@ -42,6 +41,7 @@ class WalCheckpointer {
   Status CheckpointOnce();
 
   static constexpr int kRestartFrames = 512;  // 2 MiB of catalog pages
+  static constexpr int kBusyMilliseconds = 200;
 
   sqlite3* db_;
   const std::chrono::milliseconds interval_;
