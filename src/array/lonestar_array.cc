@@ -813,7 +813,9 @@ Status LoneStarArray::RebuildRange(const ByteRange& r) {
   // A slice at a time, each slice's writes overlapping the next one's reads: what one rebuild
   // holds in memory is two slices per member it reads or writes, whatever the range.
   constexpr uint64_t kSlice = 64 * kUnit;
+  constexpr int kSyncEvery = 16;  // slices: writeback goes on behind the reads, not all at the end
   std::set<uint32_t> written;
+  int slices = 0;
   std::future<Status> writing;      // the last slice's writes (they add to `written`)
   uint64_t writing_end = r.offset;  // where that slice ends
   uint64_t at = r.offset;           // rebuilt up to here
@@ -836,10 +838,12 @@ Status LoneStarArray::RebuildRange(const ByteRange& r) {
       if (st.ok()) st = recovered;
       break;
     }
+    bool sync = ++slices % kSyncEvery == 0;
     writing = std::async(std::launch::async, [this, w, held = std::move(held), rebuilt = std::move(rebuilt),
-                                              &written]() mutable {
+                                              &written, sync]() mutable {
       Status wrote = WriteRebuilt(w, *rebuilt, &written);
       UnitLocks::Held done = std::move(held);  // the slice is free again once written
+      for (auto it = written.begin(); sync && wrote.ok() && it != written.end(); ++it) wrote = SyncMember(*it);
       return wrote;
     });
     writing_end = w.end();
