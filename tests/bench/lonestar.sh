@@ -1,6 +1,8 @@
 #!/bin/bash
 # cairn lonestar benchmark (issue 11): an 8x5:3+1 lonestar group per write mode against a pool group with raid=none,
-# all on file-backed images on the machine's disk (not tmpfs), with a cold page cache.
+# all on file-backed images on the machine's disk (not tmpfs), with a cold page cache. The archive's own files
+# (catalog, promise journals with delayed mode's deltas, staging cache) are on a tmpfs, standing in for the fast
+# storage (an SSD) they are meant for; ARCH/disks is a symlink to the images' directory on the disk.
 #
 # Usage: tests/bench/lonestar.sh [--quick] [--reps N] [--size MIB] [--allow-tmpfs]
 #   One archive: pool group "default" (8 disks) and lonestar groups cold_s, cold_d, cold_l (8x5:3+1, 40 disks each,
@@ -95,7 +97,8 @@ avail_mib=$(($(df -P -k "$DISK_DIR" | awk 'NR == 2 { print $4 }') / 1024))
 ((avail_mib >= need_mib)) || die "$DISK_DIR: need about $need_mib MiB free, $avail_mib MiB available (use --size)"
 BENCH_TMPDIR=$DISK_DIR
 bench_make_tmp cairn-lonestar-bench
-ARCH=$TMP/arch MNT=$MNTS/arch
+ARCH=$T/arch MNT=$MNTS/arch  # on the tmpfs: cairn's fast storage
+DISK_ARCH=$TMP/arch          # mkfs makes the archive here, then all but its disks/ moves to ARCH
 mkdir -p "$TMP/newdisks"
 
 # ---------------------------------------------------------------- helpers
@@ -279,8 +282,12 @@ log "cairn lonestar benchmark ($( ((quick)) && echo quick || echo full), $S MiB 
 run setup dd if=/dev/urandom of="$T/src.bin" bs=1M count="$S" iflag=fullblock status=none
 run setup sha256sum "$T/src.bin"
 SRC_SHA=$(cut -d' ' -f1 "$LOGS/last.out")
-cairn_mkfs "$ARCH" --disks 8 --group "cold_s:lonestar:$GEOM:serialized" --group "cold_d:lonestar:$GEOM:direct" \
+cairn_mkfs "$DISK_ARCH" --disks 8 --group "cold_s:lonestar:$GEOM:serialized" --group "cold_d:lonestar:$GEOM:direct" \
   --group "cold_l:lonestar:$GEOM:delayed" --disk-size "${DISK_MIB}M" --cache-size "${CACHE_MIB}M"
+mkdir -m "$(stat -c %a "$DISK_ARCH")" "$ARCH"
+for f in "$DISK_ARCH"/*; do [[ ${f##*/} == disks ]] || mv "$f" "$ARCH/"; done
+ln -s "$DISK_ARCH/disks" "$ARCH/disks"
+CUR_ARCH=$ARCH
 cairn_mount_existing "$ARCH" "$MNT" -o "$MOUNT_OPTS"
 run setup mkdir "$MNT/pool"
 run setup setfattr -n user.cairn.raid -v none "$MNT/pool"
