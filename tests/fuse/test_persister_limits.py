@@ -116,12 +116,12 @@ def test_small_file_of_another_user_is_persisted_while_a_large_one_is(archive):
 
 def test_many_files_of_one_user_do_not_hold_up_another_users_file(archive):
     # Neither written behind (cache_size) nor persisted while open (persist_idle): all
-    # twelve files are queued at their close, 1.5 GiB at once.
+    # twelve files are queued at their close, 3 GiB at once.
     archive.remount("cache_size=8G,persist_idle=60")
     block = random_bytes(4 * MiB, 31)
     files = [open(archive.m(f"a{i}"), "wb") for i in range(12)]
     for f in files:
-        for _ in range(32):  # 128 MiB each
+        for _ in range(64):  # 256 MiB each
             f.write(block)
     for f in files:
         f.close()
@@ -131,9 +131,11 @@ def test_many_files_of_one_user_do_not_hold_up_another_users_file(archive):
     run_as_nobody("import sys, json\nopen(sys.argv[1], 'wb').write(b'o' * 3000)\nprint(json.dumps(0))", small)
     wait_for(lambda: state(small) == "persisted", 60, "the small file to be persisted")
     meanwhile = archive.status()["bytes_persisted"] - before
-    # one round gives each of the twelve files a slice (64 MiB): the small file must not
-    # wait for a slice of every one of them, only for about one slice of their owner's
-    assert meanwhile < 512 * MiB, f"{meanwhile / MiB:.0f} MiB of the other user's files were persisted first"
+    # Once due (after half a second without writes), the small file waits for about one slice
+    # of its owner's round, not for all twelve files (as it did: everything went first). What
+    # goes meanwhile is mostly the persister's rate times that half second and the polling:
+    # about 0.9 GiB on a persister that writes 1 GiB/s, far from the 3 GiB queued.
+    assert meanwhile < 2 * GiB, f"{meanwhile / MiB:.0f} MiB of the other user's files were persisted first"
     archive.persist()
     assert all(state(archive.m(f"a{i}")) == "persisted" for i in range(12))
     print(f"{meanwhile / MiB:.0f} MiB of the other user's files persisted before the small file")
