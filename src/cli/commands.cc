@@ -44,6 +44,15 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
+Result<std::unique_ptr<Archive>> OpenToLook(const std::string& dir, bool check_only) {
+  Archive::OpenOptions open;
+  open.lock = false;
+  open.read_only = true;
+  open.degraded = true;  // show what is there, and what is missing
+  open.check_only = check_only;
+  return Archive::Open(dir, open);
+}
+
 int CmdMkfs(const Args& args) {
   const char* usage =
       "usage: cairn mkfs ARCHIVE [--disks N] [--group NAME:pool:N | NAME:lonestar:XxY:HN+1[:MODE] "
@@ -148,11 +157,7 @@ int CmdStatus(const Args& args) {
     else return Fail(2, "usage: cairn status ARCHIVE [--json]");
   }
   if (dir.empty()) return Fail(2, "usage: cairn status ARCHIVE [--json]");
-  Archive::OpenOptions open;
-  open.lock = false;
-  open.read_only = true;
-  open.degraded = true;  // show what is there, and what is missing
-  auto archive = Archive::Open(dir, open);
+  auto archive = OpenToLook(dir);
   if (!archive.ok()) return Fail(1, archive.status().message());
   Archive& a = **archive;
   int pid = Archive::LockHolder(a.dir());
@@ -349,12 +354,7 @@ int CmdFsck(const Args& args) {
 int CmdInspect(const Args& args) {
   const char* usage = "usage: cairn inspect ARCHIVE --disk N --offset BYTES";
   if (args.size() != 5 || args[1] != "--disk" || args[3] != "--offset") return Fail(2, usage);
-  Archive::OpenOptions open;
-  open.lock = false;
-  open.read_only = true;
-  open.degraded = true;  // show what is there, and what is missing
-  open.check_only = true;
-  auto archive = Archive::Open(args[0], open);
+  auto archive = OpenToLook(args[0], /*check_only=*/true);
   if (!archive.ok()) return Fail(1, archive.status().message());
   uint64_t disk = std::strtoull(args[2].c_str(), nullptr, 10);
   uint64_t offset = std::strtoull(args[4].c_str(), nullptr, 10);

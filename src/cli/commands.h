@@ -3,9 +3,11 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "archive/archive.h"
 #include "cairn/status.h"
 #include "util/control_request.h"
 
@@ -51,5 +53,9 @@ std::vector<std::pair<std::string, std::string>> CairnMounts();
 
 // Prints "cairn: <message>" to stderr and returns `code`.
 int Fail(int code, const std::string& message);
+
+// Opens an archive to look at it, mounted or not: read-only, without its lock, missing disks
+// shown as missing.
+Result<std::unique_ptr<Archive>> OpenToLook(const std::string& dir, bool check_only = false);
 
 }  // namespace cairn

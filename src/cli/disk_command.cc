@@ -44,11 +44,7 @@ Result<uint32_t> DiskIndex(const ArchiveOptions& options, const std::string& tex
 }
 
 int List(const std::string& dir) {
-  Archive::OpenOptions open;
-  open.lock = false;
-  open.read_only = true;
-  open.degraded = true;
-  auto archive = Archive::Open(dir, open);
+  auto archive = OpenToLook(dir);
   if (!archive.ok()) return Fail(1, archive.status().message());
   Archive& a = **archive;
   std::vector<uint64_t> chunks(a.disk_count(), 0), bytes(a.disk_count(), 0);

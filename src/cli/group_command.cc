@@ -64,11 +64,7 @@ int List(const std::string& dir) {
 }
 
 int Show(const std::string& dir, const std::string& name) {
-  Archive::OpenOptions open;
-  open.lock = false;
-  open.read_only = true;
-  open.degraded = true;
-  auto archive = Archive::Open(dir, open);
+  auto archive = OpenToLook(dir);
   if (!archive.ok()) return Fail(1, archive.status().message());
   Archive& a = **archive;
   const ArchiveOptions::Group* group = nullptr;
