@@ -381,9 +381,10 @@ rebuild_runs() {
   R[rebuild,cairn]=$(mib_rate "${R[rebuild_read]}" "${R[rebuild_ns]}")
   R[rebuilt,cairn]=$(mib_rate "${R[used0]}" "${R[rebuild_ns]}")
 }
-# fsck_after_rebuild ARCH: a cold 'cairn fsck ARCH' (unmounted) must be clean; its time and MiB/s of R[used_all] in a note
+# fsck_after_rebuild ARCH: a cold 'cairn fsck ARCH' (unmounted) must be clean; its time (and MiB/s of R[used_all]
+# where that is known) in a note
 fsck_after_rebuild() {
-  local t0 t1
+  local t0 t1 rate=""
   log "== cairn fsck (reads every extent)"
   drop_caches
   t0=$(now_ns)
@@ -391,7 +392,8 @@ fsck_after_rebuild() {
   t1=$(now_ns)
   check "after the rebuild cairn fsck is clean" "$([[ $RC == 0 && $(cat "$LOGS/last.out") == *": clean"* ]] && echo 1 || echo 0)" \
     "exit $RC: $(cat "$LOGS/last.out" "$LOGS/last.err" | head -c 500 | tr '\n' '|')"
-  NOTES+=("fsck after the rebuild ($(secs $((t1 - t0))) s, $(mib_rate "${R[used_all]}" $((t1 - t0))) MiB/s of chunks, cold): $(tail -n 1 "$LOGS/last.out")")
+  [[ -n ${R[used_all]:-} ]] && rate=", $(mib_rate "${R[used_all]}" $((t1 - t0))) MiB/s of chunks, cold"
+  NOTES+=("fsck after the rebuild ($(secs $((t1 - t0))) s$rate): $(tail -n 1 "$LOGS/last.out")")
 }
 # scrub_runs ARCH RUNS RUNNER: RUNS cold 'cairn scrub ARCH' runs under RUNNER, each must find nothing wrong;
 # R[scrub,cairn] = the median MiB/s of all chunk bytes (R[used_all]), R[scrub_s] its seconds
