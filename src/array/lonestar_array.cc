@@ -341,7 +341,7 @@ Result<std::shared_ptr<const std::vector<uint8_t>>> LoneStarArray::DeltaOf(uint6
   return std::make_shared<const std::vector<uint8_t>>(std::move(*loaded));
 }
 
-Status LoneStarArray::ReadMember(uint32_t position, const ByteRange& r, std::vector<uint8_t>& out) {
+Status LoneStarArray::ReadMember(uint32_t position, const ByteRange& r, ParityBuffer& out) {
   out.resize(r.length);
   CAIRN_RETURN_IF_ERROR(DiskRead(position, r.offset, out));
   return AddOwedDeltas(position, r, out);
@@ -368,31 +368,32 @@ Status LoneStarArray::AddOwedDeltas(uint32_t position, const ByteRange& r, std::
   return Status::OK();
 }
 
-Status LoneStarArray::WriteMember(uint32_t position, const ByteRange& r, std::vector<uint8_t> seen) {
+Status LoneStarArray::WriteMember(uint32_t position, const ByteRange& r, ParityBuffer seen) {
   // A parity disk holds what the group sees minus the deltas still owed to it (XOR: plus).
   CAIRN_RETURN_IF_ERROR(AddOwedDeltas(position, r, seen));
   return DiskWrite(position, r.offset, seen);
 }
 
 Status LoneStarArray::Reconstruct(uint32_t target, const ByteRange& r, std::set<uint32_t> erased,
-                                  std::map<uint32_t, std::vector<uint8_t>>* rebuilt) {
+                                  std::map<uint32_t, ParityBuffer>* rebuilt) {
   for (size_t attempt = 0; attempt <= members_.size(); attempt++) {
     rebuilt->clear();
     auto plan = PlanRecovery(options_.geometry, erased);
     if (!plan.ok()) return plan.status();
     bool read_failed = false;
     for (const RecoveryStep& step : plan->steps()) {
-      std::vector<uint8_t> sum(r.length, 0);
-      // The members on disk are read all at once (each its own disk), the rebuilt ones added.
-      // (buffers first: the reads, joined when destroyed, write into them until then)
-      std::vector<std::vector<uint8_t>> buffers(plan->reads(step).size());
+      // The members on disk are read all at once (each its own disk), then XORed with the
+      // rebuilt ones in one pass. (buffers first: the reads, joined when destroyed, write into
+      // them until then)
+      std::vector<ParityBuffer> buffers(plan->reads(step).size());
       std::vector<std::pair<uint32_t, std::future<Status>>> reads;
+      std::vector<std::span<const uint8_t>> sources;
       for (uint32_t m : plan->reads(step)) {
         if (auto it = rebuilt->find(m); it != rebuilt->end()) {
-          XorInto(sum, it->second);
+          sources.push_back(it->second);
           continue;
         }
-        std::vector<uint8_t>& buffer = buffers[reads.size()];
+        ParityBuffer& buffer = buffers[reads.size()];
         reads.emplace_back(m, std::async(std::launch::async, [this, m, &r, &buffer] { return ReadMember(m, r, buffer); }));
       }
       for (size_t i = 0; i < reads.size(); i++) {
@@ -401,11 +402,13 @@ Status LoneStarArray::Reconstruct(uint32_t target, const ByteRange& r, std::set<
           LogWarning("lonestar group {}: {}", options_.name, st.message());
           erased.insert(reads[i].first);
           read_failed = true;
-        } else if (!read_failed) {
-          XorInto(sum, buffers[i]);
         }
       }
       if (read_failed) break;
+      ParityBuffer sum = reads.empty() ? ParityBuffer(r.length) : std::move(buffers[0]);
+      if (!reads.empty()) sources.insert(sources.begin(), sum);  // XORed in place
+      for (size_t i = 1; i < reads.size(); i++) sources.push_back(buffers[i]);
+      XorAll(sum, sources);
       (*rebuilt)[step.disk] = std::move(sum);
       if (step.disk == target) return Status::OK();
     }
@@ -444,9 +447,9 @@ Status LoneStarArray::ReadRebuilt(uint32_t position, uint64_t offset, std::span<
   auto held = LockUnits(r);
   std::set<uint32_t> erased = ErasedFor(r);
   erased.insert(position);
-  std::map<uint32_t, std::vector<uint8_t>> rebuilt;
+  std::map<uint32_t, ParityBuffer> rebuilt;
   CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
-  const std::vector<uint8_t>& bytes = rebuilt.at(position);
+  const ParityBuffer& bytes = rebuilt.at(position);
   std::copy_n(bytes.begin() + (offset - r.offset), dst.size(), dst.begin());
   bool present;
   bool defective;
@@ -490,20 +493,33 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const 
   ByteRange r = UnitsOf(offset, data.size());
   ByteRange written{offset, data.size()};
   auto held = LockUnits(r);
-  std::vector<uint8_t> now;  // the units as they are, then as they will be
+  ParityBuffer now;  // the units as they are, then as they will be
+  std::shared_ptr<const std::vector<uint8_t>> delta;
+  std::span<const uint8_t> after;  // the units as they will be
   std::set<uint32_t> erased = ErasedFor(r);
-  if (erased.contains(position)) {
-    std::map<uint32_t, std::vector<uint8_t>> rebuilt;
-    CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
-    now = std::move(rebuilt.at(position));
+  if (!erased.contains(position) && r.offset >= written_end_[position]) {
+    // Fresh space: the units read as zeros, so as they will be they are their own delta.
+    if (IsAllZero(data)) return Status::OK();  // there already
+    std::vector<uint8_t> units(r.length);
+    std::copy(data.begin(), data.end(), Slice(std::span<uint8_t>(units), r, written).begin());
+    delta = std::make_shared<const std::vector<uint8_t>>(std::move(units));
+    after = *delta;
   } else {
-    CAIRN_RETURN_IF_ERROR(ReadMember(position, r, now));
+    if (erased.contains(position)) {
+      std::map<uint32_t, ParityBuffer> rebuilt;
+      CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
+      now = std::move(rebuilt.at(position));
+    } else {
+      CAIRN_RETURN_IF_ERROR(ReadMember(position, r, now));
+    }
+    auto changes = std::make_shared<std::vector<uint8_t>>(r.length);  // zero where the units keep their bytes
+    std::span<uint8_t> changed = Slice(std::span<uint8_t>(now), r, written);
+    ParityDelta(changed, data, Slice(std::span<uint8_t>(*changes), r, written));
+    if (IsAllZero(Slice(std::span<const uint8_t>(*changes), r, written))) return Status::OK();  // there already
+    std::copy(data.begin(), data.end(), changed.begin());
+    delta = std::move(changes);
+    after = now;
   }
-  auto delta = std::make_shared<std::vector<uint8_t>>(r.length);  // zero where the units keep their bytes
-  std::span<uint8_t> changed = Slice(std::span<uint8_t>(now), r, written);
-  ParityDelta(changed, data, Slice(std::span<uint8_t>(*delta), r, written));
-  if (IsAllZero(Slice(std::span<const uint8_t>(*delta), r, written))) return Status::OK();  // there already
-  std::copy(data.begin(), data.end(), changed.begin());
   std::array<uint32_t, kPromiseRoles> positions = g.WriteSet(position);
   CAIRN_RETURN_IF_ERROR(CoverWrites(positions, r.end()));
   std::array<uint32_t, kPromiseRoles> disks;
@@ -513,20 +529,23 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const 
                                  delayed ? std::span<const uint8_t>(*delta) : std::span<const uint8_t>());
   if (!promise.ok()) return promise.status();
   if (Crash("begin")) return Halted();
-  Status st = DiskWrite(position, r.offset, now);
+  Status st = DiskWrite(position, r.offset, after);
   if (!st.ok()) {  // the range is undefined now: its parity knows what it held
     Status marked = AddDefect(position, r);
     if (marked.ok()) marked = journal_->Done(std::vector<uint64_t>{promise->txn});
     if (!marked.ok()) LogError("lonestar group {}: {}", options_.name, marked.message());
     return st;
   }
-  Pending pending{*promise, positions, delta};
+  Pending pending{*promise, positions, delayed ? nullptr : delta};  // delayed: the journal keeps it
   pending.applied[kDataRole] = true;
   {
     std::lock_guard lock(mutex_);
     pending_.emplace(promise->txn, pending);
     unsynced_[position].push_back(promise->txn);
-    if (delayed) delta_bytes_ += r.length;
+    if (delayed) {
+      delta_bytes_ += r.length;
+      last_write_ = std::chrono::steady_clock::now();
+    }
   }
   if (Crash("data")) return Halted();
   if (options_.mode != ArrayWriteMode::kDirect) return Status::OK();
@@ -708,7 +727,16 @@ void LoneStarArray::FlushWhenAsked() {
   std::unique_lock lock(mutex_);
   for (;;) {
     flush_asked_.wait(lock, [this] { return flush_wanted_ || stopping_; });
-    if (stopping_) return;
+    // A burst of writes goes first: the parity disks catch up in the pause after it.
+    for (;;) {
+      if (stopping_) return;
+      auto quiet_at = last_write_ + kQuietBeforeFlush;
+      if (std::chrono::steady_clock::now() >= quiet_at ||
+          delta_bytes_ > kBusyDeltasPerCache * options_.delta_cache_bytes) {
+        break;
+      }
+      flush_asked_.wait_until(lock, quiet_at);
+    }
     flush_wanted_ = false;
     lock.unlock();
     Status st = FlushParity();
@@ -829,7 +857,7 @@ Status LoneStarArray::RebuildRange(const ByteRange& r) {
   for (uint64_t next = r.offset; next < r.end() && st.ok(); next = writing_end) {
     ByteRange w = UnitsOf(next, std::min(kSlice, r.end() - next));
     auto held = LockUnits(w);
-    auto rebuilt = std::make_unique<std::map<uint32_t, std::vector<uint8_t>>>();
+    auto rebuilt = std::make_unique<std::map<uint32_t, ParityBuffer>>();
     Status recovered = Reconstruct(UINT32_MAX, w, ErasedFor(w), rebuilt.get());
     finish_writing();
     if (!st.ok()) break;
@@ -857,7 +885,7 @@ Status LoneStarArray::RebuildRange(const ByteRange& r) {
   return st;
 }
 
-Status LoneStarArray::WriteRebuilt(const ByteRange& w, std::map<uint32_t, std::vector<uint8_t>>& rebuilt,
+Status LoneStarArray::WriteRebuilt(const ByteRange& w, std::map<uint32_t, ParityBuffer>& rebuilt,
                                    std::set<uint32_t>* written) {
   for (auto& [position, bytes] : rebuilt) {
     bool lost;
@@ -886,7 +914,7 @@ Result<LoneStarArray::ParityReport> LoneStarArray::CheckParity(ByteRange range, 
     ByteRange w = UnitsOf(at, std::min(kWindow, end - at));
     auto held = LockUnits(w);
     std::set<uint32_t> erased = ErasedFor(w);
-    std::vector<std::vector<uint8_t>> bytes(g.disk_count());
+    std::vector<ParityBuffer> bytes(g.disk_count());
     for (uint32_t p = 0; p < g.disk_count(); p++) {
       if (erased.contains(p)) continue;
       Status st = ReadMember(p, w, bytes[p]);
@@ -901,8 +929,10 @@ Result<LoneStarArray::ParityReport> LoneStarArray::CheckParity(ByteRange range, 
       if (std::any_of(members.begin(), members.end(), [&](uint32_t m) { return erased.contains(m); })) {
         return Status::OK();  // cannot be checked until the disk is back
       }
-      std::vector<uint8_t> sum(w.length, 0);
-      for (uint32_t m : members) XorInto(sum, bytes[m]);
+      ParityBuffer sum(w.length);
+      std::vector<std::span<const uint8_t>> sources;
+      for (uint32_t m : members) sources.push_back(bytes[m]);
+      XorAll(sum, sources);
       if (IsAllZero(sum)) return Status::OK();
       uint32_t parity = members.back();
       report.mismatches.push_back(fmt::format("lonestar group {}: {} does not XOR to zero at bytes {}..{} (parity "

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -24,6 +25,7 @@
 #include "array/range_set.h"
 #include "array/unit_locks.h"
 #include "cairn/disk.h"
+#include "redundancy/parity_math.h"
 
 namespace cairn {
 
@@ -45,8 +47,12 @@ class LoneStarArray {
   static constexpr uint64_t kUnit = 17 * 4096;
   // High-water marks move in steps of this many bytes (one journal sync per step and disk).
   static constexpr uint64_t kHighWaterStep = 1024 * kUnit;
-  // Delayed mode: a Sync leaving more than this many times delta_cache_bytes of deltas
-  // flushes them before it returns.
+  // Delayed mode: past delta_cache_bytes of deltas the background flush waits for the group
+  // to have had no write for kQuietBeforeFlush, so a burst of writes is not slowed by its own
+  // parity; past kBusyDeltasPerCache times as many it starts at once, and a Sync leaving more
+  // than kMaxDeltasPerCache times as many flushes them before it returns.
+  static constexpr std::chrono::milliseconds kQuietBeforeFlush{1000};
+  static constexpr uint64_t kBusyDeltasPerCache = 2;
   static constexpr uint64_t kMaxDeltasPerCache = 4;
 
   struct Member {
@@ -67,7 +73,7 @@ class LoneStarArray {
     // A new group: its disks hold zeros and so does its parity; the journal is created.
     bool create = false;
     // Delayed mode: pending deltas (bytes) past which a background flush brings the parity
-    // disks up to date; past kMaxDeltasPerCache times as many, Sync does it before it returns.
+    // disks up to date once the writes pause (see kQuietBeforeFlush).
     uint64_t delta_cache_bytes = 256ull << 20;
     ArrayIoObserver* observer = nullptr;
     // Tests: called at each step boundary of a write, a sync and a parity flush ("begin",
@@ -164,17 +170,17 @@ class LoneStarArray {
 
   // Reads a member's range as the group sees it: a parity disk with the pending deltas that
   // are not on it yet XORed in. REQUIRES: the units locked.
-  Status ReadMember(uint32_t position, const ByteRange& r, std::vector<uint8_t>& out);
+  Status ReadMember(uint32_t position, const ByteRange& r, ParityBuffer& out);
   // Writes `seen` (the range as the group sees it) to a member: a parity disk without the
   // deltas still owed to it, which are applied later. REQUIRES: the units locked.
-  Status WriteMember(uint32_t position, const ByteRange& r, std::vector<uint8_t> seen);
+  Status WriteMember(uint32_t position, const ByteRange& r, ParityBuffer seen);
   // XORs into `bytes` (range `r` of parity member `position`) the deltas owed to it.
   Status AddOwedDeltas(uint32_t position, const ByteRange& r, std::span<uint8_t> bytes);
   // Rebuilds `target`'s range (or every erased member's, target = UINT32_MAX) from the groups,
   // into *rebuilt by position. Corruption naming the disks when the peeling gets stuck.
   // REQUIRES: the units locked.
   Status Reconstruct(uint32_t target, const ByteRange& r, std::set<uint32_t> erased,
-                     std::map<uint32_t, std::vector<uint8_t>>* rebuilt);
+                     std::map<uint32_t, ParityBuffer>* rebuilt);
   // Members whose range `r` cannot be read as it is: lost, or defective there.
   std::set<uint32_t> ErasedFor(const ByteRange& r);
   // Applies `delta` to parity member `position` over `r` (read, XOR, write). REQUIRES: units locked.
@@ -191,7 +197,7 @@ class LoneStarArray {
   Status RebuildRange(const ByteRange& r);
   // Writes the members rebuilt for window `w` (its units held) that are there; adds those it
   // wrote to *written.
-  Status WriteRebuilt(const ByteRange& w, std::map<uint32_t, std::vector<uint8_t>>& rebuilt,
+  Status WriteRebuilt(const ByteRange& w, std::map<uint32_t, ParityBuffer>& rebuilt,
                       std::set<uint32_t>* written);
   // Every read and write of a member disk goes through these: the observer is told first.
   // A read past what the group wrote on the member is zeros and touches no disk; a write past
@@ -230,6 +236,7 @@ class LoneStarArray {
   std::mutex flush_mutex_;                 // one FlushParity at a time; held across its I/O
   std::condition_variable flush_asked_;    // with mutex_
   bool flush_wanted_ = false;              // guarded by mutex_
+  std::chrono::steady_clock::time_point last_write_;  // guarded by mutex_: of a bucket, delayed mode
   bool stopping_ = false;                  // guarded by mutex_
   std::thread flusher_;
 };

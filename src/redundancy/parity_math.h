@@ -3,8 +3,12 @@
 // Pure functions on caller buffers, safe to call concurrently on distinct buffers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <span>
+#include <utility>
+#include <vector>
 
 namespace cairn {
 
@@ -12,6 +16,28 @@ namespace cairn {
 // kParityAlignment go through isa-l's xor_gen (SIMD) except for a scalar head and tail; buffers that
 // do not agree are XORed by scalar code. Allocate with alignas(kParityAlignment) to get the fast path.
 constexpr size_t kParityAlignment = 32;
+
+// Storage for parity work: aligned to kParityAlignment, so that XORs of such buffers take the
+// fast path, and left uninitialised by resize (each user fills it: a read, or XorAll).
+template <typename T>
+struct ParityAllocator {
+  using value_type = T;
+  ParityAllocator() = default;
+  template <typename U>
+  ParityAllocator(const ParityAllocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kParityAlignment})); }
+  void deallocate(T* p, size_t n) noexcept { ::operator delete(p, n * sizeof(T), std::align_val_t{kParityAlignment}); }
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-initialised: no zeroing
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  friend bool operator==(const ParityAllocator&, const ParityAllocator&) { return true; }
+};
+using ParityBuffer = std::vector<uint8_t, ParityAllocator<uint8_t>>;
 
 // dst ^= src. REQUIRES: equal sizes.
 void XorInto(std::span<uint8_t> dst, std::span<const uint8_t> src);

@@ -362,6 +362,25 @@ TEST_CASE("LoneStarArray: a rebuild reads only as far as the group wrote", "[arr
   g.CheckParityClean();
 }
 
+TEST_CASE("LoneStarArray: delayed mode's background flush waits for the writes to pause", "[array]") {
+  Group g(ArrayWriteMode::kDelayed);
+  g.delta_cache = 8 * LoneStarArray::kUnit;
+  g.Open();
+  uint32_t bucket = g.geometry.data_disks().front();
+  auto data = test::RandomBytes(10 * LoneStarArray::kUnit, 7);  // past the cache, not twice past it
+  auto written_at = std::chrono::steady_clock::now();
+  REQUIRE(g.array->Write(bucket, kDataStart, data).ok());
+  REQUIRE(g.array->Sync(bucket).ok());
+  std::copy(data.begin(), data.end(), g.expected[bucket].begin());
+  for (int i = 0; i < 1000 && g.array->pending_delta_bytes() > g.delta_cache; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(g.array->pending_delta_bytes() <= g.delta_cache);
+  CHECK(std::chrono::steady_clock::now() - written_at >= LoneStarArray::kQuietBeforeFlush);
+  g.CheckBuckets();
+  g.CheckParityClean();
+}
+
 TEST_CASE("LoneStarArray: delayed mode flushes its parity in the background past the delta cache", "[array]") {
   Group g(ArrayWriteMode::kDelayed);
   g.delta_cache = 4 * LoneStarArray::kUnit;

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <set>
@@ -97,6 +98,25 @@ TEST_CASE("ParityMath: known vectors", "[array]") {
   XorInto(empty, Bytes{});  // zero length is fine
   UpdateParity(empty, Bytes{}, Bytes{});
   CHECK(empty.empty());
+}
+
+TEST_CASE("ParityMath: ParityBuffers are aligned for the fast path and XOR like any buffer", "[array]") {
+  for (size_t len : {size_t{1}, size_t{4096 + 17}, size_t{68 * 1024}, size_t{4 << 20}}) {
+    INFO("len " << len);
+    std::vector<ParityBuffer> buffers(3);
+    for (size_t i = 0; i < buffers.size(); i++) {
+      buffers[i].resize(len);  // left as it is: filled here
+      CHECK(reinterpret_cast<uintptr_t>(buffers[i].data()) % kParityAlignment == 0);
+      Bytes fill = RandomBytes(len, static_cast<uint32_t>(len + i));
+      std::copy(fill.begin(), fill.end(), buffers[i].begin());
+    }
+    std::vector<std::span<const uint8_t>> sources{buffers[0], buffers[1], buffers[2]};
+    Bytes expected = ReferenceXor(sources, len);
+    XorAll(buffers[0], sources);  // in place
+    CHECK(Copy(buffers[0]) == expected);
+    ParityBuffer zeros(len, 0);  // a value given is still a value set
+    CHECK(std::all_of(zeros.begin(), zeros.end(), [](uint8_t b) { return b == 0; }));
+  }
 }
 
 TEST_CASE("ParityMath: every length, alignment and source count matches the reference", "[array]") {
