@@ -29,6 +29,8 @@ struct ArchiveOptions {
   // ARCHIVE/cairn.log moves to cairn.log.1 (replacing it) when it would grow past this
   // many bytes, so the log takes at most twice this on the archive's filesystem. Default: 64 MiB.
   uint64_t log_max_size = 64ull << 20;
+  // Where transform plugins are loaded from; "" for the default (cairn-plugins(7)).
+  std::string plugin_dir;
 
   // --- Parameters that affect performance
 

@@ -15,6 +15,7 @@
 #include "archive/config.h"
 #include "archive/private_files.h"
 #include "archive/rules_fit.h"
+#include "codec/plugin_loader.h"
 #include "group/lonestar_placer.h"
 #include "group/placer.h"
 #include "policy/write_plan.h"
@@ -194,6 +195,12 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
   for (const auto& [key, value] : open.overrides) {
     Status st = ApplyOption(archive->options_, key, value);
     if (!st.ok()) return Status::InvalidArgument(fmt::format("mount option: {}", st.message()));
+  }
+  // Before anything reads a policy or an extent: the transforms they name come from here.
+  const std::string& plugin_dir = archive->options_.plugin_dir;
+  auto plugins = LoadPlugins(plugin_dir.empty() ? DefaultPluginDir() : plugin_dir);
+  if (!plugins.ok() && !(plugins.status().IsNotFound() && plugin_dir.empty())) {
+    return Status::InvalidArgument(fmt::format("plugin_dir: {}", plugins.status().message()));
   }
   archive->health_.SetAwaitingRebuild(archive->options_.rebuild_disks);
   auto id = ArchiveIdFromString(archive->options_.archive_id);

@@ -164,6 +164,7 @@ int CmdStatus(const Args& args) {
   Catalog::Totals totals;
   std::vector<std::pair<uint64_t, uint64_t>> disk_use(a.disk_count());  // chunks, bytes
   uint64_t degraded = 0;  // extents with chunks on missing or replaced disks
+  uint64_t logical_payload = 0, stored_payload = 0;  // before and after their transforms
   std::set<uint64_t> at_risk, unreadable;
   std::vector<uint64_t> risky_files, lost_files, skip;
   std::string risky_text, lost_text;
@@ -194,6 +195,8 @@ int CmdStatus(const Args& args) {
     auto extents = a.catalog().AllExtents();
     if (!extents.ok()) return Fail(1, extents.status().message());
     for (const auto& e : *extents) {
+      logical_payload += e.logical_length;
+      stored_payload += e.payload_length;
       size_t lost = 0;
       size_t degraded_below = 0;  // chunks read through their group's parity
       for (const ChunkPlacement& chunk : e.chunks) {
@@ -285,10 +288,11 @@ int CmdStatus(const Args& args) {
     fmt::print(
         "{{\"archive\":\"{}\",\"id\":\"{}\",\"mounted_by_pid\":{},\"inodes\":{},\"files_queued\":{},"
         "\"bytes_cached\":{},\"cache_files\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
-        "\"catalog_bytes\":{},\"policy_checks_queued\":{},\"extents_degraded\":{},\"extents_at_risk\":{},"
+        "\"payload_logical_bytes\":{},\"payload_stored_bytes\":{},\"catalog_bytes\":{},\"policy_checks_queued\":{},\"extents_degraded\":{},\"extents_at_risk\":{},"
         "\"extents_unreadable\":{},\"groups\":[{}],\"disks\":[{}]}}\n",
         a.dir(), a.options().archive_id, pid > 0 ? pid : 0, totals.inodes, totals.dirty_inodes, cached, cache_files,
-        totals.persisted_bytes, totals.extents, totals.extent_bytes, catalog_bytes, totals.policy_checks, degraded,
+        totals.persisted_bytes, totals.extents, totals.extent_bytes, logical_payload, stored_payload, catalog_bytes,
+        totals.policy_checks, degraded,
         at_risk.size(), unreadable.size(), group_json, disks);
     return 0;
   }
@@ -298,6 +302,11 @@ int CmdStatus(const Args& args) {
   fmt::print("cache     {} in {} files (limit {})\n", FormatSize(cached), cache_files, FormatSize(a.options().cache_size));
   fmt::print("persisted {} of file data in {} extents ({} on disk)\n", FormatSize(totals.persisted_bytes),
              totals.extents, FormatSize(totals.extent_bytes));
+  if (logical_payload != stored_payload) {
+    fmt::print("codec     {} of extent payloads stored as {} by compress=, encrypt= and plugins= ({:.1f} %)\n",
+               FormatSize(logical_payload), FormatSize(stored_payload),
+               logical_payload ? 100.0 * static_cast<double>(stored_payload) / static_cast<double>(logical_payload) : 0);
+  }
   fmt::print("catalog   {}\n", FormatSize(catalog_bytes));
   fmt::print("policy    {} file(s) or directories queued for a policy check by the reconciler\n",
              totals.policy_checks);

@@ -39,6 +39,7 @@ commands:
   scrub ARCHIVE|MOUNTPOINT [--progress] [--budget DURATION] [--rate SIZE]   verify every chunk, rewrite bad ones
   inspect ARCHIVE --disk N --offset BYTES
   recover ARCHIVE [--force] [--progress] [--report FILE]   rebuild a lost catalog from the disks
+  plugins [ARCHIVE]          the transform plugins cairn loads (compress=, plugins=), with versions
 
 See cairn(8).
 )";
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
       {"mkfs", CmdMkfs},       {"mount", CmdMount},     {"umount", CmdUmount}, {"status", CmdStatus},
       {"persist", CmdPersist}, {"evict", CmdEvict},     {"fsck", CmdFsck},     {"inspect", CmdInspect},
       {"policy", CmdPolicy},   {"rules", CmdRules},     {"disk", CmdDisk},     {"rebuild", CmdRebuild},
-      {"scrub", CmdScrub},     {"recover", CmdRecover}, {"group", CmdGroup},
+      {"scrub", CmdScrub},     {"recover", CmdRecover}, {"group", CmdGroup},  {"plugins", CmdPlugins},
   };
   auto command = kCommands.find(args[0]);
   if (command != kCommands.end()) return command->second(Args(args.begin() + 1, args.end()));

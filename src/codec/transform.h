@@ -16,6 +16,9 @@ namespace cairn {
 // incompressible data or an authentication tag, and a bound readers can check.
 constexpr uint64_t MaxStoredLength(uint64_t input_length) { return input_length + input_length / 8 + 4096; }
 
+// Where a transform runs in a chain, always in this order (the numbers are the plugin ABI's).
+enum class TransformStage : uint32_t { kCompress = 1, kEncrypt = 2, kCustom = 3 };
+
 // Implementations are immutable once made and safe to call from several threads at once.
 class Transform {
  public:
@@ -26,6 +29,9 @@ class Transform {
   // whenever the output for the same input does; readers keep decoding older versions.
   virtual std::string_view name() const = 0;
   virtual uint32_t version() const = 0;
+  // What it was made with ("" or "key=value,..."; no spaces): recorded in the chain stamp
+  // after the version, and given back to its factory to read what it wrote.
+  virtual std::string_view params() const { return {}; }
 
   // The encoded form of `input`, at most MaxStoredLength(input.size()) bytes.
   virtual Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input) const = 0;

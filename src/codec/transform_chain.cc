@@ -9,10 +9,13 @@
 
 namespace cairn {
 
-Result<TransformChain> TransformChain::ForWriting(const std::vector<std::string>& names) {
+Result<TransformChain> TransformChain::ForWriting(const std::vector<Stage>& wanted) {
   std::vector<std::shared_ptr<const Transform>> stages;
-  for (const std::string& name : names) {
-    auto stage = TransformForWriting(name);
+  for (const Stage& want : wanted) {
+    if (want.params.find(' ') != std::string::npos) {
+      return Status::InvalidArgument(fmt::format("transform {}: parameters '{}' hold a space", want.name, want.params));
+    }
+    auto stage = TransformForWriting(want.name, want.params);
     if (!stage.ok()) return stage.status();
     stages.push_back(std::move(*stage));
   }
@@ -34,13 +37,16 @@ Result<TransformChain> TransformChain::FromStamp(std::string_view stamp) {
     size_t end = std::min(stamp.find(' ', start), stamp.size());
     std::string_view element = stamp.substr(start, end - start);
     size_t at = element.find('@');
+    size_t colon = element.find(':', at == std::string_view::npos ? 0 : at);
+    std::string_view params = colon == std::string_view::npos ? std::string_view() : element.substr(colon + 1);
     uint32_t version = 0;
-    std::string_view digits = at == std::string_view::npos ? std::string_view() : element.substr(at + 1);
+    std::string_view digits =
+        at == std::string_view::npos ? std::string_view() : element.substr(at + 1, colon == std::string_view::npos ? std::string_view::npos : colon - at - 1);
     auto [rest, error] = std::from_chars(digits.data(), digits.data() + digits.size(), version);
     if (at == 0 || digits.empty() || error != std::errc() || rest != digits.data() + digits.size()) {
-      return malformed(fmt::format("'{}' is not name@version", element));
+      return malformed(fmt::format("'{}' is not name@version or name@version:params", element));
     }
-    auto stage = TransformForReading(element.substr(0, at), version);
+    auto stage = TransformForReading(element.substr(0, at), version, params);
     if (!stage.ok()) {
       return Status::NotSupported(fmt::format("transform chain '{}': {}", stamp, stage.status().message()));
     }
@@ -55,6 +61,7 @@ std::string TransformChain::Stamp() const {
   std::string out;
   for (const auto& stage : stages_) {
     out += fmt::format("{}{}@{}", out.empty() ? "" : " ", stage->name(), stage->version());
+    if (!stage->params().empty()) out += fmt::format(":{}", stage->params());
   }
   return out;
 }

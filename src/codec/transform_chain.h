@@ -22,15 +22,20 @@ class TransformChain {
  public:
   TransformChain() = default;  // empty: the stored bytes are the logical bytes
 
-  // The transforms named (as in user.cairn.plugins), at their current versions, applied in
-  // that order. NotSupported naming one that is not installed; InvalidArgument when the
-  // stamp would pass kMaxChainStamp.
-  static Result<TransformChain> ForWriting(const std::vector<std::string>& names);
+  // One transform of a chain to write: its name and parameters ("" or "key=value,...").
+  struct Stage {
+    std::string name;
+    std::string params;
+  };
+  // The transforms given, at their current versions, applied in that order. NotSupported
+  // naming one that is not installed; InvalidArgument when the stamp would pass kMaxChainStamp.
+  static Result<TransformChain> ForWriting(const std::vector<Stage>& stages);
   // The chain a chain stamp describes. "" is the empty chain; a transform or version not
   // installed is NotSupported, a malformed stamp Corruption, each naming the stamp.
   static Result<TransformChain> FromStamp(std::string_view stamp);
 
-  // "name@version" per transform, in order, separated by single spaces; "" when empty.
+  // "name@version" (":params" when it has any) per transform, in order, separated by single
+  // spaces; "" when empty.
   std::string Stamp() const;
   bool empty() const { return stages_.empty(); }
 

@@ -13,6 +13,7 @@ namespace {
 struct Entry {
   uint32_t current_version;
   TransformFactory factory;
+  TransformStage stage;
 };
 
 struct Registry {
@@ -43,18 +44,21 @@ Result<Entry> Find(std::string_view name) {
 }
 
 // The factory's transform, checked to be what was asked for.
-Result<std::shared_ptr<const Transform>> Make(const Entry& entry, std::string_view name, uint32_t version) {
-  auto made = entry.factory(version);
+Result<std::shared_ptr<const Transform>> Make(const Entry& entry, std::string_view name, uint32_t version,
+                                              std::string_view params) {
+  auto made = entry.factory(version, params);
   if (!made.ok()) return made.status();
-  if (!*made || (*made)->name() != name || (*made)->version() != version) {
-    return Status::InvalidArgument(fmt::format("transform '{}': its factory did not make version {}", name, version));
+  if (!*made || (*made)->name() != name || (*made)->version() != version || (*made)->params() != params) {
+    return Status::InvalidArgument(
+        fmt::format("transform '{}': its factory did not make version {} with '{}'", name, version, params));
   }
   return made;
 }
 
 }  // namespace
 
-Status RegisterTransform(std::string_view name, uint32_t current_version, TransformFactory factory) {
+Status RegisterTransform(std::string_view name, uint32_t current_version, TransformFactory factory,
+                         TransformStage stage) {
   if (!ValidName(name)) {
     return Status::InvalidArgument(
         fmt::format("transform name '{}': 1..32 of a-z, 0-9 and '-', starting with a letter", name));
@@ -62,7 +66,7 @@ Status RegisterTransform(std::string_view name, uint32_t current_version, Transf
   if (current_version == 0) return Status::InvalidArgument(fmt::format("transform '{}': version 0", name));
   Registry& registry = TheRegistry();
   std::lock_guard lock(registry.mutex);
-  if (!registry.entries.emplace(std::string(name), Entry{current_version, std::move(factory)}).second) {
+  if (!registry.entries.emplace(std::string(name), Entry{current_version, std::move(factory), stage}).second) {
     return Status::Exists(fmt::format("transform '{}' is registered already", name));
   }
   return Status::OK();
@@ -70,20 +74,27 @@ Status RegisterTransform(std::string_view name, uint32_t current_version, Transf
 
 bool IsTransformRegistered(std::string_view name) { return Find(name).ok(); }
 
-Result<std::shared_ptr<const Transform>> TransformForWriting(std::string_view name) {
+Result<TransformStage> StageOfTransform(std::string_view name) {
   auto entry = Find(name);
   if (!entry.ok()) return entry.status();
-  return Make(*entry, name, entry->current_version);
+  return entry->stage;
 }
 
-Result<std::shared_ptr<const Transform>> TransformForReading(std::string_view name, uint32_t version) {
+Result<std::shared_ptr<const Transform>> TransformForWriting(std::string_view name, std::string_view params) {
+  auto entry = Find(name);
+  if (!entry.ok()) return entry.status();
+  return Make(*entry, name, entry->current_version, params);
+}
+
+Result<std::shared_ptr<const Transform>> TransformForReading(std::string_view name, uint32_t version,
+                                                             std::string_view params) {
   auto entry = Find(name);
   if (!entry.ok()) return entry.status();
   if (version == 0 || version > entry->current_version) {
     return Status::NotSupported(fmt::format("transform '{}' version {} is newer than this cairn's ({})", name,
                                             version, entry->current_version));
   }
-  return Make(*entry, name, version);
+  return Make(*entry, name, version, params);
 }
 
 }  // namespace cairn

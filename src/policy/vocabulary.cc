@@ -71,14 +71,19 @@ Result<std::string> CheckIdr(std::string_view v) {
 
 Result<std::string> CheckCompress(std::string_view v) {
   if (v == "off") return std::string(v);
-  if (v == "lz4" || v == "zstd" || v == "auto") return NotYet(PolicyKey::kCompress, v, "only compress=off");
-  if (v.starts_with("zstd-")) {
-    uint64_t level = 0;
-    if (ParseUint(v.substr(5), &level) && level >= 1 && level <= 22) {
-      return NotYet(PolicyKey::kCompress, v, "only compress=off");
-    }
+  std::string plugin;
+  std::string canonical(v);
+  if (v == "lz4") plugin = "lz4";
+  if (v == "zstd" || v == "auto") plugin = "zstd";
+  if (uint64_t level = 0; v.starts_with("zstd-") && ParseUint(v.substr(5), &level) && level >= 1 && level <= 19) {
+    plugin = "zstd";
+    canonical = level == 3 ? "zstd" : fmt::format("zstd-{}", level);  // zstd is zstd-3
   }
-  return Bad(PolicyKey::kCompress, v, "off, lz4, zstd, zstd-N (1..22), auto");
+  if (plugin.empty()) return Bad(PolicyKey::kCompress, v, "off, lz4, zstd, zstd-N (1..19), auto");
+  if (!IsTransformRegistered(plugin)) {
+    return NotYet(PolicyKey::kCompress, v, fmt::format("no compress plugin '{}' is installed", plugin));
+  }
+  return canonical;
 }
 
 // A policy or key name: 1..64 letters, digits, '.', '_' or '-'.

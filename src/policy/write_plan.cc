@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "codec/transform_registry.h"
 #include "redundancy/striping.h"
 
 namespace cairn {
@@ -40,6 +41,27 @@ Status ParsePlacement(const std::string& value, std::string& group, PlacementHin
   return Status::OK();
 }
 
+Result<TransformChain::Stage> CompressionStage(const std::string& value) {
+  TransformChain::Stage stage;
+  if (value == "lz4") {
+    stage = {"lz4", ""};
+  } else if (value == "zstd") {
+    stage = {"zstd", "level=3"};
+  } else if (value.starts_with("zstd-")) {
+    stage = {"zstd", "level=" + value.substr(5)};
+  } else if (value == "auto") {
+    stage = {"zstd", "level=3,probe"};
+  } else {
+    return Status::InvalidArgument(fmt::format("compress={}: not off, lz4, zstd, zstd-N or auto", value));
+  }
+  auto installed = StageOfTransform(stage.name);
+  if (!installed.ok() || *installed != TransformStage::kCompress) {
+    return Status::NotSupported(
+        fmt::format("compress={}: no compress plugin '{}' is installed in the plugin directory", value, stage.name));
+  }
+  return stage;
+}
+
 namespace {
 
 Result<std::shared_ptr<WritePlan>> MakePlan(const ResolvedPolicy& policy) {
@@ -49,14 +71,26 @@ Result<std::shared_ptr<WritePlan>> MakePlan(const ResolvedPolicy& policy) {
                                     policy.Get(PolicyKey::kChecksum).value);
   if (!redundancy.ok()) return redundancy.status();
   plan->redundancy = *redundancy;
-  // The stage order is fixed (DESIGN.md): plugins see the data as written, then it is
-  // compressed, then encrypted.
-  for (PolicyKey key : {PolicyKey::kCompress, PolicyKey::kEncrypt}) {
-    if (const std::string& value = policy.Get(key).value; value != "off") {
-      return Status::NotSupported(fmt::format("{}={} is not available in this build", PolicyKeyName(key), value));
-    }
+  // The stage order is fixed (cairn-plugins(7)): compress, encrypt, then the custom plugins.
+  std::vector<TransformChain::Stage> stages;
+  if (const std::string& value = policy.Get(PolicyKey::kCompress).value; value != "off") {
+    auto stage = CompressionStage(value);
+    if (!stage.ok()) return stage.status();
+    stages.push_back(*stage);
   }
-  auto chain = TransformChain::ForWriting(Terms(policy.Get(PolicyKey::kPlugins).value, "none"));
+  if (const std::string& value = policy.Get(PolicyKey::kEncrypt).value; value != "off") {
+    return Status::NotSupported(fmt::format("encrypt={} is not available in this build", value));
+  }
+  for (std::string& name : Terms(policy.Get(PolicyKey::kPlugins).value, "none")) {
+    auto stage = StageOfTransform(name);
+    if (!stage.ok()) return stage.status();
+    if (*stage != TransformStage::kCustom) {
+      return Status::InvalidArgument(
+          fmt::format("plugins={}: '{}' is a compress or encrypt plugin, chosen by those keys", name, name));
+    }
+    stages.push_back({std::move(name), ""});
+  }
+  auto chain = TransformChain::ForWriting(stages);
   if (!chain.ok()) return chain.status();
   plan->chain = std::move(*chain);
   CAIRN_RETURN_IF_ERROR(ParsePlacement(policy.Get(PolicyKey::kPlacement).value, plan->group, plan->placement));

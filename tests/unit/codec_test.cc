@@ -60,10 +60,10 @@ class Balloon : public Transform {
 
 void RegisterTestTransforms() {
   static const bool registered = [] {
-    REQUIRE(RegisterTransform(XorPad::kName, 1, [](uint32_t) -> Result<std::shared_ptr<const Transform>> {
+    REQUIRE(RegisterTransform(XorPad::kName, 1, [](uint32_t, std::string_view) -> Result<std::shared_ptr<const Transform>> {
               return std::shared_ptr<const Transform>(std::make_shared<XorPad>());
             }).ok());
-    REQUIRE(RegisterTransform("test-balloon", 1, [](uint32_t) -> Result<std::shared_ptr<const Transform>> {
+    REQUIRE(RegisterTransform("test-balloon", 1, [](uint32_t, std::string_view) -> Result<std::shared_ptr<const Transform>> {
               return std::shared_ptr<const Transform>(std::make_shared<Balloon>());
             }).ok());
     return true;
@@ -94,7 +94,7 @@ TEST_CASE("TransformChain: stamps, order, and the bound on growth", "[codec]") {
   REQUIRE(same.ok());
   CHECK(*same == Bytes("as it is"));
 
-  auto twice = TransformChain::ForWriting({XorPad::kName, XorPad::kName});
+  auto twice = TransformChain::ForWriting({{XorPad::kName, ""}, {XorPad::kName, ""}});
   REQUIRE(twice.ok());
   CHECK(twice->Stamp() == "test-xor-pad@1 test-xor-pad@1");
   auto stored = twice->Encode(Bytes("hello"));
@@ -106,15 +106,15 @@ TEST_CASE("TransformChain: stamps, order, and the bound on growth", "[codec]") {
   CHECK(read->Decode(*stored, 6).status().message() == "transform chain 'test-xor-pad@1 test-xor-pad@1' decoded "
                                                         "5 bytes, 6 expected");
 
-  auto balloon = TransformChain::ForWriting({"test-balloon"});
+  auto balloon = TransformChain::ForWriting({{"test-balloon", ""}});
   REQUIRE(balloon.ok());
   auto grown = balloon->Encode(Bytes("x"));
   REQUIRE_FALSE(grown.ok());
   CHECK(grown.status().message() == "transform test-balloon@1 made 4098 bytes of 1 (at most 4097)");
 
-  auto missing = TransformChain::ForWriting({"zstd"});
+  auto missing = TransformChain::ForWriting({{"no-such-transform", ""}});
   CHECK(missing.status().code() == Status::Code::kNotSupported);
-  CHECK(missing.status().message() == "transform 'zstd' is not installed");
+  CHECK(missing.status().message() == "transform 'no-such-transform' is not installed");
   CHECK(TransformChain::FromStamp("test-xor-pad@2").status().message() ==
         "transform chain 'test-xor-pad@2': transform 'test-xor-pad' version 2 is newer than this cairn's (1)");
   for (const char* bad : {"test-xor-pad", "@1", "test-xor-pad@", "test-xor-pad@1x", "test-xor-pad@1 ", " x@1"}) {

@@ -406,7 +406,7 @@ TEST_CASE("Rules: every error names the file, line and column and says what was 
       {"rule a\n  set colour=red\n", 2, 7, "user.cairn.colour is not a cairn policy key"},
       {"rule a\n  set segment_size=3K\n", 2, 20, "user.cairn.segment_size: '3K' is not a valid value (allowed: a size"},
       {"rule a\n  set raid=raid5\n", 2, 12, "user.cairn.raid: 'raid5' is not a valid value"},
-      {"default\n  set compress=zstd\n", 2, 16, "user.cairn.compress=zstd is valid but not available in this build"},
+      {"default\n  set encrypt=aes-256-gcm\n", 2, 15, "user.cairn.encrypt=aes-256-gcm is valid but not available in this build"},
       {"rule a\n  set policy=\"has space\"\n", 2, 14, "user.cairn.policy: 'has space' is not a valid value"},
       {"rule a\n  set policy=nope\ndefault\n", 2, 14,
        "rule 'a' sets policy=nope, but no policy of that name is defined in this file (expected a 'policy nope' "
