@@ -31,6 +31,9 @@ struct ArchiveOptions {
   uint64_t log_max_size = 64ull << 20;
   // Where transform plugins are loaded from; "" for the default (cairn-plugins(7)).
   std::string plugin_dir;
+  // Threads that transform (compress, encrypt) the extents of one batch ahead of the one
+  // being written; 0: one per core.
+  uint32_t transform_workers = 0;
 
   // --- Parameters that affect performance
 

@@ -39,15 +39,19 @@ enum cairn_plugin_stage {
 #define CAIRN_PLUGIN_ERROR (-1)        /* message in the err buffer */
 #define CAIRN_PLUGIN_SHORT_BUFFER (-2) /* decode: *out_len says how many bytes out must hold */
 
-/* What one call transforms: an extent's payload, one file segment or several packed together. */
+/* What one call transforms: an extent's payload, one file segment or several packed together.
+ * ABI 1 fills only `version`. The identity of the data (archive, file, segment, segment
+ * version) and the key are reserved for the encrypt stage: cairn passes NULL and 0 until a
+ * release fills them, and it refuses modules flagged NEEDS_KEY until then. A plugin must not
+ * depend on them while archive_id is NULL. */
 struct cairn_call {
-  const uint8_t *archive_id; /* 16 bytes: the archive's id */
-  uint64_t file_id;          /* the file's inode number; 0 for a pack of several files */
-  uint64_t segment_index;    /* the first segment it holds; 0 for a pack */
-  uint64_t segment_version;  /* never the same for two writes of one segment */
-  const uint8_t *key;        /* NEEDS_KEY plugins: the data key; NULL otherwise */
+  const uint8_t *archive_id; /* reserved: 16 bytes, the archive's id */
+  uint64_t file_id;          /* reserved: the file's inode number; 0 for a pack of several files */
+  uint64_t segment_index;    /* reserved: the first segment it holds; 0 for a pack */
+  uint64_t segment_version;  /* reserved: never the same for two writes of one segment */
+  const uint8_t *key;        /* reserved: NEEDS_KEY plugins' data key */
   size_t key_len;
-  uint32_t version;          /* decode: the version of the plugin that encoded it */
+  uint32_t version;          /* decode: the version of the plugin that encoded it; encode: its own */
 };
 
 struct cairn_plugin {
@@ -67,8 +71,9 @@ struct cairn_plugin {
    * Called from several threads at once on one instance. */
   int (*encode)(void *instance, const struct cairn_call *call, const uint8_t *in, size_t in_len, uint8_t *out,
                 size_t out_cap, size_t *out_len, char *err, size_t err_len);
-  /* Undoes encode (of call->version): CAIRN_PLUGIN_SHORT_BUFFER with *out_len when out_cap is too
-   * small, CAIRN_PLUGIN_ERROR when in is not something it made. Thread-safe like encode. */
+  /* Undoes encode (of call->version) into out: out_cap is the most the data can decode to, so
+   * CAIRN_PLUGIN_SHORT_BUFFER (with *out_len) says it is damaged; CAIRN_PLUGIN_ERROR when in is
+   * not something it made. Thread-safe like encode. */
   int (*decode)(void *instance, const struct cairn_call *call, const uint8_t *in, size_t in_len, uint8_t *out,
                 size_t out_cap, size_t *out_len, char *err, size_t err_len);
   void (*destroy)(void *instance);

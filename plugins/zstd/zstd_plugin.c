@@ -2,20 +2,54 @@
  * when that does not make a segment smaller. With "probe" (compress=auto) a 64 KiB sample is
  * compressed at level 1 first, and data that does not shrink is stored raw without the full
  * compression, so random data costs little more than a copy. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <zstd.h>
 
 #include "../common/frame.h"
 
-enum { PROBE_SAMPLE = 64 * 1024 };
+enum { PROBE_SAMPLE = 64 * 1024, KEPT_CONTEXTS = 8 };
 
+/* Contexts are kept for the next call (setting one up costs about as much as compressing
+ * 64 KiB); calls on several threads at once each take their own. At most KEPT_CONTEXTS stay:
+ * at level 19 one holds tens of MiB. */
 struct zstd_instance {
   int level;
   int probe;
+  pthread_mutex_t lock;
+  ZSTD_CCtx *cctx[KEPT_CONTEXTS];
+  int ncctx;
+  ZSTD_DCtx *dctx[KEPT_CONTEXTS];
+  int ndctx;
 };
 
+static ZSTD_CCtx *take_cctx(struct zstd_instance *inst) {
+  pthread_mutex_lock(&inst->lock);
+  ZSTD_CCtx *c = inst->ncctx ? inst->cctx[--inst->ncctx] : NULL;
+  pthread_mutex_unlock(&inst->lock);
+  return c ? c : ZSTD_createCCtx();
+}
+static void give_cctx(struct zstd_instance *inst, ZSTD_CCtx *c) {
+  pthread_mutex_lock(&inst->lock);
+  if (inst->ncctx < KEPT_CONTEXTS) inst->cctx[inst->ncctx++] = c, c = NULL;
+  pthread_mutex_unlock(&inst->lock);
+  ZSTD_freeCCtx(c);
+}
+static ZSTD_DCtx *take_dctx(struct zstd_instance *inst) {
+  pthread_mutex_lock(&inst->lock);
+  ZSTD_DCtx *d = inst->ndctx ? inst->dctx[--inst->ndctx] : NULL;
+  pthread_mutex_unlock(&inst->lock);
+  return d ? d : ZSTD_createDCtx();
+}
+static void give_dctx(struct zstd_instance *inst, ZSTD_DCtx *d) {
+  pthread_mutex_lock(&inst->lock);
+  if (inst->ndctx < KEPT_CONTEXTS) inst->dctx[inst->ndctx++] = d, d = NULL;
+  pthread_mutex_unlock(&inst->lock);
+  ZSTD_freeDCtx(d);
+}
+
 static void *zstd_init(const char *params, char *err, size_t err_len) {
-  struct zstd_instance inst = {3, 0};
+  struct zstd_instance inst = {.level = 3, .probe = 0};
   char buf[128];
   if (strlen(params) >= sizeof buf) {
     frame_error(err, err_len, "parameters too long");
@@ -44,6 +78,7 @@ static void *zstd_init(const char *params, char *err, size_t err_len) {
     return NULL;
   }
   *made = inst;
+  pthread_mutex_init(&made->lock, NULL);
   return made;
 }
 
@@ -56,15 +91,21 @@ static size_t zstd_max_encoded_size(void *instance, size_t in_len) {
 static int zstd_encode(void *instance, const struct cairn_call *call, const uint8_t *in, size_t in_len, uint8_t *out,
                        size_t out_cap, size_t *out_len, char *err, size_t err_len) {
   (void)call;
-  const struct zstd_instance *inst = instance;
+  struct zstd_instance *inst = instance;
   if (out_cap < zstd_max_encoded_size(instance, in_len)) return frame_error(err, err_len, "output buffer too small");
+  ZSTD_CCtx *cctx = take_cctx(inst);
+  if (!cctx) return frame_error(err, err_len, "zstd: out of memory");
   if (inst->probe && in_len > PROBE_SAMPLE) {
     /* the sample's compressed form goes where the real one will, and is overwritten */
-    size_t sample = ZSTD_compress(out + FRAME_HEAD, out_cap - FRAME_HEAD, in, PROBE_SAMPLE, 1);
-    if (ZSTD_isError(sample)) return frame_error(err, err_len, "zstd: %s", ZSTD_getErrorName(sample));
-    if (sample > PROBE_SAMPLE / 100 * 97) return frame_store_raw(in, in_len, out, out_len);
+    size_t sample = ZSTD_compressCCtx(cctx, out + FRAME_HEAD, out_cap - FRAME_HEAD, in, PROBE_SAMPLE, 1);
+    if (ZSTD_isError(sample) || sample > PROBE_SAMPLE / 100 * 97) {
+      give_cctx(inst, cctx);
+      if (ZSTD_isError(sample)) return frame_error(err, err_len, "zstd: %s", ZSTD_getErrorName(sample));
+      return frame_store_raw(in, in_len, out, out_len);
+    }
   }
-  size_t n = ZSTD_compress(out + FRAME_HEAD, out_cap - FRAME_HEAD, in, in_len, inst->level);
+  size_t n = ZSTD_compressCCtx(cctx, out + FRAME_HEAD, out_cap - FRAME_HEAD, in, in_len, inst->level);
+  give_cctx(inst, cctx);
   if (ZSTD_isError(n)) return frame_error(err, err_len, "zstd: %s", ZSTD_getErrorName(n));
   if (n + FRAME_HEAD > in_len) return frame_store_raw(in, in_len, out, out_len);
   out[0] = FRAME_COMPRESSED;
@@ -75,19 +116,27 @@ static int zstd_encode(void *instance, const struct cairn_call *call, const uint
 
 static int zstd_decode(void *instance, const struct cairn_call *call, const uint8_t *in, size_t in_len, uint8_t *out,
                        size_t out_cap, size_t *out_len, char *err, size_t err_len) {
-  (void)instance;
   (void)call;
   uint64_t length = 0;
   int rc = frame_open(in, in_len, out, out_cap, out_len, &length, err, err_len);
   if (rc != CAIRN_PLUGIN_OK) return rc == 1 ? CAIRN_PLUGIN_OK : rc;
-  size_t n = ZSTD_decompress(out, (size_t)length, in + FRAME_HEAD, in_len - FRAME_HEAD);
+  ZSTD_DCtx *dctx = take_dctx(instance);
+  if (!dctx) return frame_error(err, err_len, "zstd: out of memory");
+  size_t n = ZSTD_decompressDCtx(dctx, out, (size_t)length, in + FRAME_HEAD, in_len - FRAME_HEAD);
+  give_dctx(instance, dctx);
   if (ZSTD_isError(n)) return frame_error(err, err_len, "zstd: %s", ZSTD_getErrorName(n));
   if (n != length) return frame_error(err, err_len, "zstd: %zu bytes decoded, the frame says %llu", n,
                                       (unsigned long long)length);
   return CAIRN_PLUGIN_OK;
 }
 
-static void zstd_destroy(void *instance) { free(instance); }
+static void zstd_destroy(void *instance) {
+  struct zstd_instance *inst = instance;
+  while (inst->ncctx) ZSTD_freeCCtx(inst->cctx[--inst->ncctx]);
+  while (inst->ndctx) ZSTD_freeDCtx(inst->dctx[--inst->ndctx]);
+  pthread_mutex_destroy(&inst->lock);
+  free(inst);
+}
 
 static const struct cairn_plugin kZstd = {
     .abi_version = CAIRN_PLUGIN_ABI_VERSION,

@@ -167,6 +167,12 @@ Status Archive::FailDisk(size_t disk) {
   return Status::OK();
 }
 
+TransformPool& Archive::transform_pool() {
+  std::call_once(transform_pool_started_,
+                 [this] { transform_pool_ = std::make_unique<TransformPool>(options_.transform_workers); });
+  return *transform_pool_;
+}
+
 Result<std::unique_ptr<Archive>> Archive::Open(const std::string& dir, const OpenOptions& open) {
   return OpenWithLock(dir, open, std::nullopt);
 }
@@ -197,11 +203,7 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
     if (!st.ok()) return Status::InvalidArgument(fmt::format("mount option: {}", st.message()));
   }
   // Before anything reads a policy or an extent: the transforms they name come from here.
-  const std::string& plugin_dir = archive->options_.plugin_dir;
-  auto plugins = LoadPlugins(plugin_dir.empty() ? DefaultPluginDir() : plugin_dir);
-  if (!plugins.ok() && !(plugins.status().IsNotFound() && plugin_dir.empty())) {
-    return Status::InvalidArgument(fmt::format("plugin_dir: {}", plugins.status().message()));
-  }
+  CAIRN_RETURN_IF_ERROR(LoadArchivePlugins(archive->options_.plugin_dir));
   archive->health_.SetAwaitingRebuild(archive->options_.rebuild_disks);
   auto id = ArchiveIdFromString(archive->options_.archive_id);
   if (!id.ok()) return id.status();

@@ -23,6 +23,7 @@
 #include "cairn/disk.h"
 #include "cairn/options.h"
 #include "catalog/catalog.h"
+#include "codec/transform_pool.h"
 #include "extent/extent_store.h"
 #include "group/disk_group.h"
 #include "group/disk_health.h"
@@ -84,6 +85,9 @@ class Archive {
   StagingCache& cache() { return cache_; }
   // The extents on the disks: their chunk stores and groups, extent and chunk I/O. Thread-safe.
   ExtentStore& extents() { return *extents_; }
+  // The threads that transform extents for the persister and the reconciler, started on
+  // first use (options().transform_workers of them, or one per core).
+  TransformPool& transform_pool();
   // The extent store's disks and groups (see there). Thread-safe.
   size_t disk_count() const { return extents_->disk_count(); }
   Disk& disk(size_t index) { return extents_->disk(index); }
@@ -223,6 +227,8 @@ class Archive {
   // extents_, whose stores read and write through them.
   std::vector<std::unique_ptr<LoneStarArray>> arrays_;
   std::unique_ptr<ExtentStore> extents_;
+  std::once_flag transform_pool_started_;
+  std::unique_ptr<TransformPool> transform_pool_;
   mutable std::mutex rules_mutex_;
   std::shared_ptr<const RuleSet> rules_;  // guarded by rules_mutex_
   // Guarded by catalog_mutex_. The op_ lists belong to the catalog operation in progress:

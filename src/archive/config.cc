@@ -214,6 +214,13 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
   if (key == "log_max_size") return SetSize(o.log_max_size, key, value, 64 << 10);
   if (key == "reconcile_rate") return SetSize(o.reconcile_rate, key, value, 0);
   if (key == "reconcile_idle") return SetCount(o.reconcile_idle_seconds, key, value);
+  if (key == "transform_workers") {
+    CAIRN_RETURN_IF_ERROR(SetCount(o.transform_workers, key, value));
+    if (o.transform_workers > 64) {
+      return Status::InvalidArgument(fmt::format("transform_workers = {}: at most 64 (0: one per core)", value));
+    }
+    return Status::OK();
+  }
   if (key == "plugin_dir") {
     if (value.empty() || value[0] != '/') {
       return Status::InvalidArgument(fmt::format("plugin_dir = {:?}: an absolute path", value));
@@ -223,7 +230,7 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
   }
   return Status::InvalidArgument(fmt::format(
       "unknown option {:?} (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
-      "reconcile_rate, reconcile_idle, log_max_size, plugin_dir)",
+      "reconcile_rate, reconcile_idle, log_max_size, plugin_dir, transform_workers)",
       key));
 }
 
@@ -310,6 +317,7 @@ std::string FormatConfig(const ArchiveOptions& o) {
   out += fmt::format("reconcile_idle = {}\n", o.reconcile_idle_seconds);
   out += fmt::format("log_max_size = {}\n", o.log_max_size);
   if (!o.plugin_dir.empty()) out += fmt::format("plugin_dir = {}\n", o.plugin_dir);
+  if (o.transform_workers) out += fmt::format("transform_workers = {}\n", o.transform_workers);
   for (size_t i = 0; i < o.disks.size(); i++) out += fmt::format("disk.{} = {}\n", i, o.disks[i]);
   for (const auto& [disk, domain] : o.disk_domains) out += fmt::format("domain.{} = {}\n", disk, domain);
   for (const auto& group : o.groups) {

@@ -10,6 +10,7 @@
 #include "archive/config.h"
 #include "archive/rules_fit.h"
 #include "cli/commands.h"
+#include "codec/plugin_loader.h"
 #include "policy/rules.h"
 
 namespace cairn {
@@ -29,13 +30,26 @@ Result<std::string> ArchiveDir(const std::string& target) {
 }
 
 // With `archive`, the policies must also fit its disks (raid=rs-20-4 needs 24 of them).
+// The plugins the archive at `dir` uses (those of the default directory without one): the
+// values they make valid (compress=zstd) are checked here as its daemon would.
+Status LoadPluginsOf(const std::string& dir) {
+  std::string plugin_dir;
+  if (!dir.empty()) {
+    auto options = LoadConfig(dir + "/cairn.conf");
+    if (!options.ok()) return options.status();
+    plugin_dir = options->plugin_dir;
+  }
+  return LoadArchivePlugins(plugin_dir);
+}
+
 int Check(const std::string& file, const std::string& archive) {
+  auto dir = archive.empty() ? Result<std::string>(std::string()) : ArchiveDir(archive);
+  if (!dir.ok()) return Fail(1, dir.status().message());
+  if (Status st = LoadPluginsOf(*dir); !st.ok()) return Fail(1, st.message());
   auto rules = RuleSet::Load(file);
   if (!rules.ok()) return Fail(1, rules.status().message());
   std::string fits_note;
   if (!archive.empty()) {
-    auto dir = ArchiveDir(archive);
-    if (!dir.ok()) return Fail(1, dir.status().message());
     auto options = LoadConfig(*dir + "/cairn.conf");
     if (!options.ok()) return Fail(1, options.status().message());
     Status fits = CheckRulesFit(*rules, *options, file);
@@ -52,12 +66,13 @@ int Check(const std::string& file, const std::string& archive) {
 int DryRun(const std::string& file, const std::string& dir) {
   // Read here, with the caller's rights, and checked (errors as file:line:column) before the
   // daemon gets the text.
+  auto where = LocateInMount(dir);
+  if (!where.ok()) return Fail(1, where.status().message());
+  if (Status st = LoadPluginsOf(where->archive); !st.ok()) return Fail(1, st.message());
   auto text = RuleSet::ReadText(file);
   if (!text.ok()) return Fail(1, text.status().message());
   auto rules = RuleSet::Parse(*text, file);
   if (!rules.ok()) return Fail(1, rules.status().message());
-  auto where = LocateInMount(dir);
-  if (!where.ok()) return Fail(1, where.status().message());
   size_t changes = 0;
   ControlRequest request{.verb = ControlVerb::kDryRun, .path = where->inside, .rules_name = file, .rules_text = *text};
   int rc = SendControl(where->archive, request, nullptr,

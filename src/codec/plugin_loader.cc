@@ -1,9 +1,12 @@
 #include "codec/plugin_loader.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -51,32 +54,26 @@ class PluginTransform final : public Transform {
     return out;
   }
 
-  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded) const override {
+  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t max_length) const override {
     cairn_call call{};
     call.version = version_;
-    std::vector<uint8_t> out(std::max<size_t>(encoded.size(), 4096));
-    for (int attempt = 0; attempt < 2; attempt++) {
-      size_t length = 0;
-      char err[kErrorLength] = "";
-      int rc = plugin_->decode(instance_, &call, encoded.data(), encoded.size(), out.data(), out.size(), &length, err,
-                               sizeof err);
-      if (rc == CAIRN_PLUGIN_OK && length <= out.size()) {
-        out.resize(length);
-        return out;
-      }
-      if (rc != CAIRN_PLUGIN_SHORT_BUFFER || length <= out.size() || length > kMaxDecoded) {
-        return Status::Corruption(fmt::format("plugin {}@{}: {}", plugin_->name, version_,
-                                              rc == CAIRN_PLUGIN_SHORT_BUFFER ? "asks for an impossible buffer"
-                                                                              : Message(err)));
-      }
+    std::vector<uint8_t> out(max_length);  // the most it may decode to: its own output never grows
+    size_t length = 0;
+    char err[kErrorLength] = "";
+    int rc = plugin_->decode(instance_, &call, encoded.data(), encoded.size(), out.data(), out.size(), &length, err,
+                             sizeof err);
+    if (rc == CAIRN_PLUGIN_OK && length <= out.size()) {
       out.resize(length);
+      return out;
     }
-    return Status::Corruption(fmt::format("plugin {}@{}: the buffer it asked for was too small", plugin_->name,
-                                          version_));
+    if (rc == CAIRN_PLUGIN_SHORT_BUFFER) {
+      return Status::Corruption(fmt::format("plugin {}@{}: it would decode {} bytes, at most {} expected",
+                                            plugin_->name, version_, length, max_length));
+    }
+    return Status::Corruption(fmt::format("plugin {}@{}: {}", plugin_->name, version_, Message(err)));
   }
 
  private:
-  static constexpr size_t kMaxDecoded = size_t{1} << 31;  // far above any segment or pack
   static std::string Message(const char* err) { return err[0] ? std::string(err, strnlen(err, kErrorLength)) : "?"; }
 
   const cairn_plugin* const plugin_;
@@ -99,6 +96,7 @@ std::string Refusal(const cairn_plugin* p) {
     return fmt::format("stage {} is not compress (1), encrypt (2) or custom (3)", p->stage);
   }
   if (!p->init || !p->max_encoded_size || !p->encode || !p->decode || !p->destroy) return "a function is missing";
+  if (p->flags & CAIRN_PLUGIN_NEEDS_KEY) return "it needs a key, and this cairn gives plugins none yet";
   return "";
 }
 
@@ -163,6 +161,40 @@ PluginModule LoadModule(const std::string& path) {
   return m;
 }
 
+// Why `path` may not be trusted to run code in cairn, or "": its owner must be root or this
+// process's user, and only the owner may write it (anyone else could put code there).
+std::string Untrusted(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return fmt::format("cannot stat it: {}", std::strerror(errno));
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) return fmt::format("it is owned by uid {}", st.st_uid);
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return fmt::format("others may write it (mode {:04o})", st.st_mode & 07777);
+  return "";
+}
+
+// The modules in `dir` and in its subdirectories one level down, sorted.
+Result<std::vector<std::string>> ModulesIn(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> modules;
+  std::vector<fs::path> dirs{dir};
+  for (size_t i = 0; i < dirs.size(); i++) {
+    std::error_code ec;
+    fs::directory_iterator it(dirs[i], ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::error_code type_ec;
+      fs::file_status st = it->status(type_ec);
+      if (type_ec) {
+        LogWarning("plugin directory {}: {}: {} (skipped)", dir, it->path().string(), type_ec.message());
+        continue;
+      }
+      if (fs::is_regular_file(st) && it->path().extension() == ".so") modules.push_back(it->path().string());
+      if (i == 0 && fs::is_directory(st)) dirs.push_back(it->path());
+    }
+    if (ec) return Status::IOError(fmt::format("plugin directory {}: {}", dirs[i].string(), ec.message()));
+  }
+  std::sort(modules.begin(), modules.end());  // the same order, so the same module wins a duplicate name
+  return modules;
+}
+
 }  // namespace
 
 Result<std::vector<PluginModule>> LoadPlugins(const std::string& dir) {
@@ -172,29 +204,36 @@ Result<std::vector<PluginModule>> LoadPlugins(const std::string& dir) {
   if (auto it = loaded.find(dir); it != loaded.end()) return it->second;
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      return Status::IOError(fmt::format("plugin directory {}: {}", dir, ec.message()));
+    }
     return Status::NotFound(fmt::format("plugin directory {} does not exist", dir));
   }
-  std::vector<std::string> paths;
-  auto add_modules_in = [&](const std::filesystem::path& d, bool descend) {
-    for (const auto& e : std::filesystem::directory_iterator(d, ec)) {
-      if (e.is_regular_file(ec) && e.path().extension() == ".so") paths.push_back(e.path().string());
-      if (descend && e.is_directory(ec)) {
-        for (const auto& inner : std::filesystem::directory_iterator(e.path(), ec)) {
-          if (inner.is_regular_file(ec) && inner.path().extension() == ".so") paths.push_back(inner.path().string());
-        }
-      }
-    }
-  };
-  add_modules_in(dir, true);
-  if (ec) return Status::IOError(fmt::format("plugin directory {}: {}", dir, ec.message()));
-  std::sort(paths.begin(), paths.end());  // the same order, so the same module wins a duplicate name
+  if (std::string why = Untrusted(dir); !why.empty()) {
+    return Status::InvalidArgument(fmt::format("plugin directory {} is not loaded: {}", dir, why));
+  }
+  auto paths = ModulesIn(dir);
+  if (!paths.ok()) return paths.status();
   std::vector<PluginModule> modules;
-  for (const std::string& path : paths) {
-    modules.push_back(LoadModule(path));
+  for (const std::string& path : *paths) {
+    if (std::string why = Untrusted(path); !why.empty()) {
+      PluginModule m;
+      m.path = path;
+      m.status = Status::InvalidArgument(fmt::format("plugin {}: refused: {}", path, why));
+      modules.push_back(m);
+    } else {
+      modules.push_back(LoadModule(path));
+    }
     if (!modules.back().status.ok()) LogWarning("{}", modules.back().status.message());
   }
   loaded.emplace(dir, modules);
   return modules;
+}
+
+Status LoadArchivePlugins(const std::string& plugin_dir) {
+  auto loaded = LoadPlugins(plugin_dir.empty() ? DefaultPluginDir() : plugin_dir);
+  if (loaded.ok() || (plugin_dir.empty() && loaded.status().IsNotFound())) return Status::OK();
+  return Status::InvalidArgument(fmt::format("plugin_dir: {}", loaded.status().message()));
 }
 
 std::string DefaultPluginDir() {

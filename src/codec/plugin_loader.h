@@ -23,10 +23,15 @@ struct PluginModule {
 
 // Loads every "*.so" in `dir` and in its subdirectories (one level: a build tree keeps each
 // module in plugins/NAME/). A module with another ABI version, a bad description or a name
-// already registered is refused, with a warning in the log naming it. Each directory is
-// loaded once per process; later calls return the first report. NotFound when `dir` does
-// not exist.
+// already registered is refused, with a warning in the log naming it, and so is one that
+// someone other than root or this user owns or may write. Each directory is loaded once per
+// process; later calls return the first report. NotFound when `dir` does not exist,
+// InvalidArgument when it is not to be trusted.
 Result<std::vector<PluginModule>> LoadPlugins(const std::string& dir);
+
+// Loads the plugins an archive uses: from `plugin_dir` (its cairn.conf setting), which must
+// exist, or from DefaultPluginDir() when that is "" (where none is fine: no plugins).
+Status LoadArchivePlugins(const std::string& plugin_dir);
 
 // The plugin directory when cairn.conf names none: "plugins" beside the cairn executable when
 // there is one (a build tree), else the installed LIBDIR/cairn/plugins.

@@ -35,8 +35,9 @@ class Transform {
 
   // The encoded form of `input`, at most MaxStoredLength(input.size()) bytes.
   virtual Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input) const = 0;
-  // What Encode was given; Corruption when `encoded` is not something it made.
-  virtual Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded) const = 0;
+  // What Encode was given, at most `max_length` bytes; Corruption when `encoded` is not
+  // something it made, or would decode to more.
+  virtual Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t max_length) const = 0;
 };
 
 }  // namespace cairn

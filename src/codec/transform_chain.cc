@@ -81,10 +81,15 @@ Result<std::vector<uint8_t>> TransformChain::Encode(std::vector<uint8_t> logical
 }
 
 Result<std::vector<uint8_t>> TransformChain::Decode(std::vector<uint8_t> stored, uint64_t logical_length) const {
-  for (auto stage = stages_.rbegin(); stage != stages_.rend(); ++stage) {
-    auto decoded = (*stage)->Decode(stored);
+  // What stage k was given when encoding is at most bounds[k] bytes: exactly the logical
+  // length for the first, then at most what each stage may grow it to.
+  std::vector<uint64_t> bounds{logical_length};
+  for (size_t k = 1; k < stages_.size(); k++) bounds.push_back(MaxStoredLength(bounds.back()));
+  for (size_t k = stages_.size(); k-- > 0;) {
+    const auto& stage = stages_[k];
+    auto decoded = stage->Decode(stored, bounds[k]);
     if (!decoded.ok()) {
-      return Status::Corruption(fmt::format("transform {}@{} cannot decode: {}", (*stage)->name(), (*stage)->version(),
+      return Status::Corruption(fmt::format("transform {}@{} cannot decode: {}", stage->name(), stage->version(),
                                             decoded.status().message()));
     }
     stored = std::move(*decoded);

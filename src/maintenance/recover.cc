@@ -167,9 +167,10 @@ Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::sp
   return record;
 }
 
-// Step 2: reads the member table of every extent found.
-Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverReport& report,
-                          const RecoverOptions& options) {
+// Step 2: reads the member table of every extent found. NotSupported when an extent's
+// transform is not installed: its files are there, this cairn cannot read them.
+Result<Versions> ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverReport& report,
+                                  const RecoverOptions& options) {
   Versions v;
   v.damage = !scan.problems.empty();
   uint64_t done = 0;
@@ -201,6 +202,10 @@ Versions ReadMemberTables(Archive& archive, const ExtentScan& scan, RecoverRepor
                                              payload.status().message()));
     }
     auto logical = payload.ok() ? LogicalPayload(found.record, std::move(*payload)) : payload;
+    if (!logical.ok() && logical.status().code() == Status::Code::kNotSupported) {
+      return Status::NotSupported(fmt::format("{}: {}; install that plugin (see cairn plugins) and run cairn recover --force again",
+                                              where, logical.status().message()));
+    }
     auto table = logical.ok() ? DecodeMemberTable(std::span(*logical).last(found.header.members_length),
                                                                 found.header.version, where)
                               : Result<MemberTable>(logical.status());
@@ -462,7 +467,9 @@ Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOption
     std::lock_guard lock((*archive)->catalog_mutex());
     ReserveFoundChunks(**archive, scan, report);
   }
-  Versions versions = ReadMemberTables(**archive, scan, report, options);
+  auto read = ReadMemberTables(**archive, scan, report, options);
+  if (!read.ok()) return read.status();
+  Versions versions = std::move(*read);
   std::lock_guard lock((*archive)->catalog_mutex());
   Catalog& catalog = (*archive)->catalog();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {

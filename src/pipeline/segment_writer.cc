@@ -1,7 +1,11 @@
 #include "pipeline/segment_writer.h"
 
+#include <deque>
+#include <future>
 #include <map>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "pipeline/member_metadata.h"
 #include "util/coding.h"
@@ -34,28 +38,88 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   }
 
   std::set<uint64_t> listed;  // directories whose entries without data a table of this batch holds
-  auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> data,
-                          const std::vector<std::pair<uint64_t, MemberSegment>>& members,
-                          const std::vector<std::pair<uint64_t, uint64_t>>& holes, const WritePlan& plan) {
-    std::vector<uint8_t> table = EncodeMemberTable(MemberTableOf(described, members, holes, listed));
-    std::vector<uint8_t> payload;
-    payload.reserve(data.size() + table.size());
-    payload.insert(payload.end(), data.begin(), data.end());
-    payload.insert(payload.end(), table.begin(), table.end());
-    // A pack goes with its first member's file: the tail of a file lands where the file is.
-    uint64_t affinity = !members.empty() ? members.front().first : !holes.empty() ? holes.front().first : 0;
-    ExtentEncoding encoding{plan.policy_stamp, plan.redundancy, plan.chain.Stamp(), payload.size(),
-                            static_cast<uint32_t>(table.size()), plan.group, plan.placement, affinity};
-    auto stored = plan.chain.Encode(std::move(payload));
-    auto record = stored.ok() ? archive.extents().WriteExtentToDisk(kind, ino, file_offset, *stored, encoding)
+  // Extents are made in order and transformed by up to `workers` threads at once, the newest
+  // while older ones are written, one at a time and in order (memory bounded by the window).
+  struct Job {
+    ExtentKind kind;
+    uint64_t ino;
+    uint64_t file_offset;
+    ExtentEncoding encoding;
+    std::vector<WrittenSegments::Placement> placements;  // `extent` filled in once written
+    std::future<Result<std::vector<uint8_t>>> stored;
+  };
+  TransformPool& pool = archive.transform_pool();
+  const size_t workers = pool.threads();
+  std::deque<Job> ahead;
+  // The pool's tasks read `pieces` and the plans: none may outlive this call, even when it
+  // throws.
+  struct WaitForAll {
+    std::deque<Job>& jobs;
+    ~WaitForAll() {
+      for (Job& job : jobs) {
+        if (job.stored.valid()) job.stored.wait();
+      }
+    }
+  } wait_for_all{ahead};
+  auto write_oldest = [&] {
+    Job job = std::move(ahead.front());
+    ahead.pop_front();
+    auto stored = job.stored.get();
+    if (!failure.ok()) return;
+    auto record = stored.ok() ? archive.extents().WriteExtentToDisk(job.kind, job.ino, job.file_offset, *stored,
+                                                                    job.encoding)
                               : Result<ExtentRecord>(stored.status());
     if (!record.ok()) {
-      if (failure.ok()) failure = record.status();
-      return false;
+      failure = record.status();
+      return;
     }
     for (const ChunkPlacement& chunk : record->chunks) disks_written.insert(chunk.disk);
-    out.extents.push_back(*record);
-    return true;
+    for (WrittenSegments::Placement& placement : job.placements) {
+      placement.extent = out.extents.size();
+      out.placements.push_back(placement);
+    }
+    out.extents.push_back(std::move(*record));
+  };
+  // `data` is the piece's, or (a pack) `owned`'s: the extent's bytes before its member table.
+  auto write_extent = [&](ExtentKind kind, uint64_t ino, uint64_t file_offset, std::span<const uint8_t> data,
+                          std::vector<uint8_t> owned, const std::vector<std::pair<uint64_t, MemberSegment>>& members,
+                          const std::vector<std::pair<uint64_t, uint64_t>>& holes, const WritePlan& plan,
+                          std::vector<WrittenSegments::Placement> placements) {
+    std::vector<uint8_t> table = EncodeMemberTable(MemberTableOf(described, members, holes, listed));
+    // A pack goes with its first member's file: the tail of a file lands where the file is.
+    uint64_t affinity = !members.empty() ? members.front().first : !holes.empty() ? holes.front().first : 0;
+    ExtentEncoding encoding{plan.policy_stamp, plan.redundancy, plan.chain.Stamp(), data.size() + table.size(),
+                            static_cast<uint32_t>(table.size()), plan.group, plan.placement, affinity};
+    Job job{kind, ino, file_offset, std::move(encoding), std::move(placements), {}};
+    while (ahead.size() >= workers) write_oldest();  // at most `workers` transforms at once
+    // The logical payload: the bytes, then the member table (built by the transform's thread).
+    auto payload = [data, owned = std::move(owned), table = std::move(table)]() mutable {
+      if (owned.size() == data.size() && owned.data() == data.data()) {
+        owned.insert(owned.end(), table.begin(), table.end());
+        return std::move(owned);
+      }
+      std::vector<uint8_t> bytes;
+      bytes.reserve(data.size() + table.size());
+      bytes.insert(bytes.end(), data.begin(), data.end());
+      bytes.insert(bytes.end(), table.begin(), table.end());
+      return bytes;
+    };
+    if (plan.chain.empty()) {  // nothing to transform: written now, as it comes, on this thread
+      std::promise<Result<std::vector<uint8_t>>> done;
+      done.set_value(payload());
+      job.stored = done.get_future();
+      ahead.push_back(std::move(job));
+      while (!ahead.empty()) write_oldest();
+      return;
+    }
+    job.stored = pool.Submit([&plan, payload = std::move(payload)]() mutable -> Result<std::vector<uint8_t>> {
+      try {
+        return plan.chain.Encode(payload());
+      } catch (const std::bad_alloc&) {
+        return Status::IOError(fmt::format("out of memory transforming an extent with '{}'", plan.chain.Stamp()));
+      }
+    });
+    ahead.push_back(std::move(job));
   };
 
   struct Pack {
@@ -68,23 +132,22 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   auto flush_pack = [&](Pack& pack) {
     if (pack.members.empty() && pack.holes.empty()) return;
     std::vector<std::pair<uint64_t, MemberSegment>> members;
+    std::vector<WrittenSegments::Placement> placements;
     uint64_t at = 0;
     for (size_t member : pack.members) {
       const SegmentPiece& piece = pieces[member];
       members.push_back({piece.ino, {piece.index, at, piece.data.size()}});
+      placements.push_back({member, 0, at, false});
       at += piece.data.size();
     }
     std::vector<std::pair<uint64_t, uint64_t>> holes;
-    for (size_t hole : pack.holes) holes.emplace_back(pieces[hole].ino, pieces[hole].index);
-    if (write_extent(ExtentKind::kPack, 0, 0, pack.bytes, members, holes, *pack.plan)) {
-      size_t extent = out.extents.size() - 1;
-      uint64_t offset = 0;
-      for (size_t member : pack.members) {
-        out.placements.push_back({member, extent, offset, false});
-        offset += pieces[member].data.size();
-      }
-      for (size_t hole : pack.holes) out.placements.push_back({hole, extent, 0, true});
+    for (size_t hole : pack.holes) {
+      holes.emplace_back(pieces[hole].ino, pieces[hole].index);
+      placements.push_back({hole, 0, 0, true});
     }
+    std::span<const uint8_t> bytes = pack.bytes;  // still where they are once moved
+    write_extent(ExtentKind::kPack, 0, 0, bytes, std::move(pack.bytes), members, holes, *pack.plan,
+                 std::move(placements));
     pack.bytes.clear();
     pack.members.clear();
     pack.holes.clear();
@@ -100,10 +163,8 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
       continue;
     }
     if (piece.data.size() > options.pack_threshold) {
-      if (write_extent(ExtentKind::kFileSegment, piece.ino, piece.index * piece.segment_size, piece.data,
-                       {{piece.ino, {piece.index, 0, piece.data.size()}}}, {}, *piece.plan)) {
-        out.placements.push_back({i, out.extents.size() - 1, 0, false});
-      }
+      write_extent(ExtentKind::kFileSegment, piece.ino, piece.index * piece.segment_size, piece.data, {},
+                   {{piece.ino, {piece.index, 0, piece.data.size()}}}, {}, *piece.plan, {{i, 0, 0, false}});
       continue;
     }
     if (!pack.bytes.empty() && pack.bytes.size() + piece.data.size() > options.segment_size) flush_pack(pack);
@@ -113,6 +174,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   for (auto& [stamp, pack] : packs) {
     if (failure.ok()) flush_pack(pack);
   }
+  while (!ahead.empty()) write_oldest();  // also after a failure: every encode is waited for
   for (uint32_t disk : disks_written) {
     if (!failure.ok()) break;
     failure = archive.extents().SyncDisk(disk);

@@ -13,6 +13,7 @@
 #   R (results), NOTES, WARNINGS; median, rate, secs, fmt, ratio, verdict for the report
 #   check WHAT OK DETAIL              a correctness check: NCHECKS, FAILURES (finish_report prints them)
 #   status_json, jget, image_paths, record_disk_usage, evict_cold     cairn status --json and what it says
+#   timed_write_persist               dd into a mount, then cairn persist, each timed
 #   mib_of, mib_rate                  bytes (and ns) -> MiB, MiB/s
 #   bench_build_tool NAME             compiles tests/bench/NAME.c (readdata.c, metabench.c) into $BIN/NAME
 #   read_baseline, cat_baseline_note  the readdata baseline of rebuild and scrub
@@ -286,6 +287,17 @@ record_disk_usage() {
   R[used0]=$(jget "$1" "s['disks'][$2]['used']")
   R[chunks0]=$(jget "$1" "s['disks'][$2]['extents']")
   R[used_all]=$(jget "$1" "sum(d['used'] for d in s['disks'])")
+}
+# timed_write_persist SYS SRC DEST ARCH: dd SRC to DEST (1 MiB writes, fsync) from a cold page cache, then
+# 'cairn persist ARCH'; DD_NS and PERSIST_NS: how long each took
+timed_write_persist() {
+  local t0 t1
+  drop_caches
+  t0=$(now_ns)
+  run "$1" dd if="$2" of="$3" bs=1M conv=fsync status=none
+  t1=$(now_ns)
+  run "$1" "$CAIRN" persist "$4"
+  PERSIST_NS=$(($(now_ns) - t1)) DD_NS=$((t1 - t0))
 }
 # evict_cold ARCH LABEL: drop cairn's staging cache (checking that it is empty) and the page cache
 evict_cold() {

@@ -139,8 +139,8 @@ bench_build_tool readdata  # the baseline of rebuild and scrub
 ec_phase() {
   log "== ec_bench: building from $repo"
   run ec_bench g++ -std=c++20 -O2 -I"$repo/include" -I"$repo/src" "$repo/tests/bench/ec_bench.cc" \
-    "$repo/src/redundancy/erasure_code.cc" "$repo/src/util/status.cc" "$repo/src/util/log.cc" -lisal -lfmt \
-    -o "$BIN/ec_bench"
+    "$repo/src/redundancy/erasure_code.cc" "$repo/src/util/status.cc" "$repo/src/util/log.cc" \
+    "$repo/src/util/log_rate_limiter.cc" "$repo/src/util/printable.cc" -lisal -lfmt -o "$BIN/ec_bench"
   log "ec_bench: running (about 20 s)"
   try "$BIN/ec_bench"
   cp "$LOGS/last.out" "$LOGS/ec_bench.out"
@@ -155,7 +155,7 @@ ec_phase() {
 
 # ---------------------------------------------------------------- phase 2: sequential write/read, none vs rs-4-2
 seq_phase() {  # seq_phase RAID ARCH MNT: leaves the archive mounted
-  local raid=$1 arch=$2 m=$3 f t0 t1 t2 i label=$1 wv=() pv=() ps=() po=()
+  local raid=$1 arch=$2 m=$3 f i label=$1 wv=() pv=() ps=() po=()
   f=$m/data/seq.bin
   log "== $label: $NDISKS-disk archive, $(human_mib "$SEQ_MIB") written into a raid=$raid directory"
   cairn_mkfs "$arch" --disks "$NDISKS" --disk-size "${DISK_MIB}M"
@@ -167,14 +167,9 @@ seq_phase() {  # seq_phase RAID ARCH MNT: leaves the archive mounted
       run "$label" rm -f "$f"
       run "$label" "$CAIRN" persist "$arch"
     fi
-    drop_caches
-    t0=$(now_ns)
-    run "$label" dd if="$T/src.bin" of="$f" bs=1M conv=fsync status=none
-    t1=$(now_ns)
-    run "$label" "$CAIRN" persist "$arch"
-    t2=$(now_ns)
-    wv+=("$(rate "$SEQ_MIB" $((t1 - t0)))") pv+=("$(rate "$SEQ_MIB" $((t2 - t0)))") ps+=("$(secs $((t2 - t1)))")
-    po+=("$(rate "$SEQ_MIB" $((t2 - t1)))")
+    timed_write_persist "$label" "$T/src.bin" "$f" "$arch"
+    wv+=("$(rate "$SEQ_MIB" "$DD_NS")") pv+=("$(rate "$SEQ_MIB" $((DD_NS + PERSIST_NS)))") ps+=("$(secs "$PERSIST_NS")")
+    po+=("$(rate "$SEQ_MIB" "$PERSIST_NS")")
     log "$label: write ${wv[-1]} MiB/s, with persist ${pv[-1]} MiB/s"
   done
   R[write,$raid]=$(median "${wv[@]}") R[persist,$raid]=$(median "${pv[@]}") R[persist_s,$raid]=$(median "${ps[@]}")

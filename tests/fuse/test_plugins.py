@@ -19,6 +19,29 @@ def drop_caches():
         f.write("3\n")
 
 
+def image_contains(path, needle):
+    """Whether a (sparse) disk image holds `needle` in its data, read region by region."""
+    chunk = 16 << 20
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        end = os.fstat(fd).st_size
+        at = 0
+        while at < end:
+            try:
+                at = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # nothing but a hole from here
+                    return False
+                raise
+            stop = os.lseek(fd, at, os.SEEK_HOLE)
+            for pos in range(at, stop, chunk):
+                f.seek(max(0, pos - len(needle)))
+                if needle in f.read(min(chunk, stop - pos) + len(needle)):
+                    return True
+            at = stop
+    return False
+
+
 def log_text(archive):
     with open(os.path.join(archive.arch, "cairn.log"), errors="replace") as f:
         return f.read()
@@ -125,3 +148,61 @@ def test_a_missing_plugin_dir_is_refused_at_mount(archive):
     with open(conf, "w") as f:
         f.writelines(lines)
     archive.mount()
+
+
+def test_the_out_of_tree_example_plugin_builds_and_serves_a_directory(archive):
+    example = os.path.join(os.path.dirname(CAIRN), "..", "examples", "plugin-xor-whiten")
+    if not os.path.isdir(example):  # CAIRN_BIN outside a build tree of this checkout
+        example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "plugin-xor-whiten")
+    include = os.path.join(os.path.dirname(__file__), "..", "..", "include")
+    plugins = archive.s("plugins")
+    build = archive.s("example-build")
+    run(["meson", "setup", build, example, f"-Dcairn_include={os.path.abspath(include)}",
+         f"-Dplugin_dir={plugins}"], timeout=300)
+    run(["ninja", "-C", build, "install"], timeout=300)
+    assert os.path.exists(os.path.join(plugins, "xor-whiten.so"))
+    archive.umount()
+    with open(os.path.join(archive.arch, "cairn.conf"), "a") as f:
+        f.write(f"plugin_dir = {plugins}\n")
+    archive.mount()
+    out = cairn("plugins", archive.arch).stdout
+    assert "xor-whiten" in out and "NOT security" in out, out
+    os.makedirs(archive.m("w"))
+    run(["setfattr", "-n", "user.cairn.plugins", "-v", "xor-whiten", archive.m("w")])
+    marker = b"cairn-example-marker-" * 4000
+    write_file(archive.m("w", "f"), marker)
+    archive.persist()
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("w", "f")) == marker
+    for image in sorted(os.listdir(os.path.join(archive.arch, "disks"))):
+        assert not image_contains(os.path.join(archive.arch, "disks", image), b"cairn-example-marker-"), image
+
+
+def test_recover_stops_at_an_extent_whose_plugin_is_missing(archive):
+    plugins = archive.s("plugins")
+    os.makedirs(plugins)
+    shutil.copy(os.path.join(BUILD_PLUGINS, "zstd", "cairn-zstd.so"), plugins)
+    archive.umount()
+    with open(os.path.join(archive.arch, "cairn.conf"), "a") as f:
+        f.write(f"plugin_dir = {plugins}\n")
+    archive.mount()
+    os.makedirs(archive.m("z"))
+    run(["setfattr", "-n", "user.cairn.compress", "-v", "zstd", archive.m("z")])
+    data = open("/usr/include/stdio.h", "rb").read() * 50
+    write_file(archive.m("z", "f"), data)
+    archive.persist()
+    archive.umount()
+    for path in os.listdir(archive.arch):
+        if path.startswith("catalog.db"):
+            os.remove(os.path.join(archive.arch, path))
+    os.remove(os.path.join(plugins, "cairn-zstd.so"))
+    r = cairn("recover", archive.arch, check=False, timeout=300)
+    assert r.returncode != 0
+    assert "transform 'zstd' is not installed" in r.stderr + r.stdout
+    assert "run cairn recover --force again" in r.stderr + r.stdout
+    shutil.copy(os.path.join(BUILD_PLUGINS, "zstd", "cairn-zstd.so"), plugins)
+    r = cairn("recover", archive.arch, "--force", check=False, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    archive.mount()
+    assert read_file(archive.m("z", "f")) == data

@@ -36,7 +36,7 @@ class XorPad : public Transform {
     for (size_t i = 0; i < input.size(); i++) out[4 + i] = input[i] ^ 0x5a;
     return out;
   }
-  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded) const override {
+  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t) const override {
     uint32_t length = encoded.size() >= 4 ? GetFixed32(encoded.data()) : UINT32_MAX;
     if (encoded.size() < 4 || encoded.size() - 4 < length) return Status::Corruption("length prefix too long");
     std::vector<uint8_t> out(length);
@@ -53,7 +53,7 @@ class Balloon : public Transform {
   Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input) const override {
     return std::vector<uint8_t>(MaxStoredLength(input.size()) + 1);
   }
-  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t>) const override {
+  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t>, uint64_t) const override {
     return Status::Corruption("never made anything");
   }
 };

@@ -10,6 +10,10 @@
 #include "codec/transform_chain.h"
 #include "codec/transform_registry.h"
 #include "policy/write_plan.h"
+#include <filesystem>
+
+#include <fmt/format.h>
+
 #include "test_util.h"
 
 using namespace cairn;
@@ -78,6 +82,17 @@ TEST_CASE("Plugins: a bad parameter, a missing plugin and a wrong stage are refu
   CHECK(missing.status().code() == Status::Code::kNotSupported);
   CHECK(missing.status().message().find("'gone' is not installed") != std::string::npos);
   CHECK(*StageOfTransform("zstd") == TransformStage::kCompress);
+  // A damaged frame that claims a huge length is refused, without making room for it.
+  auto chain = TransformChain::FromStamp("zstd@1:level=3");
+  REQUIRE(chain.ok());
+  std::vector<uint8_t> claims(64, 0xab);
+  claims[0] = 1;
+  for (int i = 0; i < 8; i++) claims[1 + i] = static_cast<uint8_t>((uint64_t{1} << 40) >> (8 * i));
+  auto refused = chain->Decode(claims, 4096);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("would decode 1099511627776 bytes, at most 4096") != std::string::npos);
+  claims[0] = 7;  // no frame type it writes
+  CHECK(chain->Decode(claims, 4096).status().message().find("frame type 7") != std::string::npos);
 }
 
 TEST_CASE("Plugins: a module of another ABI version or with a name already loaded is refused", "[plugin]") {
@@ -97,4 +112,27 @@ TEST_CASE("Plugins: a module of another ABI version or with a name already loade
   CHECK(refused_duplicate == 1);
   CHECK_FALSE(IsTransformRegistered("test-old-abi"));
   CHECK(LoadPlugins("/nonexistent/plugins").status().IsNotFound());
+}
+
+TEST_CASE("Plugins: a directory or module that others may write is not loaded", "[plugin]") {
+  test::TempDir tmp;
+  std::filesystem::path open_dir = std::filesystem::path(tmp.path()) / "open";
+  std::filesystem::create_directory(open_dir);
+  std::filesystem::permissions(open_dir, std::filesystem::perms::all);  // 0777
+  auto refused = LoadPlugins(open_dir.string());
+  CHECK(refused.status().message().find("is not loaded: others may write it (mode 0777)") != std::string::npos);
+
+  std::filesystem::path dir = std::filesystem::path(tmp.path()) / "plugins";
+  std::filesystem::create_directory(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                        std::filesystem::perms::group_exec);
+  std::filesystem::path module = dir / "cairn-lz4.so";
+  std::filesystem::copy_file(std::string(CAIRN_BUILD_PLUGIN_DIR) + "/lz4/cairn-lz4.so", module);
+  std::filesystem::permissions(module, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                           std::filesystem::perms::others_write);
+  auto modules = LoadPlugins(dir.string());
+  REQUIRE(modules.ok());
+  REQUIRE(modules->size() == 1);
+  CHECK((*modules)[0].status.message() == fmt::format("plugin {}: refused: others may write it (mode 0602)",
+                                                     module.string()));
 }
