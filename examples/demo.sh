@@ -1,8 +1,8 @@
 #!/bin/bash
 # Builds cairn, creates a demo archive on four file-backed disks and a 4x4 lonestar grid of
 # sixteen more, with the example admin rules (policies/archive.rules), mounts it, archives
-# some data into it with tar (into the grid) and rsync, changes a policy, and shows status,
-# policies and the grid. Leaves it mounted.
+# some data into it with tar (into the grid, compressed) and rsync, changes a policy, and shows
+# status, policies and the grid. Leaves it mounted.
 # Usage: examples/demo.sh [DEMO_DIR]   (default /tmp/cairn-demo; run as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,9 +17,11 @@ build/cairn mkfs "$demo/archive" --disks 4 --group cold:lonestar:4x4:2+1 --disk-
 build/cairn rules check policies/archive.rules
 cp policies/archive.rules "$demo/archive/rules"
 build/cairn mount "$demo/archive" "$demo/mnt"
-echo "== archiving /usr/share/doc with tar into the lonestar group cold, and /etc with rsync"
+echo "== archiving /usr/share/doc with tar into the lonestar group cold (zstd), and /etc with rsync"
+build/cairn plugins "$demo/archive"
 mkdir "$demo/mnt/doc"
 setfattr -n user.cairn.placement -v group=cold "$demo/mnt/doc"
+setfattr -n user.cairn.compress -v zstd "$demo/mnt/doc"
 tar -C /usr/share -cf - doc | tar -C "$demo/mnt" -xf -
 rsync -aHAX --exclude shadow --exclude gshadow /etc/ "$demo/mnt/etc/" 2>/dev/null || true
 setfattr -n user.project -v demo "$demo/mnt/doc"
