@@ -42,16 +42,18 @@ class PluginTransform final : public Transform {
   Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input) const override {
     cairn_call call{};
     call.version = version_;
-    std::vector<uint8_t> out(plugin_->max_encoded_size(instance_, input.size()));
+    // The output lands in scratch space first, left uninitialised: a compressor fills only a
+    // small part of the room it may need, and zeroing all of it would cost more than the copy.
+    size_t room = plugin_->max_encoded_size(instance_, input.size());
+    auto scratch = std::make_unique_for_overwrite<uint8_t[]>(room);
     size_t length = 0;
     char err[kErrorLength] = "";
-    if (plugin_->encode(instance_, &call, input.data(), input.size(), out.data(), out.size(), &length, err,
+    if (plugin_->encode(instance_, &call, input.data(), input.size(), scratch.get(), room, &length, err,
                         sizeof err) != CAIRN_PLUGIN_OK ||
-        length > out.size()) {
+        length > room) {
       return Status::IOError(fmt::format("plugin {}: encode failed: {}", plugin_->name, Message(err)));
     }
-    out.resize(length);
-    return out;
+    return std::vector<uint8_t>(scratch.get(), scratch.get() + length);
   }
 
   Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t max_length) const override {
