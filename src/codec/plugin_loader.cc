@@ -189,7 +189,14 @@ Result<std::vector<std::string>> ModulesIn(const std::string& dir) {
         continue;
       }
       if (fs::is_regular_file(st) && it->path().extension() == ".so") modules.push_back(it->path().string());
-      if (i == 0 && fs::is_directory(st)) dirs.push_back(it->path());
+      if (i == 0 && fs::is_directory(st)) {
+        // Modules in a directory others may write could be swapped for other code.
+        if (std::string why = Untrusted(it->path().string()); !why.empty()) {
+          LogWarning("plugin directory {}: {}: not loaded: {}", dir, it->path().string(), why);
+        } else {
+          dirs.push_back(it->path());
+        }
+      }
     }
     if (ec) return Status::IOError(fmt::format("plugin directory {}: {}", dirs[i].string(), ec.message()));
   }

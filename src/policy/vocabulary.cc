@@ -71,19 +71,14 @@ Result<std::string> CheckIdr(std::string_view v) {
 
 Result<std::string> CheckCompress(std::string_view v) {
   if (v == "off") return std::string(v);
-  std::string plugin;
-  std::string canonical(v);
-  if (v == "lz4") plugin = "lz4";
-  if (v == "zstd" || v == "auto") plugin = "zstd";
-  if (uint64_t level = 0; v.starts_with("zstd-") && ParseUint(v.substr(5), &level) && level >= 1 && level <= 19) {
-    plugin = "zstd";
-    canonical = level == 3 ? "zstd" : fmt::format("zstd-{}", level);  // zstd is zstd-3
+  auto stage = CompressionStage(std::string(v));
+  if (stage.status().code() == Status::Code::kInvalidArgument) {
+    return Bad(PolicyKey::kCompress, v, "off, lz4, zstd, zstd-N (1..19), auto");
   }
-  if (plugin.empty()) return Bad(PolicyKey::kCompress, v, "off, lz4, zstd, zstd-N (1..19), auto");
-  if (!IsTransformRegistered(plugin)) {
-    return NotYet(PolicyKey::kCompress, v, fmt::format("no compress plugin '{}' is installed", plugin));
-  }
-  return canonical;
+  if (!stage.ok()) return NotYet(PolicyKey::kCompress, v, stage.status().message());
+  if (v == "lz4" || v == "auto") return std::string(v);
+  std::string level = stage->params.substr(stage->params.find('=') + 1);
+  return level == "3" ? std::string("zstd") : "zstd-" + level;  // zstd is zstd-3
 }
 
 // A policy or key name: 1..64 letters, digits, '.', '_' or '-'.
@@ -153,6 +148,25 @@ Result<std::string> CheckSegmentSize(std::string_view v) {
 }
 
 }  // namespace
+
+Result<TransformChain::Stage> CompressionStage(const std::string& value) {
+  TransformChain::Stage stage;
+  uint64_t level = 0;
+  if (value == "lz4") {
+    stage = {"lz4", ""};
+  } else if (value == "zstd" || value == "auto") {
+    stage = {"zstd", value == "auto" ? "level=3,probe" : "level=3"};
+  } else if (value.starts_with("zstd-") && ParseUint(value.substr(5), &level) && level >= 1 && level <= 19) {
+    stage = {"zstd", fmt::format("level={}", level)};
+  } else {
+    return Status::InvalidArgument(fmt::format("compress={}: not off, lz4, zstd, zstd-N or auto", value));
+  }
+  auto installed = StageOfTransform(stage.name);
+  if (!installed.ok() || *installed != TransformStage::kCompress) {
+    return Status::NotSupported(fmt::format("no compress plugin '{}' is installed", stage.name));
+  }
+  return stage;
+}
 
 bool IsComputedPolicyKey(std::string_view suffix) {
   return suffix == "effective" || suffix == "effective.source" || suffix == "state" || suffix == "location" ||

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "cairn/status.h"
+#include "codec/transform_chain.h"
 
 namespace cairn {
 
@@ -48,5 +49,10 @@ Result<std::string> CanonicalLockValue(std::string_view value);
 
 // The archive default of each key, as printed by user.cairn.effective.
 std::string DefaultPolicyValue(PolicyKey key, uint64_t default_segment_size);
+
+// The compress plugin and its parameters for a compress= value other than off (lz4, zstd,
+// zstd-N, auto); InvalidArgument for another value, NotSupported when that plugin is not
+// installed.
+Result<TransformChain::Stage> CompressionStage(const std::string& value);
 
 }  // namespace cairn

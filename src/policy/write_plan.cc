@@ -41,27 +41,6 @@ Status ParsePlacement(const std::string& value, std::string& group, PlacementHin
   return Status::OK();
 }
 
-Result<TransformChain::Stage> CompressionStage(const std::string& value) {
-  TransformChain::Stage stage;
-  if (value == "lz4") {
-    stage = {"lz4", ""};
-  } else if (value == "zstd") {
-    stage = {"zstd", "level=3"};
-  } else if (value.starts_with("zstd-")) {
-    stage = {"zstd", "level=" + value.substr(5)};
-  } else if (value == "auto") {
-    stage = {"zstd", "level=3,probe"};
-  } else {
-    return Status::InvalidArgument(fmt::format("compress={}: not off, lz4, zstd, zstd-N or auto", value));
-  }
-  auto installed = StageOfTransform(stage.name);
-  if (!installed.ok() || *installed != TransformStage::kCompress) {
-    return Status::NotSupported(
-        fmt::format("compress={}: no compress plugin '{}' is installed in the plugin directory", value, stage.name));
-  }
-  return stage;
-}
-
 namespace {
 
 Result<std::shared_ptr<WritePlan>> MakePlan(const ResolvedPolicy& policy) {

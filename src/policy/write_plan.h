@@ -30,10 +30,6 @@ struct WritePlan {
 // The group and hints a placement= value (canonical) names; "" and none for "balanced".
 Status ParsePlacement(const std::string& value, std::string& group, PlacementHints& hints);
 
-// The compress plugin and parameters a compress= value other than off names; NotSupported
-// when that plugin is not installed.
-Result<TransformChain::Stage> CompressionStage(const std::string& value);
-
 // The plan of a freshly resolved policy. NotSupported when it asks for a transform that is
 // not installed; InvalidArgument for a value the vocabulary would have refused.
 Result<std::shared_ptr<const WritePlan>> PlanWrite(const ResolvedPolicy& policy);
