@@ -34,6 +34,8 @@ struct ArchiveOptions {
   // Threads that transform (compress, encrypt) the extents of one batch ahead of the one
   // being written; 0: one per core.
   uint32_t transform_workers = 0;
+  // The keystore of master keys (cairn(8), KEYS); "" for ARCHIVE/keystore.
+  std::string keystore;
 
   // --- Parameters that affect performance
 

@@ -40,16 +40,17 @@ enum cairn_plugin_stage {
 #define CAIRN_PLUGIN_SHORT_BUFFER (-2) /* decode: *out_len says how many bytes out must hold */
 
 /* What one call transforms: an extent's payload, one file segment or several packed together.
- * ABI 1 fills only `version`. The identity of the data (archive, file, segment, segment
- * version) and the key are reserved for the encrypt stage: cairn passes NULL and 0 until a
- * release fills them, and it refuses modules flagged NEEDS_KEY until then. A plugin must not
- * depend on them while archive_id is NULL. */
+ * An encrypt-stage plugin binds its output to the identity below (e.g. as AEAD associated
+ * data), so bytes moved to another place, file or write fail to decode: cairn gives decode
+ * exactly what it gave encode. */
 struct cairn_call {
-  const uint8_t *archive_id; /* reserved: 16 bytes, the archive's id */
-  uint64_t file_id;          /* reserved: the file's inode number; 0 for a pack of several files */
-  uint64_t segment_index;    /* reserved: the first segment it holds; 0 for a pack */
-  uint64_t segment_version;  /* reserved: never the same for two writes of one segment */
-  const uint8_t *key;        /* reserved: NEEDS_KEY plugins' data key */
+  const uint8_t *archive_id; /* 16 bytes: the archive's id */
+  uint64_t file_id;          /* the inode whose data key seals it (encrypted extents hold one file's
+                                data); the first file of a pack otherwise, 0 when unknown */
+  uint64_t segment_index;    /* reserved: 0 (segment_version identifies the extent) */
+  uint64_t segment_version;  /* the extent's id: never the same for two writes in one archive, and
+                                recorded by the catalog for every segment the extent holds */
+  const uint8_t *key;        /* NEEDS_KEY plugins: the file's data key (32 bytes), else NULL */
   size_t key_len;
   uint32_t version;          /* decode: the version of the plugin that encoded it; encode: its own */
 };

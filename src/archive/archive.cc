@@ -240,6 +240,8 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
   Archive* a = archive.get();
   archive->catalog_->SetListener(Catalog::Listener{[a] { a->EndOperation(true); }, [a] { a->EndOperation(false); }});
   archive->cache_ = StagingCache(root + "/cache");
+  archive->file_keys_ = std::make_unique<FileKeys>(*archive->catalog_, archive->catalog_mutex_, archive->id_,
+                                                   archive->keystore_path());
   std::vector<std::unique_ptr<BlockChunkStore>> stores;
   CAIRN_RETURN_IF_ERROR(archive->LoadDisks(open, &stores));
   bool repair_on_read = open.repair_on_read && !open.read_only && !open.check_only;
@@ -253,6 +255,21 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
   archive->extents_->ReserveExtentIds(*max_extent_id);
   if (!open.check_only && !open.read_only) CAIRN_RETURN_IF_ERROR(archive->LoadRules());
   return archive;
+}
+
+std::string Archive::keystore_path() const {
+  return options_.keystore.empty() ? dir_ + "/keystore" : options_.keystore;
+}
+
+Result<uint64_t> Archive::ChangeFileKeys(const std::string& action, const std::string& key_name) {
+  if (action == "count") return file_keys_->CountUnder(key_name);
+  auto changed = action == "rewrap"  ? file_keys_->Rewrap(key_name)
+                 : action == "erase" ? file_keys_->EraseUnder(key_name)
+                                     : Result<uint64_t>(Status::InvalidArgument(
+                                           fmt::format("'{}' is not count, rewrap or erase", action)));
+  if (!changed.ok()) return changed;
+  CAIRN_RETURN_IF_ERROR(CommitDurably());
+  return changed;
 }
 
 std::string Archive::DomainOf(size_t disk) const { return cairn::DomainOf(options_, disk); }

@@ -24,6 +24,7 @@
 #include "cairn/options.h"
 #include "catalog/catalog.h"
 #include "codec/transform_pool.h"
+#include "keys/file_keys.h"
 #include "extent/extent_store.h"
 #include "group/disk_group.h"
 #include "group/disk_health.h"
@@ -88,6 +89,15 @@ class Archive {
   // The threads that transform extents for the persister and the reconciler, started on
   // first use (options().transform_workers of them, or one per core).
   TransformPool& transform_pool();
+  // The data keys of encrypted files and the keystore that wraps them. Thread-safe; call
+  // it without holding the catalog mutex.
+  FileKeys& file_keys() { return *file_keys_; }
+  // options().keystore, or ARCHIVE/keystore.
+  std::string keystore_path() const;
+  // For cairn key: counts ("count"), re-wraps with the newest version ("rewrap") or
+  // crypto-erases ("erase") the data keys master key `key_name` wraps, the change durable
+  // when it returns; how many. REQUIRES: catalog_mutex NOT held.
+  Result<uint64_t> ChangeFileKeys(const std::string& action, const std::string& key_name);
   // The extent store's disks and groups (see there). Thread-safe.
   size_t disk_count() const { return extents_->disk_count(); }
   Disk& disk(size_t index) { return extents_->disk(index); }
@@ -227,6 +237,7 @@ class Archive {
   // extents_, whose stores read and write through them.
   std::vector<std::unique_ptr<LoneStarArray>> arrays_;
   std::unique_ptr<ExtentStore> extents_;
+  std::unique_ptr<FileKeys> file_keys_;
   std::once_flag transform_pool_started_;
   std::unique_ptr<TransformPool> transform_pool_;
   mutable std::mutex rules_mutex_;

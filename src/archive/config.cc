@@ -228,9 +228,16 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
     o.plugin_dir = value;
     return Status::OK();
   }
+  if (key == "keystore") {
+    if (value.empty() || value[0] != '/') {
+      return Status::InvalidArgument(fmt::format("keystore = {:?}: an absolute path", value));
+    }
+    o.keystore = value;
+    return Status::OK();
+  }
   return Status::InvalidArgument(fmt::format(
       "unknown option {:?} (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
-      "reconcile_rate, reconcile_idle, log_max_size, plugin_dir, transform_workers)",
+      "reconcile_rate, reconcile_idle, log_max_size, plugin_dir, transform_workers, keystore)",
       key));
 }
 
@@ -317,6 +324,7 @@ std::string FormatConfig(const ArchiveOptions& o) {
   out += fmt::format("reconcile_idle = {}\n", o.reconcile_idle_seconds);
   out += fmt::format("log_max_size = {}\n", o.log_max_size);
   if (!o.plugin_dir.empty()) out += fmt::format("plugin_dir = {}\n", o.plugin_dir);
+  if (!o.keystore.empty()) out += fmt::format("keystore = {}\n", o.keystore);
   if (o.transform_workers) out += fmt::format("transform_workers = {}\n", o.transform_workers);
   for (size_t i = 0; i < o.disks.size(); i++) out += fmt::format("disk.{} = {}\n", i, o.disks[i]);
   for (const auto& [disk, domain] : o.disk_domains) out += fmt::format("domain.{} = {}\n", disk, domain);

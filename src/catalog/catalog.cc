@@ -47,6 +47,9 @@ CREATE INDEX segments_extent ON segments(extent);
 CREATE TABLE layouts(id INTEGER PRIMARY KEY, stamp TEXT NOT NULL UNIQUE);
 CREATE TABLE policy_queue(ino INTEGER PRIMARY KEY);
 )sql";
+const char* kFileKeysTable =
+    "CREATE TABLE file_keys(ino INTEGER PRIMARY KEY, key_name BLOB NOT NULL, master_version INTEGER NOT NULL, "
+    "wrapped BLOB NOT NULL)";
 
 Status SqliteError(sqlite3* db, const std::string& what) {
   return Status::IOError(fmt::format("catalog: {}: {}", what, db ? sqlite3_errmsg(db) : "out of memory"));
@@ -63,6 +66,13 @@ Result<sqlite3*> OpenHandle(const std::string& path, int flags) {
   sqlite3_busy_timeout(db, 10000);
   sqlite3_extended_result_codes(db, 1);
   return db;
+}
+
+Result<std::vector<FileKeyRecord>> ReadFileKeys(Statement& s) {
+  std::vector<FileKeyRecord> out;
+  while (s.Step()) out.push_back({s.UInt(0), s.Text(1), static_cast<uint32_t>(s.UInt(2)), s.Blob(3)});
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return out;
 }
 
 InodeRecord ReadInode(Statement& s) {
@@ -160,9 +170,11 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
   std::unique_ptr<Catalog> catalog(new Catalog(*db, path));
   CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA journal_mode=WAL"));
   CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA synchronous=NORMAL"));  // as Open: SyncThrough() syncs
+  CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA secure_delete=FAST"));   // as Open
   CAIRN_RETURN_IF_ERROR(catalog->OpenWalSync());
   CAIRN_RETURN_IF_ERROR(catalog->Begin());
   CAIRN_RETURN_IF_ERROR(catalog->Exec(kSchema));
+  CAIRN_RETURN_IF_ERROR(catalog->Exec(kFileKeysTable));
   CAIRN_RETURN_IF_ERROR(catalog->SetMeta("schema_version", std::to_string(kCatalogSchemaVersion)));
   CAIRN_RETURN_IF_ERROR(catalog->SetMeta("epoch", "1"));
   catalog->epoch_ = 1;
@@ -206,6 +218,8 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, bool rea
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA synchronous=NORMAL"));
     CAIRN_RETURN_IF_ERROR(catalog->OpenWalSync());
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA cache_size=-32768"));  // 32 MiB of pages
+    // Deleted rows (a file's wrapped data key among them) are overwritten in their page.
+    CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA secure_delete=FAST"));
     if (found < kCatalogSchemaVersion) CAIRN_RETURN_IF_ERROR(catalog->UpgradeSchema(found));
     CAIRN_RETURN_IF_ERROR(catalog->StartEpoch());
   } else if (found < kCatalogSchemaVersion) {
@@ -220,6 +234,10 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, bool rea
 Status Catalog::ViewOlderSchemaAsCurrent(int from_version) {
   if (from_version < 4) {
     CAIRN_RETURN_IF_ERROR(Exec("CREATE TEMP VIEW inodes AS SELECT *, 0 AS generation FROM main.inodes"));
+  }
+  if (from_version < 6) {
+    CAIRN_RETURN_IF_ERROR(Exec("CREATE TEMP VIEW file_keys AS SELECT 0 AS ino, x'' AS key_name, "
+                               "0 AS master_version, x'' AS wrapped WHERE 0"));
   }
   if (from_version < 5) {
     CAIRN_RETURN_IF_ERROR(Exec("CREATE TEMP VIEW extents AS "
@@ -238,6 +256,7 @@ Status Catalog::UpgradeSchema(int from_version) {
               "UPDATE extents SET logical_length = payload_length; "
               "ALTER TABLE extents ADD COLUMN chain TEXT NOT NULL DEFAULT ''");
   }
+  if (st.ok() && from_version < 6) st = Exec(kFileKeysTable);
   if (st.ok()) st = SetMeta("schema_version", std::to_string(kCatalogSchemaVersion));
   if (st.ok()) st = Commit();
   if (!st.ok()) {
@@ -525,6 +544,9 @@ Status Catalog::DeleteInode(uint64_t ino) {
   inode_cache_.erase(ino);
   CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM xattrs WHERE ino = ?").Bind(ino).Run());
   CAIRN_RETURN_IF_ERROR(DequeuePolicyCheck(ino));
+  // The data is unreadable once its key is gone (crypto-erase); secure_delete overwrites
+  // the freed bytes of the row.
+  CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM file_keys WHERE ino = ?").Bind(ino).Run());
   CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM inodes WHERE ino = ?").Bind(ino).Run());
   if (inode_count_) *inode_count_ -= std::min<uint64_t>(*inode_count_, sqlite3_changes(db_));
   return Status::OK();
@@ -825,6 +847,36 @@ Result<uint64_t> Catalog::MaxExtentIdEverUsed() {
   if (s.Step()) return std::max(s.UInt(0), s.UInt(1));
   CAIRN_RETURN_IF_ERROR(s.status());
   return Status::Corruption("catalog: no highest extent id");
+}
+
+Result<FileKeyRecord> Catalog::GetFileKey(uint64_t ino) {
+  auto& s = Prepare("SELECT ino, key_name, master_version, wrapped FROM file_keys WHERE ino = ?");
+  s.Bind(ino);
+  if (s.Step()) return FileKeyRecord{s.UInt(0), s.Text(1), static_cast<uint32_t>(s.UInt(2)), s.Blob(3)};
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return Status::NotFound(fmt::format("inode {} has no data key (never made, or erased by cairn key delete --erase)", ino));
+}
+
+Status Catalog::PutFileKey(const FileKeyRecord& r) {
+  return Prepare("INSERT OR REPLACE INTO file_keys(ino, key_name, master_version, wrapped) VALUES(?,?,?,?)")
+      .Bind(r.ino, r.key_name, r.master_version, std::span<const uint8_t>(r.wrapped))
+      .Run();
+}
+
+Result<std::vector<FileKeyRecord>> Catalog::FileKeysUnder(const std::string& key_name) {
+  auto& s = Prepare("SELECT ino, key_name, master_version, wrapped FROM file_keys WHERE key_name = ? ORDER BY ino");
+  s.Bind(key_name);
+  return ReadFileKeys(s);
+}
+
+Result<std::vector<FileKeyRecord>> Catalog::AllFileKeys() {
+  auto& s = Prepare("SELECT ino, key_name, master_version, wrapped FROM file_keys ORDER BY ino");
+  s.Bind();
+  return ReadFileKeys(s);
+}
+
+Status Catalog::DeleteFileKeysUnder(const std::string& key_name) {
+  return Prepare("DELETE FROM file_keys WHERE key_name = ?").Bind(key_name).Run();
 }
 
 Result<Catalog::Totals> Catalog::ComputeTotals() {

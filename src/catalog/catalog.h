@@ -26,9 +26,9 @@
 
 namespace cairn {
 
-// 4 added inodes.generation, 5 extents.logical_length and extents.chain; older catalogs
-// (from version 3 on) are upgraded when opened for writing.
-constexpr int kCatalogSchemaVersion = 5;
+// 4 added inodes.generation, 5 extents.logical_length and extents.chain, 6 the file_keys
+// table; older catalogs (from version 3 on) are upgraded when opened for writing.
+constexpr int kCatalogSchemaVersion = 6;
 constexpr uint64_t kRootInode = 1;
 
 struct InodeRecord {
@@ -111,6 +111,14 @@ struct ChunkPlacement {
 // A payload (one segment, or a pack of small ones) and the chunks that hold it. The logical
 // payload (file data, then the member table) goes through the transform chain (codec/) to
 // become the stored payload that the chunks hold.
+// A file's data key, wrapped (encrypted) with version `master_version` of master key `key_name`.
+struct FileKeyRecord {
+  uint64_t ino = 0;
+  std::string key_name;
+  uint32_t master_version = 0;
+  std::vector<uint8_t> wrapped;
+};
+
 struct ExtentRecord {
   uint64_t id = 0;
   uint64_t payload_length = 0;  // stored bytes
@@ -187,7 +195,7 @@ class Catalog {
   // `max_generation` (cairn recover: generations recorded on the disks).
   Status RaiseEpoch(uint64_t max_generation);
   Status UpdateInode(const InodeRecord& record);
-  Status DeleteInode(uint64_t ino);  // with its xattrs
+  Status DeleteInode(uint64_t ino);  // with its xattrs and its data key
   // How many inodes there are, counted once and then kept up to date (statfs).
   Result<uint64_t> InodeCount();
   Result<std::vector<uint64_t>> InodesWhere(const char* condition);  // e.g. "dirty = 1"
@@ -256,6 +264,13 @@ class Catalog {
   Result<std::vector<ExtentRecord>> ExtentsAfter(uint64_t after, size_t limit);
   Result<std::vector<SegmentRecord>> AllSegments();
   Result<uint64_t> MaxExtentIdEverUsed();
+
+  // --- file data keys (keys/file_keys.h): wrapped, never in clear
+  Result<FileKeyRecord> GetFileKey(uint64_t ino);  // NotFound when the file has none
+  Status PutFileKey(const FileKeyRecord& record);   // insert or replace
+  Result<std::vector<FileKeyRecord>> FileKeysUnder(const std::string& key_name);
+  Result<std::vector<FileKeyRecord>> AllFileKeys();
+  Status DeleteFileKeysUnder(const std::string& key_name);
 
   struct Totals {
     uint64_t inodes = 0;

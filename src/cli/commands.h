@@ -31,6 +31,7 @@ int CmdScrub(const Args& args);
 int CmdRecover(const Args& args);
 int CmdGroup(const Args& args);
 int CmdPlugins(const Args& args);
+int CmdKey(const Args& args);
 
 // "a,b,c" as {"a", "b", "c"} (empty items dropped).
 std::vector<std::string> SplitList(const std::string& text);

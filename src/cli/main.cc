@@ -39,7 +39,9 @@ commands:
   scrub ARCHIVE|MOUNTPOINT [--progress] [--budget DURATION] [--rate SIZE]   verify every chunk, rewrite bad ones
   inspect ARCHIVE --disk N --offset BYTES
   recover ARCHIVE [--force] [--progress] [--report FILE]   rebuild a lost catalog from the disks
-  plugins [ARCHIVE]          the transform plugins cairn loads (compress=, plugins=), with versions
+  plugins [ARCHIVE]          the transform plugins cairn loads (compress=, encrypt=, plugins=), with versions
+  key create|list|rotate|allow|delete ARCHIVE [NAME ...]
+                             master keys of encrypted files (encrypt=aes-256-gcm key=NAME)
 
 See cairn(8).
 )";
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
       {"persist", CmdPersist}, {"evict", CmdEvict},     {"fsck", CmdFsck},     {"inspect", CmdInspect},
       {"policy", CmdPolicy},   {"rules", CmdRules},     {"disk", CmdDisk},     {"rebuild", CmdRebuild},
       {"scrub", CmdScrub},     {"recover", CmdRecover}, {"group", CmdGroup},  {"plugins", CmdPlugins},
+      {"key", CmdKey},
   };
   auto command = kCommands.find(args[0]);
   if (command != kCommands.end()) return command->second(Args(args.begin() + 1, args.end()));

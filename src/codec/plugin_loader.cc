@@ -39,16 +39,18 @@ class PluginTransform final : public Transform {
   uint32_t version() const override { return version_; }
   std::string_view params() const override { return params_; }
 
-  Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input) const override {
-    cairn_call call{};
-    call.version = version_;
+  bool needs_key() const override { return plugin_->flags & CAIRN_PLUGIN_NEEDS_KEY; }
+
+  Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input, const SealContext& seal) const override {
+    auto call = CallFor(seal);
+    if (!call.ok()) return call.status();
     // The output lands in scratch space first, left uninitialised: a compressor fills only a
     // small part of the room it may need, and zeroing all of it would cost more than the copy.
     size_t room = plugin_->max_encoded_size(instance_, input.size());
     auto scratch = std::make_unique_for_overwrite<uint8_t[]>(room);
     size_t length = 0;
     char err[kErrorLength] = "";
-    if (plugin_->encode(instance_, &call, input.data(), input.size(), scratch.get(), room, &length, err,
+    if (plugin_->encode(instance_, &*call, input.data(), input.size(), scratch.get(), room, &length, err,
                         sizeof err) != CAIRN_PLUGIN_OK ||
         length > room) {
       return Status::IOError(fmt::format("plugin {}: encode failed: {}", plugin_->name, Message(err)));
@@ -56,13 +58,14 @@ class PluginTransform final : public Transform {
     return std::vector<uint8_t>(scratch.get(), scratch.get() + length);
   }
 
-  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t max_length) const override {
-    cairn_call call{};
-    call.version = version_;
+  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t max_length,
+                                      const SealContext& seal) const override {
+    auto call = CallFor(seal);
+    if (!call.ok()) return call.status();
     std::vector<uint8_t> out(max_length);  // the most it may decode to: its own output never grows
     size_t length = 0;
     char err[kErrorLength] = "";
-    int rc = plugin_->decode(instance_, &call, encoded.data(), encoded.size(), out.data(), out.size(), &length, err,
+    int rc = plugin_->decode(instance_, &*call, encoded.data(), encoded.size(), out.data(), out.size(), &length, err,
                              sizeof err);
     if (rc == CAIRN_PLUGIN_OK && length <= out.size()) {
       out.resize(length);
@@ -76,6 +79,24 @@ class PluginTransform final : public Transform {
   }
 
  private:
+  // What a call is told about the data: its identity always, the key only when the plugin
+  // needs one (and then there must be one).
+  Result<cairn_call> CallFor(const SealContext& seal) const {
+    cairn_call call{};
+    call.archive_id = seal.archive_id.data();
+    call.file_id = seal.file_id;
+    call.segment_version = seal.version;
+    call.version = version_;
+    if (needs_key()) {
+      if (seal.key.empty()) {
+        return Status::NotSupported(fmt::format("plugin {} needs the file's data key, and none was given", plugin_->name));
+      }
+      call.key = seal.key.data();
+      call.key_len = seal.key.size();
+    }
+    return call;
+  }
+
   static std::string Message(const char* err) { return err[0] ? std::string(err, strnlen(err, kErrorLength)) : "?"; }
 
   const cairn_plugin* const plugin_;
@@ -98,7 +119,9 @@ std::string Refusal(const cairn_plugin* p) {
     return fmt::format("stage {} is not compress (1), encrypt (2) or custom (3)", p->stage);
   }
   if (!p->init || !p->max_encoded_size || !p->encode || !p->decode || !p->destroy) return "a function is missing";
-  if (p->flags & CAIRN_PLUGIN_NEEDS_KEY) return "it needs a key, and this cairn gives plugins none yet";
+  if ((p->flags & CAIRN_PLUGIN_NEEDS_KEY) && p->stage != CAIRN_PLUGIN_STAGE_ENCRYPT) {
+    return "only an encrypt-stage plugin may ask for a key";
+  }
   return "";
 }
 

@@ -3,6 +3,7 @@
 // (codec/transform_registry.h). Extents record the chain of transforms that made them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -19,6 +20,18 @@ constexpr uint64_t MaxStoredLength(uint64_t input_length) { return input_length 
 // Where a transform runs in a chain, always in this order (the numbers are the plugin ABI's).
 enum class TransformStage : uint32_t { kCompress = 1, kEncrypt = 2, kCustom = 3 };
 
+// Who a payload is and the key to seal it with, for the transforms that need a key
+// (encryption): they bind their output to these, so the bytes read back in another place,
+// of another file or from an older write do not decode. Empty (no key) for all others.
+struct SealContext {
+  std::array<uint8_t, 16> archive_id{};
+  uint64_t file_id = 0;  // the inode whose data key it is
+  // Never the same for two payloads of one archive: the extent's id, which the catalog
+  // records for each segment it holds (so an older or another extent is told apart).
+  uint64_t version = 0;
+  std::span<const uint8_t> key;  // the file's data key
+};
+
 // Implementations are immutable once made and safe to call from several threads at once.
 class Transform {
  public:
@@ -32,12 +45,15 @@ class Transform {
   // What it was made with ("" or "key=value,..."; no spaces): recorded in the chain stamp
   // after the version, and given back to its factory to read what it wrote.
   virtual std::string_view params() const { return {}; }
+  // Whether it reads SealContext::key (and refuses to work without one).
+  virtual bool needs_key() const { return false; }
 
   // The encoded form of `input`, at most MaxStoredLength(input.size()) bytes.
-  virtual Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input) const = 0;
+  virtual Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input, const SealContext& seal) const = 0;
   // What Encode was given, at most `max_length` bytes; Corruption when `encoded` is not
   // something it made, or would decode to more.
-  virtual Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t max_length) const = 0;
+  virtual Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t max_length,
+                                              const SealContext& seal) const = 0;
 };
 
 }  // namespace cairn

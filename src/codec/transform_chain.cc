@@ -66,9 +66,13 @@ std::string TransformChain::Stamp() const {
   return out;
 }
 
-Result<std::vector<uint8_t>> TransformChain::Encode(std::vector<uint8_t> logical) const {
+bool TransformChain::needs_key() const {
+  return std::any_of(stages_.begin(), stages_.end(), [](const auto& stage) { return stage->needs_key(); });
+}
+
+Result<std::vector<uint8_t>> TransformChain::Encode(std::vector<uint8_t> logical, const SealContext& seal) const {
   for (const auto& stage : stages_) {
-    auto encoded = stage->Encode(logical);
+    auto encoded = stage->Encode(logical, seal);
     if (!encoded.ok()) return encoded.status();
     if (encoded->size() > MaxStoredLength(logical.size())) {
       return Status::InvalidArgument(fmt::format("transform {}@{} made {} bytes of {} (at most {})", stage->name(),
@@ -80,14 +84,15 @@ Result<std::vector<uint8_t>> TransformChain::Encode(std::vector<uint8_t> logical
   return logical;
 }
 
-Result<std::vector<uint8_t>> TransformChain::Decode(std::vector<uint8_t> stored, uint64_t logical_length) const {
+Result<std::vector<uint8_t>> TransformChain::Decode(std::vector<uint8_t> stored, uint64_t logical_length,
+                                                    const SealContext& seal) const {
   // What stage k was given when encoding is at most bounds[k] bytes: exactly the logical
   // length for the first, then at most what each stage may grow it to.
   std::vector<uint64_t> bounds{logical_length};
   for (size_t k = 1; k < stages_.size(); k++) bounds.push_back(MaxStoredLength(bounds.back()));
   for (size_t k = stages_.size(); k-- > 0;) {
     const auto& stage = stages_[k];
-    auto decoded = stage->Decode(stored, bounds[k]);
+    auto decoded = stage->Decode(stored, bounds[k], seal);
     if (!decoded.ok()) {
       return Status::Corruption(fmt::format("transform {}@{} cannot decode: {}", stage->name(), stage->version(),
                                             decoded.status().message()));

@@ -38,13 +38,18 @@ class TransformChain {
   // spaces; "" when empty.
   std::string Stamp() const;
   bool empty() const { return stages_.empty(); }
+  // Whether a transform of it needs the file's data key in the SealContext.
+  bool needs_key() const;
 
-  // The stored payload of `logical` (moved through untouched by the empty chain).
-  // InvalidArgument naming the transform when one breaks its MaxStoredLength() bound.
-  Result<std::vector<uint8_t>> Encode(std::vector<uint8_t> logical) const;
+  // The stored payload of `logical` (moved through untouched by the empty chain), sealed
+  // with `seal` when needs_key(). InvalidArgument naming the transform when one breaks its
+  // MaxStoredLength() bound.
+  Result<std::vector<uint8_t>> Encode(std::vector<uint8_t> logical, const SealContext& seal = {}) const;
   // The logical payload of `stored`: the stages undone in reverse order. Corruption when a
-  // stage fails or the result is not `logical_length` bytes.
-  Result<std::vector<uint8_t>> Decode(std::vector<uint8_t> stored, uint64_t logical_length) const;
+  // stage fails (a sealed payload with another `seal` than it was made with included) or
+  // the result is not `logical_length` bytes.
+  Result<std::vector<uint8_t>> Decode(std::vector<uint8_t> stored, uint64_t logical_length,
+                                      const SealContext& seal = {}) const;
 
  private:
   explicit TransformChain(std::vector<std::shared_ptr<const Transform>> stages) : stages_(std::move(stages)) {}

@@ -254,6 +254,15 @@ Status ControlServer::Handle(const ControlRequest& request, const SendFn& send, 
                              [&](const std::string& line) { return send("change " + line); });
     }
     case ControlVerb::kRepair: return Repair(request, send, fd);
+    case ControlVerb::kKeys: {
+      auto files = fs_.archive().ChangeFileKeys(request.key_action, request.key_name);
+      if (!files.ok()) return files.status();
+      if (request.key_action != "count") {
+        LogInfo("cairn key: {} of the {} file key(s) under key {}", request.key_action, *files, request.key_name);
+      }
+      send(fmt::format("files {}", *files));
+      return Status::OK();
+    }
   }
   return Status::InvalidArgument("unknown control request");
 }

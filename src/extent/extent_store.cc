@@ -71,7 +71,7 @@ Result<ExtentRecord> ExtentStore::WriteExtentToDisk(ExtentKind kind, uint64_t in
   if (!fitted.ok()) return fitted.status();
   const Redundancy& redundancy = *fitted;
   ExtentRecord record;
-  record.id = NewExtentId();
+  record.id = encoding.extent_id ? encoding.extent_id : NewExtentId();
   record.kind = static_cast<int>(kind);
   record.payload_length = payload.size();
   record.payload_crc = Crc32c(payload);

@@ -39,6 +39,9 @@ struct ExtentEncoding {
   std::string group;            // the disk group its chunks go to (WritePlan::group), "" for the first
   PlacementHints placement;     // WritePlan::placement, for the group's placer
   uint64_t affinity = 0;        // the file it belongs with (a pack: its first member's), for the placer
+  // The id NewExtentId() gave it beforehand (an encrypting chain binds the payload to it);
+  // 0: a new one.
+  uint64_t extent_id = 0;
 };
 
 // The redundancy an extent asking for `asked` gets in `group`: on a lonestar group raid=none

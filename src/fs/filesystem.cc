@@ -28,6 +28,21 @@ Filesystem::Filesystem(Archive& archive)
 
 Filesystem::~Filesystem() = default;
 
+Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags, const Caller& caller) {
+  if (caller.uid != 0) {  // root may use every key
+    auto key = archive_.file_keys().KeyNameOf(ino);
+    if (!key.ok()) return key.status();
+    if (*key) {
+      Status allowed = archive_.file_keys().Authorize(**key, caller.uid, caller.gid);
+      if (!allowed.ok()) {
+        LogWarning("open of inode {} refused: {}", ino, allowed.message());
+        return allowed;
+      }
+    }
+  }
+  return data_.Open(ino, flags);
+}
+
 Status Filesystem::Recover() {
   std::vector<std::pair<int64_t, std::pair<uint64_t, uint64_t>>> cached;  // mtime -> (ino, bytes)
   Archive::PendingSync pending;

@@ -73,7 +73,8 @@ class Filesystem {
   Result<uint64_t> LookupPath(const std::string& path) { return names_.LookupPath(path); }
 
   // The data path (FileData).
-  Result<FileHandle*> Open(uint64_t ino, int flags) { return data_.Open(ino, flags); }
+  // EACCES when the file's data is sealed with a master key the caller is not allowed to use.
+  Result<FileHandle*> Open(uint64_t ino, int flags, const Caller& caller);
   Result<FileHandle*> Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
                              const Caller& caller, InodeRecord* attr) {
     return data_.Create(parent, name, mode, flags, caller, attr);
@@ -92,8 +93,9 @@ class Filesystem {
   // (see xattr_namespace.h).
   Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name) { return xattrs_.Get(ino, name); }
   // flags: 0, XATTR_CREATE or XATTR_REPLACE.
-  Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags) {
-    return xattrs_.Set(ino, name, value, flags);
+  Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags,
+                  const Caller& caller) {
+    return xattrs_.Set(ino, name, value, flags, caller);
   }
   // trusted.* names are listed to root only, as ext4 lists them to CAP_SYS_ADMIN only.
   Result<std::vector<std::string>> ListXattrs(uint64_t ino, const Caller& caller) { return xattrs_.List(ino, caller); }

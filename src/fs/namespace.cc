@@ -373,6 +373,7 @@ Status Namespace::MaybeDelete(uint64_t ino) {
   state_.EraseDirty(ino);
   state_.persist_queue.erase(ino);
   state_.DropCached(ino);
+  archive_.file_keys().Forget(ino);
   archive_.RemoveCacheAfterFlush(ino);
   return Status::OK();
 }

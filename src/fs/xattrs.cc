@@ -11,6 +11,7 @@
 #include "fs/xattr_namespace.h"
 #include "policy/vocabulary.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 namespace cairn {
 
@@ -27,9 +28,21 @@ Result<std::vector<uint8_t>> Xattrs::Get(uint64_t ino, const std::string& name) 
   return value;
 }
 
-Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags) {
+Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_t> value, int flags,
+                   const Caller& caller) {
   CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
   bool policy_key = IsPolicyXattr(name);
+  if (name == std::string(kPolicyPrefix) + "key" || name == std::string(kTrustedPolicyPrefix) + "key") {
+    // Before the catalog lock: it reads the keystore.
+    std::string key_name(value.begin(), value.end());
+    if (key_name != "none" && CheckKeyName(key_name).ok()) {
+      Status usable = archive_.file_keys().CheckSelectable(key_name, caller.uid, caller.gid);
+      if (!usable.ok()) {
+        LogWarning("setxattr {} refused: {}", name, usable.message());
+        return usable;
+      }
+    }
+  }
   std::vector<uint8_t> canonical;
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();

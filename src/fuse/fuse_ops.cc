@@ -195,7 +195,7 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Guarded(req, "open", [&] {
-    auto r = Fs(req).Open(ino, fi->flags);
+    auto r = Fs(req).Open(ino, fi->flags, CallerOf(req));
     if (!r.ok()) return ReplyError(req, r.status(), "open");
     fi->fh = reinterpret_cast<uint64_t>(*r);
     fi->keep_cache = 1;  // nobody else changes the data behind the kernel's back
@@ -348,7 +348,7 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   Guarded(req, "setxattr", [&] {
-    Status st = Fs(req).SetXattr(ino, name, {reinterpret_cast<const uint8_t*>(value), size}, flags);
+    Status st = Fs(req).SetXattr(ino, name, {reinterpret_cast<const uint8_t*>(value), size}, flags, CallerOf(req));
     fuse_reply_err(req, ErrnoFor(st, "setxattr"));
   });
 }

@@ -196,10 +196,23 @@ struct Checker {
     }
   }
 
+  // REQUIRES: the catalog mutex not held (it reads the disks, and decoding an encrypted
+  // extent looks up its file's key).
   void VerifyExtentData(const std::function<void(uint64_t, uint64_t)>& progress) {
-    auto all_extents = catalog.AllExtents();
-    if (!all_extents.ok()) return;  // reported by CheckExtentsAndSegments
+    Result<std::vector<ExtentRecord>> all_extents = Status::NotFound("");
+    Result<std::vector<SegmentRecord>> segments = Status::NotFound("");
+    {
+      std::lock_guard lock(archive.catalog_mutex());
+      all_extents = catalog.AllExtents();
+      segments = catalog.AllSegments();
+    }
+    if (!all_extents.ok() || !segments.ok()) return;  // reported by CheckExtentsAndSegments
     const std::vector<ExtentRecord>& extents = *all_extents;
+    // The file each extent holds data of: an encrypted one decodes with that file's key.
+    std::map<uint64_t, uint64_t> owner;
+    for (const SegmentRecord& segment : *segments) {
+      owner.emplace(segment.extent_id == kHoleExtent ? segment.hole_record : segment.extent_id, segment.ino);
+    }
     uint64_t done = 0;
     for (const ExtentRecord& e : extents) {
       if (damaged_extents.contains(e.id)) {  // reported with its row; reading it would trust damaged fields
@@ -216,7 +229,9 @@ struct Checker {
       }
       auto stored = archive.extents().JoinVerified(e, chunks);  // from what was read: every chunk is read once
       uint64_t stored_length = stored.ok() ? stored->size() : 0;
-      auto logical = stored.ok() ? LogicalPayload(e, std::move(*stored)) : stored;
+      auto it = owner.find(e.id);
+      auto logical = stored.ok() ? LogicalPayload(archive, e, it == owner.end() ? 0 : it->second, std::move(*stored))
+                                 : stored;
       if (!stored.ok()) {
         Problem("extent {}: {}", e.id, stored.status().message());
       } else if (!logical.ok()) {
@@ -257,7 +272,7 @@ struct Checker {
 }  // namespace
 
 FsckReport CheckArchive(Archive& archive, const std::function<void(uint64_t, uint64_t)>& progress) {
-  std::lock_guard lock(archive.catalog_mutex());
+  std::unique_lock lock(archive.catalog_mutex());
   Checker checker{archive, archive.catalog(), {}};
   checker.CheckSqlite();
   for (const auto& [disk, why] : archive.missing_disks()) checker.Problem("disk {} is missing: {}", disk, why);
@@ -265,7 +280,9 @@ FsckReport CheckArchive(Archive& archive, const std::function<void(uint64_t, uin
   checker.report.inodes = inodes.size();
   checker.CheckNamespace(inodes);
   checker.CheckExtentsAndSegments(inodes);
+  lock.unlock();
   checker.VerifyExtentData(progress);
+  lock.lock();
   for (const auto& array : archive.arrays()) checker.CheckArray(*array);
   checker.CheckCache(inodes);
   return checker.report;

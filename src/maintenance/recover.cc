@@ -56,6 +56,23 @@ bool HasFiles(const std::string& dir) {
   return any;
 }
 
+// Encrypted files' data keys live only in the catalog (wrapped): they are copied from the
+// old one when it still reads, else those files cannot be recovered (a note says why).
+Status CarryFileKeys(RecoverReport& report, Catalog& fresh) {
+  if (report.catalog_backup.empty()) return Status::OK();
+  auto old = Catalog::Open(report.catalog_backup, /*read_only=*/true);
+  auto keys = old.ok() ? (*old)->AllFileKeys() : Result<std::vector<FileKeyRecord>>(old.status());
+  if (!keys.ok()) {
+    report.notes.push_back(fmt::format("the data keys of encrypted files could not be read from the old catalog ({}); "
+                                       "encrypted files cannot be recovered",
+                                       keys.status().message()));
+    return Status::OK();
+  }
+  for (const FileKeyRecord& key : *keys) CAIRN_RETURN_IF_ERROR(fresh.PutFileKey(key));
+  if (!keys->empty()) report.notes.push_back(fmt::format("{} encrypted files' data keys kept from the old catalog", keys->size()));
+  return fresh.Flush();
+}
+
 // Step 1: takes the archive lock, which recover holds to the end (no daemon may open a
 // half-made archive), keeps the old catalog and cache aside and makes a new, empty catalog.
 Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& report) {
@@ -87,6 +104,7 @@ Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& 
   // The root directory belongs to the archive's owner, as at mkfs, until a member table says otherwise.
   auto created = Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs());
   if (!created.ok()) return created.status();
+  CAIRN_RETURN_IF_ERROR(CarryFileKeys(report, **created));
   CAIRN_RETURN_IF_ERROR((*created)->SetMeta(kRecoverUnfinishedMeta, "1"));  // cleared by a recover that finishes
   CAIRN_RETURN_IF_ERROR((*created)->FlushDurably());
   CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));  // the new catalog is 0600 while recover pauses or fails
@@ -159,9 +177,22 @@ Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::sp
   auto survivor = std::find_if(found.record.chunks.begin(), found.record.chunks.end(),
                                [](const ChunkPlacement& chunk) { return chunk.disk != kNoDisk; });
   std::string group = survivor != found.record.chunks.end() ? archive.group_of(survivor->disk).name() : "";
-  auto record = archive.extents().WriteExtentToDisk(
-      h.kind, h.inode, h.file_offset, payload,
-      ExtentEncoding{h.policy_stamp, h.redundancy, h.chain_stamp, h.logical_length, h.members_length, group});
+  ExtentEncoding encoding{h.policy_stamp, h.redundancy, h.chain_stamp, h.logical_length, h.members_length, group};
+  // An encrypted payload is bound to its extent's id: sealed again for the new one.
+  std::vector<uint8_t> resealed;
+  auto chain = TransformChain::FromStamp(h.chain_stamp);
+  if (chain.ok() && chain->needs_key()) {
+    auto logical = LogicalPayload(archive, found.record, h.inode, {payload.begin(), payload.end()});
+    auto key = archive.file_keys().ForReading(h.inode);
+    if (!logical.ok()) return logical.status();
+    if (!key.ok()) return key.status();
+    encoding.extent_id = archive.extents().NewExtentId();
+    auto sealed = chain->Encode(std::move(*logical), SealContext{archive.id(), h.inode, encoding.extent_id, (*key)->bytes()});
+    if (!sealed.ok()) return sealed.status();
+    resealed = std::move(*sealed);
+    payload = resealed;
+  }
+  auto record = archive.extents().WriteExtentToDisk(h.kind, h.inode, h.file_offset, payload, encoding);
   if (!record.ok()) return record.status();
   for (const ChunkPlacement& chunk : record->chunks) CAIRN_RETURN_IF_ERROR(archive.extents().SyncDisk(chunk.disk));
   return record;
@@ -201,9 +232,10 @@ Result<Versions> ReadMemberTables(Archive& archive, const ExtentScan& scan, Reco
                                              "suffice: {}", found.missing, found.record.chunks.size(),
                                              payload.status().message()));
     }
-    auto logical = payload.ok() ? LogicalPayload(found.record, std::move(*payload)) : payload;
+    auto logical = payload.ok() ? LogicalPayload(archive, found.record, found.header.inode, std::move(*payload)) : payload;
     if (!logical.ok() && logical.status().code() == Status::Code::kNotSupported) {
-      return Status::NotSupported(fmt::format("{}: {}; install that plugin (see cairn plugins) and run cairn recover --force again",
+      return Status::NotSupported(fmt::format("{}: {}; install that plugin (see cairn plugins) or restore the catalog "
+                                              "that holds its key, and run cairn recover --force again",
                                               where, logical.status().message()));
     }
     auto table = logical.ok() ? DecodeMemberTable(std::span(*logical).last(found.header.members_length),

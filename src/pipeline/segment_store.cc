@@ -33,7 +33,7 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
     extent = *record;
   }
   auto stored = archive_.extents().ReadExtentPayload(extent);
-  auto bytes = stored.ok() ? LogicalPayload(extent, std::move(*stored)) : stored;
+  auto bytes = stored.ok() ? LogicalPayload(archive_, extent, segment.ino, std::move(*stored)) : stored;
   if (!bytes.ok()) {
     LogError("read of extent {} failed: {}", extent_id, bytes.status().message());
     // Whatever went wrong (unreadable, damaged, unknown version), the reader gets EIO.

@@ -90,6 +90,20 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     uint64_t affinity = !members.empty() ? members.front().first : !holes.empty() ? holes.front().first : 0;
     ExtentEncoding encoding{plan.policy_stamp, plan.redundancy, plan.chain.Stamp(), data.size() + table.size(),
                             static_cast<uint32_t>(table.size()), plan.group, plan.placement, affinity};
+    // An encrypting chain seals the payload with the file's data key, bound to the extent's id.
+    SealContext seal{archive.id(), affinity, 0, {}};
+    FileKeys::DataKey key;
+    if (plan.chain.needs_key()) {
+      auto data_key = archive.file_keys().ForWriting(affinity, plan.key_name);
+      if (!data_key.ok()) {
+        failure = Status::IOError(fmt::format("inode {}: no data key: {}", affinity, data_key.status().message()));
+        return;
+      }
+      key = *data_key;
+      seal.key = key->bytes();
+      seal.version = encoding.extent_id = archive.extents().NewExtentId();
+      ino = affinity;  // its header names the file (a pack too): recover looks up that key
+    }
     Job job{kind, ino, file_offset, std::move(encoding), std::move(placements), {}};
     while (ahead.size() >= workers) write_oldest();  // at most `workers` transforms at once
     // The logical payload: the bytes, then the member table (built by the transform's thread).
@@ -112,9 +126,9 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
       while (!ahead.empty()) write_oldest();
       return;
     }
-    job.stored = pool.Submit([&plan, payload = std::move(payload)]() mutable -> Result<std::vector<uint8_t>> {
+    job.stored = pool.Submit([&plan, payload = std::move(payload), seal, key]() mutable -> Result<std::vector<uint8_t>> {
       try {
-        return plan.chain.Encode(payload());
+        return plan.chain.Encode(payload(), seal);
       } catch (const std::bad_alloc&) {
         return Status::IOError(fmt::format("out of memory transforming an extent with '{}'", plan.chain.Stamp()));
       }
@@ -128,7 +142,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     std::vector<size_t> members;  // pieces with data, in `bytes` in this order
     std::vector<size_t> holes;    // all-zero pieces: recorded, no bytes
   };
-  std::map<std::string, Pack> packs;  // by plan (its stamp)
+  std::map<std::string, Pack> packs;  // by plan (its stamp), and by file when encrypted
   auto flush_pack = [&](Pack& pack) {
     if (pack.members.empty() && pack.holes.empty()) return;
     std::vector<std::pair<uint64_t, MemberSegment>> members;
@@ -156,7 +170,9 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   for (size_t i = 0; i < pieces.size() && failure.ok(); i++) {
     const SegmentPiece& piece = pieces[i];
     if (skip && skip(piece)) continue;
-    Pack& pack = packs[piece.plan->policy_stamp];
+    // Encrypted files are sealed with their own keys: each packs alone.
+    Pack& pack = packs[piece.plan->chain.needs_key() ? fmt::format("{}\n{}", piece.plan->policy_stamp, piece.ino)
+                                                      : piece.plan->policy_stamp];
     pack.plan = piece.plan.get();
     if (IsAllZero(piece.data)) {
       pack.holes.push_back(i);

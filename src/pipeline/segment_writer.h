@@ -1,5 +1,6 @@
 // Writes a batch of file segments as extents: each large segment alone, small ones
-// packed together (one pack per write plan, so its stamp is true for every member),
+// packed together (one pack per write plan, so its stamp is true for every member, and per
+// file when the plan encrypts: an encrypted extent holds one file's data, sealed with its key),
 // all-zero ones as holes, recorded (no bytes) in the member table of their plan's pack, so
 // recover knows they are newer than the data they replace; each extent's logical payload
 // goes through its plan's transform chain on the way (codec/); then syncs the disks it

@@ -210,15 +210,14 @@ Result<std::string> CanonicalPolicyValue(PolicyKey key, std::string_view value) 
     case PolicyKey::kRaid: return CheckRaid(value);
     case PolicyKey::kIdr: return CheckIdr(value);
     case PolicyKey::kCompress: return CheckCompress(value);
-    case PolicyKey::kEncrypt:
+    case PolicyKey::kEncrypt: {
       if (value == "off") return std::string(value);
-      if (value == "aes-256-gcm") return NotYet(key, value, "only encrypt=off");
-      return Bad(key, value, "off, aes-256-gcm");
-    case PolicyKey::kKey: {
-      auto name = CheckName(key, value);
-      if (!name.ok()) return name;
-      return NotYet(key, value, "encryption is not available");
+      if (value != "aes-256-gcm") return Bad(key, value, "off, aes-256-gcm");
+      auto stage = StageOfTransform(value);  // its plugin must be installed
+      if (!stage.ok()) return NotYet(key, value, stage.status().message());
+      return std::string(value);
     }
+    case PolicyKey::kKey: return CheckName(key, value);  // none, or a master key (the keystore's check)
     case PolicyKey::kChecksum:
       if (value == "crc32c" || value == "xxh3" || value == "sha256" || value == "blake3") return std::string(value);
       return Bad(key, value, "crc32c, xxh3, blake3, sha256");

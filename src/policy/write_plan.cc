@@ -58,7 +58,11 @@ Result<std::shared_ptr<WritePlan>> MakePlan(const ResolvedPolicy& policy) {
     stages.push_back(*stage);
   }
   if (const std::string& value = policy.Get(PolicyKey::kEncrypt).value; value != "off") {
-    return Status::NotSupported(fmt::format("encrypt={} is not available in this build", value));
+    plan->key_name = policy.Get(PolicyKey::kKey).value;
+    if (plan->key_name == "none") {
+      return Status::InvalidArgument(fmt::format("encrypt={} needs key=NAME, a master key of the keystore", value));
+    }
+    stages.push_back({value, ""});
   }
   for (std::string& name : Terms(policy.Get(PolicyKey::kPlugins).value, "none")) {
     auto stage = StageOfTransform(name);

@@ -19,6 +19,7 @@ namespace cairn {
 struct WritePlan {
   uint64_t segment_size = 0;
   TransformChain chain;    // compress=, encrypt= and plugins=: the logical payload to the stored one
+  std::string key_name;    // key=: the master key that wraps the file's data key, when encrypted
   Redundancy redundancy;   // raid=, idr= and checksum=
   std::string group;       // placement=group=NAME; "" for the archive's disks
   PlacementHints placement;

@@ -18,6 +18,7 @@ constexpr VerbName kVerbs[] = {
     {ControlVerb::kStatus, "status", 0},    {ControlVerb::kRulesReload, "rules-reload", 0},
     {ControlVerb::kDiskFail, "disk-fail", 1}, {ControlVerb::kApply, "apply", 1},
     {ControlVerb::kDryRun, "dry-run", 3},   {ControlVerb::kRepair, "repair", 3},
+    {ControlVerb::kKeys, "keys", 2},
 };
 
 const VerbName& NameOf(ControlVerb verb) {
@@ -121,6 +122,10 @@ std::string SerializeControlRequest(const ControlRequest& request) {
       field(std::to_string(request.budget_ns));
       field(std::to_string(request.rate));
       break;
+    case ControlVerb::kKeys:
+      field(request.key_action);
+      field(request.key_name);
+      break;
   }
   return out + '\n';
 }
@@ -186,6 +191,17 @@ Result<ControlRequest> ParseControlRequest(std::string_view message) {
       request.rate = *rate;
       break;
     }
+    case ControlVerb::kKeys:
+      if (f[1] != "count" && f[1] != "rewrap" && f[1] != "erase") {
+        return Status::InvalidArgument(fmt::format("control request: keys {:?}: expected count, rewrap or erase",
+                                                   f[1].substr(0, 40)));
+      }
+      if (f[2].empty() || f[2].size() > 64 || HasNul(f[2])) {
+        return Status::InvalidArgument("control request: keys needs a key name (1..64 bytes)");
+      }
+      request.key_action = f[1];
+      request.key_name = f[2];
+      break;
   }
   return request;
 }

@@ -49,9 +49,9 @@ def log_text(archive):
 
 def test_cairn_plugins_lists_the_built_in_modules(archive):
     out = cairn("plugins", archive.arch).stdout
-    assert f"plugin directory {BUILD_PLUGINS}: 2 module(s)" in out
-    for name in ("zstd", "lz4"):
-        assert any(line.split()[:4] == [name, "version", "1", "compress"] for line in out.splitlines()), out
+    assert f"plugin directory {BUILD_PLUGINS}: 3 module(s)" in out
+    for name, stage in (("zstd", "compress"), ("lz4", "compress"), ("aes-256-gcm", "encrypt")):
+        assert any(line.split()[:4] == [name, "version", "1", stage] for line in out.splitlines()), out
     assert cairn("plugins", "--bogus", check=False).returncode == 2
 
 

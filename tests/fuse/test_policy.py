@@ -45,7 +45,8 @@ def test_policy_decided_at_persist_not_at_create(archive):
 
 @pytest.mark.parametrize("key,value,message", [
     ("raid", b"2d", "keeps each extent whole on one bucket of a lonestar group"),
-    ("encrypt", b"aes-256-gcm", "not available in this build"),
+    ("placement", b"tier=fast", "not available in this build"),
+    ("key", b"k1", "does not exist (make a key with cairn key create)"),
     ("raid", b"raid5", "is not a valid value"),
     ("segment_size", b"1K", "is not a valid value"),
     ("colour", b"blue", "is not a cairn policy key"),

@@ -84,7 +84,7 @@ struct ArchiveFixture {
     return attr.ino;
   }
   std::vector<uint8_t> ReadFile(uint64_t ino, size_t size) {
-    auto fh = fs->Open(ino, O_RDONLY);
+    auto fh = fs->Open(ino, O_RDONLY, Caller{});
     REQUIRE(fh.ok());
     std::vector<uint8_t> out(size + 100);
     auto n = fs->Read(*fh, 0, out);

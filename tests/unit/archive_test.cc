@@ -51,7 +51,7 @@ TEST_CASE("Filesystem: modifying a persisted file rewrites only the touched segm
   auto before = f.Segments(ino);
   REQUIRE(before.size() == 3);
 
-  auto fh = f.fs->Open(ino, O_RDWR);
+  auto fh = f.fs->Open(ino, O_RDWR, Caller{});
   REQUIRE(fh.ok());
   std::vector<uint8_t> patch(100, 0xAB);
   REQUIRE(f.fs->Write(*fh, kSegment + 10, patch).ok());
@@ -213,7 +213,7 @@ TEST_CASE("Persister: a disk failure at any point loses nothing") {
     test::FaultPlan plan;
     plan.fail_at = fail_at;
     f.Open(&plan);
-    auto fh = f.fs->Open(big_ino, O_RDWR);
+    auto fh = f.fs->Open(big_ino, O_RDWR, Caller{});
     REQUIRE(fh.ok());
     REQUIRE(f.fs->Write(*fh, kSegment / 2, patch).ok());  // dirties segments 0 and 1
     REQUIRE(f.fs->Fsync(*fh).ok());
@@ -440,7 +440,7 @@ TEST_CASE("Filesystem: reading and fsyncing a file with nothing staged creates n
   REQUIRE(f.fs->PersistAll().ok());
   REQUIRE(f.fs->EvictAll().ok());
   REQUIRE_FALSE(std::filesystem::exists(cache_file));
-  auto fh = f.fs->Open(ino, O_RDONLY);
+  auto fh = f.fs->Open(ino, O_RDONLY, Caller{});
   REQUIRE(fh.ok());
   std::vector<uint8_t> back(data.size());
   REQUIRE(*f.fs->Read(*fh, 0, back) == data.size());

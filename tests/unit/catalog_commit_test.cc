@@ -143,7 +143,7 @@ TEST_CASE("Catalog: a version 3 catalog is upgraded when opened for writing") {
     REQUIRE(c->Flush().ok());
     char* error = nullptr;
     REQUIRE(sqlite3_exec(c->handle(),
-                         "ALTER TABLE inodes DROP COLUMN generation; "
+                         "ALTER TABLE inodes DROP COLUMN generation; DROP TABLE file_keys; "
                          "ALTER TABLE extents DROP COLUMN logical_length; ALTER TABLE extents DROP COLUMN chain; "
                          "UPDATE meta SET value = '3' WHERE CAST(key AS TEXT) = 'schema_version'",
                          nullptr, nullptr, &error) == SQLITE_OK);
@@ -170,7 +170,7 @@ TEST_CASE("Catalog: a version 4 catalog gets logical lengths equal to the stored
     char* error = nullptr;
     REQUIRE(sqlite3_exec(c->handle(),
                          "ALTER TABLE extents DROP COLUMN logical_length; ALTER TABLE extents DROP COLUMN chain; "
-                         "UPDATE meta SET value = '4' WHERE CAST(key AS TEXT) = 'schema_version'",
+                         "DROP TABLE file_keys; UPDATE meta SET value = '4' WHERE CAST(key AS TEXT) = 'schema_version'",
                          nullptr, nullptr, &error) == SQLITE_OK);
   }
   auto c = std::move(*Catalog::Open(dir / "c.db"));
@@ -179,6 +179,8 @@ TEST_CASE("Catalog: a version 4 catalog gets logical lengths equal to the stored
   REQUIRE(extent.ok());
   CHECK(extent->logical_length == 5000);
   CHECK(extent->chain_stamp.empty());
+  CHECK(c->GetFileKey(1).status().IsNotFound());  // and an empty file_keys table
+  CHECK(c->AllFileKeys()->empty());
 }
 
 TEST_CASE("Catalog: SyncThrough fsyncs the WAL through the connection's VFS, once for all commits before it") {

@@ -30,13 +30,13 @@ class XorPad : public Transform {
   static constexpr const char* kName = "test-xor-pad";
   std::string_view name() const override { return kName; }
   uint32_t version() const override { return 1; }
-  Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input) const override {
+  Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input, const SealContext&) const override {
     std::vector<uint8_t> out((4 + input.size() + 4095) / 4096 * 4096, 0);
     PutFixed32(out.data(), static_cast<uint32_t>(input.size()));
     for (size_t i = 0; i < input.size(); i++) out[4 + i] = input[i] ^ 0x5a;
     return out;
   }
-  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t) const override {
+  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t> encoded, uint64_t, const SealContext&) const override {
     uint32_t length = encoded.size() >= 4 ? GetFixed32(encoded.data()) : UINT32_MAX;
     if (encoded.size() < 4 || encoded.size() - 4 < length) return Status::Corruption("length prefix too long");
     std::vector<uint8_t> out(length);
@@ -50,10 +50,10 @@ class Balloon : public Transform {
  public:
   std::string_view name() const override { return "test-balloon"; }
   uint32_t version() const override { return 1; }
-  Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input) const override {
+  Result<std::vector<uint8_t>> Encode(std::span<const uint8_t> input, const SealContext&) const override {
     return std::vector<uint8_t>(MaxStoredLength(input.size()) + 1);
   }
-  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t>, uint64_t) const override {
+  Result<std::vector<uint8_t>> Decode(std::span<const uint8_t>, uint64_t, const SealContext&) const override {
     return Status::Corruption("never made anything");
   }
 };
@@ -132,10 +132,10 @@ TEST_CASE("Codec: logical and stored lengths travel apart through persist, read,
   REQUIRE(made.ok());
   uint64_t coded = made->ino;
   // An unknown plugin is refused (EINVAL), naming it; a registered one is taken.
-  Status unknown = a.fs->SetXattr(coded, "user.cairn.plugins", Bytes("test-nothing"), 0);
+  Status unknown = a.fs->SetXattr(coded, "user.cairn.plugins", Bytes("test-nothing"), 0, Caller{});
   CHECK(unknown.sys_errno() == EINVAL);
   CHECK(unknown.message().find("no transform plugin 'test-nothing' is installed") != std::string::npos);
-  REQUIRE(a.fs->SetXattr(coded, "user.cairn.plugins", Bytes(XorPad::kName), 0).ok());
+  REQUIRE(a.fs->SetXattr(coded, "user.cairn.plugins", Bytes(XorPad::kName), 0, Caller{}).ok());
 
   auto big = test::RandomBytes(2 * kSegment + 1000, 1);  // two segment extents, the tail packed
   auto small = test::RandomBytes(3000, 2);                 // packed
@@ -206,7 +206,7 @@ TEST_CASE("Codec: logical and stored lengths travel apart through persist, read,
 TEST_CASE("Codec: fsck reports an extent whose chain does not decode to its logical length", "[codec]") {
   RegisterTestTransforms();
   CodedArchive a;
-  REQUIRE(a.fs->SetXattr(kRootInode, "user.cairn.plugins", Bytes(XorPad::kName), 0).ok());
+  REQUIRE(a.fs->SetXattr(kRootInode, "user.cairn.plugins", Bytes(XorPad::kName), 0, Caller{}).ok());
   a.WriteFile("f", test::RandomBytes(20000, 4));
   REQUIRE(a.fs->PersistAll().ok());
   uint64_t extent = a.Segments(*a.fs->LookupPath("/f"))[0].extent_id;

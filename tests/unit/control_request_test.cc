@@ -17,7 +17,7 @@ namespace {
 Status ParseStatus(std::string_view message) { return ParseControlRequest(message).status(); }
 
 TEST_CASE("ControlRequest: every verb round-trips", "[control]") {
-  std::vector<ControlRequest> requests(8);
+  std::vector<ControlRequest> requests(9);
   requests[0].verb = ControlVerb::kPersist;
   requests[1].verb = ControlVerb::kEvict;
   requests[2].verb = ControlVerb::kStatus;
@@ -34,6 +34,9 @@ TEST_CASE("ControlRequest: every verb round-trips", "[control]") {
   requests[7].rebuild = true;
   requests[7].budget_ns = std::numeric_limits<int64_t>::max();
   requests[7].rate = std::numeric_limits<uint64_t>::max();
+  requests[8].verb = ControlVerb::kKeys;
+  requests[8].key_action = "rewrap";
+  requests[8].key_name = "k1";
   for (const ControlRequest& request : requests) {
     std::string wire = SerializeControlRequest(request);
     CAPTURE(wire);
@@ -43,6 +46,8 @@ TEST_CASE("ControlRequest: every verb round-trips", "[control]") {
     CHECK(*parsed == request);
   }
   CHECK(SerializeControlRequest(requests[4]) == "disk-fail\t4294967295\n");
+  CHECK(SerializeControlRequest(requests[8]) == "keys\trewrap\tk1\n");
+  CHECK(ParseStatus("keys\tforget\tk1\n").message().find("expected count, rewrap or erase") != std::string::npos);
   CHECK(SerializeControlRequest(requests[5]) == "apply\t/a b/c\\td\n");
 }
 

@@ -44,7 +44,7 @@ struct LoneStarArchive : CountsDiskIo, test::ArchiveFixture {
     auto made = fs->MakeNode(kRootInode, "cold", S_IFDIR | 0755, 0, Caller{});
     REQUIRE(made.ok());
     cold = made->ino;
-    REQUIRE(fs->SetXattr(cold, "user.cairn.placement", Bytes("group=cold"), 0).ok());
+    REQUIRE(fs->SetXattr(cold, "user.cairn.placement", Bytes("group=cold"), 0, Caller{}).ok());
   }
 
   std::string Xattr(uint64_t ino, const std::string& name) {
@@ -116,18 +116,18 @@ TEST_CASE("Lonestar archive: a read touches its bucket alone, a persist exactly 
 
 TEST_CASE("Lonestar archive: raid values a group cannot keep are refused when set", "[array]") {
   LoneStarArchive a;
-  Status rs = a.fs->SetXattr(a.cold, "user.cairn.raid", Bytes("rs-2-1"), 0);
+  Status rs = a.fs->SetXattr(a.cold, "user.cairn.raid", Bytes("rs-2-1"), 0, Caller{});
   CHECK(rs.sys_errno() == EINVAL);
   CHECK(rs.message().find("lonestar group cold keeps each whole on one bucket") != std::string::npos);
   uint64_t pool_file = a.WriteFile("p", test::RandomBytes(100, 4));
-  Status twod = a.fs->SetXattr(pool_file, "user.cairn.raid", Bytes("2d"), 0);
+  Status twod = a.fs->SetXattr(pool_file, "user.cairn.raid", Bytes("2d"), 0, Caller{});
   CHECK(twod.sys_errno() == EINVAL);
   CHECK(twod.message().find("group default is a pool") != std::string::npos);
-  REQUIRE(a.fs->SetXattr(pool_file, "user.cairn.raid", Bytes("rs-2-1"), 0).ok());
-  Status moved = a.fs->SetXattr(pool_file, "user.cairn.placement", Bytes("group=cold"), 0);
+  REQUIRE(a.fs->SetXattr(pool_file, "user.cairn.raid", Bytes("rs-2-1"), 0, Caller{}).ok());
+  Status moved = a.fs->SetXattr(pool_file, "user.cairn.placement", Bytes("group=cold"), 0, Caller{});
   CHECK(moved.sys_errno() == EINVAL);  // its explicit raid would not fit there
   // mirror-2 in the group: copies on two buckets in distinct columns and parity groups.
-  REQUIRE(a.fs->SetXattr(a.cold, "user.cairn.raid", Bytes("mirror-2"), 0).ok());
+  REQUIRE(a.fs->SetXattr(a.cold, "user.cairn.raid", Bytes("mirror-2"), 0, Caller{}).ok());
   uint64_t mirrored = a.WriteFile("m", test::RandomBytes(2 * kSegment, 5), a.cold);
   REQUIRE(a.fs->PersistAll().ok());
   std::lock_guard lock(a.archive->catalog_mutex());

@@ -56,7 +56,7 @@ void MetadataGoesOn(Filesystem& fs, DiskGate& gate, const std::function<bool()>&
     auto found = fs.Lookup(kRootInode, name);
     if (!found.ok()) return found.status();
     std::vector<uint8_t> value{'v'};
-    CAIRN_RETURN_IF_ERROR(fs.SetXattr(attr.ino, "user.note", value, 0));
+    CAIRN_RETURN_IF_ERROR(fs.SetXattr(attr.ino, "user.note", value, 0, Caller{}));
     auto stats = fs.StatFs();
     return stats.status();
   });
@@ -125,7 +125,7 @@ TEST_CASE("Metadata during I/O: a scrub rewriting a chunk on a slow disk holds u
   auto data = test::RandomBytes(kSegment, 4);
   uint64_t ino = f.WriteFile("damaged", data);
   std::string raid = "mirror-2";  // a second copy to rewrite the damaged one from
-  REQUIRE(f.fs->SetXattr(ino, "user.cairn.raid", std::span(reinterpret_cast<const uint8_t*>(raid.data()), raid.size()), 0).ok());
+  REQUIRE(f.fs->SetXattr(ino, "user.cairn.raid", std::span(reinterpret_cast<const uint8_t*>(raid.data()), raid.size()), 0, Caller{}).ok());
   REQUIRE(f.fs->PersistAll().ok());
   ExtentRecord extent = f.Extents().at(0);
   {  // flip a byte of its payload: the scrub finds the chunk bad and rewrites it
@@ -160,7 +160,7 @@ TEST_CASE("Metadata during I/O: an fsync held in the catalog's WAL sync holds up
   {
     test::ArchiveFixture f;  // opened through the VFS
     uint64_t ino = f.WriteFile("synced", test::RandomBytes(1000, 5));
-    auto fh = f.fs->Open(ino, O_RDWR);
+    auto fh = f.fs->Open(ino, O_RDWR, Caller{});
     REQUIRE(fh.ok());
     wal_gate.Close(DiskGate::kSync);
     auto fsync = std::async(std::launch::async, [&] { return f.fs->Fsync(*fh); });

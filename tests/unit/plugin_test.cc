@@ -1,6 +1,7 @@
 // The plugin loader and the built-in compress plugins, loaded from the build tree with dlopen.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -135,4 +136,88 @@ TEST_CASE("Plugins: a directory or module that others may write is not loaded", 
   REQUIRE(modules->size() == 1);
   CHECK((*modules)[0].status.message() == fmt::format("plugin {}: refused: others may write it (mode 0602)",
                                                      module.string()));
+}
+
+namespace {
+
+// A seal for segment version `version` of file `file` in archive `archive`, under `key`.
+SealContext Seal(const std::vector<uint8_t>& key, uint64_t file, uint64_t version, uint8_t archive = 0xa5) {
+  SealContext seal;
+  seal.archive_id.fill(archive);
+  seal.file_id = file;
+  seal.version = version;
+  seal.key = key;
+  return seal;
+}
+
+bool Contains(const std::vector<uint8_t>& haystack, const std::vector<uint8_t>& needle) {
+  return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end()) != haystack.end();
+}
+
+}  // namespace
+
+TEST_CASE("Plugins: aes-256-gcm round-trips random and real data of every size, alone and after zstd",
+          "[plugin][encrypt]") {
+  LoadBuiltIns();
+  const std::vector<uint8_t> key = RandomBytes(32, 7);
+  for (const auto& stages : std::vector<std::vector<TransformChain::Stage>>{{{"aes-256-gcm", ""}},
+                                                                           {{"zstd", "level=3"}, {"aes-256-gcm", ""}}}) {
+    auto chain = TransformChain::ForWriting(stages);
+    REQUIRE(chain.ok());
+    CHECK(chain->needs_key());
+    CHECK(chain->Stamp().ends_with("aes-256-gcm@1"));
+    for (size_t n : {size_t{0}, size_t{1}, size_t{4095}, size_t{4096}, size_t{65537}, size_t{4} << 20}) {
+      for (bool text : {false, true}) {
+        INFO(chain->Stamp() << ", " << n << " bytes of " << (text ? "text" : "random data"));
+        std::vector<uint8_t> logical = text ? TextBytes(n) : RandomBytes(n, static_cast<uint32_t>(n + 3));
+        auto stored = chain->Encode(logical, Seal(key, 42, 9));
+        REQUIRE(stored.ok());
+        if (stages.size() == 1) CHECK(stored->size() == n + 28);  // nonce and tag
+        if (n >= 64) CHECK(!Contains(*stored, std::vector<uint8_t>(logical.begin(), logical.begin() + 64)));
+        auto again = chain->Encode(logical, Seal(key, 42, 9));
+        REQUIRE(again.ok());
+        CHECK(*again != *stored);  // a fresh nonce every time, even for the same bytes and place
+        auto decoded = chain->Decode(*stored, n, Seal(key, 42, 9));
+        REQUIRE(decoded.ok());
+        CHECK(*decoded == logical);
+      }
+    }
+  }
+}
+
+TEST_CASE("Plugins: aes-256-gcm refuses a wrong key, a flipped bit, a swapped or replayed extent, another file or "
+          "archive, and no key",
+          "[plugin][encrypt]") {
+  LoadBuiltIns();
+  auto chain = TransformChain::ForWriting({{"aes-256-gcm", ""}});
+  REQUIRE(chain.ok());
+  const std::vector<uint8_t> key = RandomBytes(32, 1);
+  const std::vector<uint8_t> segment_a = TextBytes(100000), segment_b = RandomBytes(100000, 2);
+  // File 5: segment A written as extent 7, rewritten as extent 10; segment B is extent 11.
+  auto old_a = chain->Encode(segment_a, Seal(key, 5, 7));
+  auto a = chain->Encode(segment_a, Seal(key, 5, 10));
+  auto b = chain->Encode(segment_b, Seal(key, 5, 11));
+  REQUIRE((old_a.ok() && a.ok() && b.ok()));
+  REQUIRE(chain->Decode(*a, a->size() - 28, Seal(key, 5, 10)).ok());
+  auto refused = [&](const std::vector<uint8_t>& stored, const SealContext& seal) {
+    auto decoded = chain->Decode(stored, segment_a.size(), seal);
+    INFO(decoded.status().ToString());
+    return !decoded.ok() && decoded.status().IsCorruption();
+  };
+  CHECK(refused(*a, Seal(RandomBytes(32, 99), 5, 10)));  // wrong key
+  for (size_t bit : {size_t{0}, size_t{12 * 8 + 3}, size_t{50000 * 8}, (a->size() - 1) * 8 + 7}) {
+    std::vector<uint8_t> flipped = *a;  // nonce, first ciphertext byte, middle, tag
+    flipped[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    INFO("bit " << bit);
+    CHECK(refused(flipped, Seal(key, 5, 10)));
+  }
+  CHECK(refused(*b, Seal(key, 5, 10)));      // B's bytes where the catalog expects A (swapped)
+  CHECK(refused(*old_a, Seal(key, 5, 10)));  // A's older version replayed in its place
+  CHECK(refused(*a, Seal(key, 6, 10)));      // another file's
+  CHECK(refused(*a, Seal(key, 5, 10, 0x5a)));  // another archive's
+  std::vector<uint8_t> truncated(a->begin(), a->begin() + 20);
+  CHECK(refused(truncated, Seal(key, 5, 10)));
+  auto no_key = chain->Decode(*a, segment_a.size(), Seal({}, 5, 10));
+  CHECK(no_key.status().message().find("needs the file's data key") != std::string::npos);
+  CHECK(!chain->Encode(segment_a, Seal({}, 5, 10)).ok());
 }

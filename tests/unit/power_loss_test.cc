@@ -113,13 +113,13 @@ struct CrashArchive {
   }
 
   void SetXattr(const std::string& name, const std::string& value) {
-    REQUIRE(fs->SetXattr(kRootInode, name, {reinterpret_cast<const uint8_t*>(value.data()), value.size()}, 0).ok());
+    REQUIRE(fs->SetXattr(kRootInode, name, {reinterpret_cast<const uint8_t*>(value.data()), value.size()}, 0, Caller{}).ok());
   }
 
   void Write(const std::string& name, uint64_t offset, const std::vector<uint8_t>& data) {
     auto found = fs->Lookup(kRootInode, name);
     InodeRecord attr;
-    auto fh = found.ok() ? fs->Open(found->ino, O_RDWR) : fs->Create(kRootInode, name, 0644, O_RDWR, Caller{}, &attr);
+    auto fh = found.ok() ? fs->Open(found->ino, O_RDWR, Caller{}) : fs->Create(kRootInode, name, 0644, O_RDWR, Caller{}, &attr);
     REQUIRE(fh.ok());
     REQUIRE(*fs->Write(*fh, offset, data) == data.size());
     REQUIRE(fs->Fsync(*fh).ok());
@@ -145,7 +145,7 @@ struct CrashArchive {
     REQUIRE(required == want);
     for (const auto& name : names) {
       INFO(name);
-      auto fh = fs->Open(fs->Lookup(kRootInode, name)->ino, O_RDONLY);
+      auto fh = fs->Open(fs->Lookup(kRootInode, name)->ino, O_RDONLY, Caller{});
       REQUIRE(fh.ok());
       std::vector<uint8_t> back(kMaxFileSize);
       auto n = fs->Read(*fh, 0, back);
@@ -238,7 +238,7 @@ TEST_CASE("Power loss: persisting loses no fsync'd byte, at any crash point", "[
     bool cut = a.PowerCutDuring(cut_at, survivors, [&] {
       SetAttrRequest shrink;
       shrink.size = 100;
-      auto steady = a.fs->Open(a.fs->Lookup(kRootInode, "steady")->ino, O_RDWR);
+      auto steady = a.fs->Open(a.fs->Lookup(kRootInode, "steady")->ino, O_RDWR, Caller{});
       REQUIRE(steady.ok());
       uint64_t scratch = a.fs->Lookup(kRootInode, "scratch")->ino;
       if (a.fs->Unlink(kRootInode, "scratch").ok()) a.fs->Forget(scratch, 1000);  // the kernel forgets it: deleted

@@ -41,6 +41,9 @@ TEST_CASE("WritePlan: typed fields of a resolved policy, its stamp as Effective(
   Set(policy, PolicyKey::kPlugins, "none");
   Set(policy, PolicyKey::kCompress, "zstd");
   CHECK(PlanWrite(policy).status().code() == Status::Code::kNotSupported);
+  Set(policy, PolicyKey::kCompress, "off");
+  Set(policy, PolicyKey::kEncrypt, "aes-256-gcm");  // a file encrypted with no master key named
+  CHECK(PlanWrite(policy).status().message() == "encrypt=aes-256-gcm needs key=NAME, a master key of the keystore");
 }
 
 TEST_CASE("WritePlan: a persisted file's layout keeps its stamp; keys an old stamp lacks take defaults") {

@@ -1,0 +1,281 @@
+#include "keys/file_keys.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "util/coding.h"
+
+namespace cairn {
+namespace {
+
+constexpr size_t kNonceBytes = 12;
+constexpr size_t kTagBytes = 16;
+constexpr size_t kWrappedBytes = kNonceBytes + kDataKeyBytes + kTagBytes;
+constexpr size_t kMaxCachedDataKeys = 1024;
+
+// What a wrapped data key is bound to: this archive, this file, this master key version.
+std::vector<uint8_t> WrapAad(const std::array<uint8_t, 16>& archive_id, uint64_t ino, const std::string& name,
+                             uint32_t version) {
+  constexpr std::string_view kLabel = "cairn-file-key";
+  std::vector<uint8_t> aad(kLabel.size() + archive_id.size() + 12 + name.size());
+  uint8_t* at = std::copy(kLabel.begin(), kLabel.end(), aad.data());
+  at = std::copy(archive_id.begin(), archive_id.end(), at);
+  PutFixed64(at, ino);
+  PutFixed32(at + 8, version);
+  std::copy(name.begin(), name.end(), at + 12);
+  return aad;
+}
+
+// AES-256-GCM of `in` (kDataKeyBytes) into `out` (encrypting) or back; false when OpenSSL
+// fails or, decrypting, the tag does not match.
+bool Seal(bool encrypting, const SecretBytes& key, const uint8_t* nonce, const std::vector<uint8_t>& aad,
+          const uint8_t* in, uint8_t* out, uint8_t* tag) {
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  int n = 0;
+  bool ok = ctx && EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nullptr, nullptr, nullptr, encrypting) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, kNonceBytes, nullptr) == 1 &&
+            EVP_CipherInit_ex(ctx, nullptr, nullptr, key.data(), nonce, encrypting) == 1 &&
+            EVP_CipherUpdate(ctx, nullptr, &n, aad.data(), static_cast<int>(aad.size())) == 1 &&
+            EVP_CipherUpdate(ctx, out, &n, in, kDataKeyBytes) == 1 && n == static_cast<int>(kDataKeyBytes) &&
+            (encrypting || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) == 1) &&
+            EVP_CipherFinal_ex(ctx, out + kDataKeyBytes, &n) == 1 &&
+            (!encrypting || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kTagBytes, tag) == 1);
+  EVP_CIPHER_CTX_free(ctx);
+  return ok;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Keystore>> FileKeys::CurrentKeystore() {
+  struct stat st;
+  if (::stat(keystore_path_.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return Status::NotFound(
+          fmt::format("keystore {} does not exist (make a key with cairn key create)", keystore_path_));
+    }
+    return Status::IOError(fmt::format("keystore {}: {}", keystore_path_, std::strerror(errno)));
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (keystore_ && st.st_ino == keystore_ino_ && st.st_size == keystore_size_ &&
+        st.st_ctim.tv_sec == keystore_ctime_.tv_sec && st.st_ctim.tv_nsec == keystore_ctime_.tv_nsec) {
+      return keystore_;
+    }
+  }
+  auto loaded = Keystore::Load(keystore_path_);  // without the lock: file I/O
+  if (!loaded.ok()) return loaded.status();
+  auto keystore = std::make_shared<const Keystore>(std::move(*loaded));
+  std::lock_guard lock(mutex_);
+  keystore_ = keystore;
+  keystore_ino_ = st.st_ino;
+  keystore_size_ = st.st_size;
+  keystore_ctime_ = st.st_ctim;
+  return keystore;
+}
+
+Result<FileKeys::DataKey> FileKeys::Master(const std::string& name, uint32_t version) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = masters_.find({name, version}); it != masters_.end()) return it->second;
+  }
+  auto keystore = CurrentKeystore();
+  if (!keystore.ok()) return keystore.status();
+  const MasterKeySource* source = (*keystore)->find(name, version);
+  if (!source) {
+    return Status::NotFound(fmt::format("keystore {} has no key {} version {}", keystore_path_, name, version));
+  }
+  auto bytes = MasterKeyOf(*source);  // without the lock: may read a file or run a command
+  if (!bytes.ok()) return bytes.status();
+  auto key = std::make_shared<const SecretBytes>(std::move(*bytes));
+  std::lock_guard lock(mutex_);
+  return masters_.emplace(std::make_pair(name, version), key).first->second;
+}
+
+Result<std::vector<uint8_t>> FileKeys::Wrap(const SecretBytes& data_key, uint64_t ino, const std::string& name,
+                                            uint32_t version) {
+  auto master = Master(name, version);
+  if (!master.ok()) return master.status();
+  std::vector<uint8_t> wrapped(kWrappedBytes);
+  if (RAND_bytes(wrapped.data(), kNonceBytes) != 1) return Status::IOError("the random number generator failed");
+  if (!Seal(true, **master, wrapped.data(), WrapAad(archive_id_, ino, name, version), data_key.data(),
+            wrapped.data() + kNonceBytes, wrapped.data() + kNonceBytes + kDataKeyBytes)) {
+    return Status::IOError(fmt::format("inode {}: OpenSSL could not wrap its data key with key {}", ino, name));
+  }
+  return wrapped;
+}
+
+Result<FileKeys::DataKey> FileKeys::Unwrap(const FileKeyRecord& record) {
+  if (record.wrapped.size() != kWrappedBytes) {
+    return Status::Corruption(fmt::format("inode {}: its wrapped data key is {} bytes, {} expected", record.ino,
+                                          record.wrapped.size(), kWrappedBytes));
+  }
+  auto master = Master(record.key_name, record.master_version);
+  if (!master.ok()) return master.status();
+  SecretBytes key(kDataKeyBytes + kTagBytes);  // the cipher may write a block past the key
+  std::vector<uint8_t> tag(record.wrapped.end() - kTagBytes, record.wrapped.end());
+  if (!Seal(false, **master, record.wrapped.data(),
+            WrapAad(archive_id_, record.ino, record.key_name, record.master_version),
+            record.wrapped.data() + kNonceBytes, key.data(), tag.data())) {
+    return Status::Corruption(fmt::format("inode {}: its data key does not unwrap with key {} version {}", record.ino,
+                                          record.key_name, record.master_version));
+  }
+  return std::make_shared<const SecretBytes>(SecretBytes::CopyOf(key.bytes().first(kDataKeyBytes)));
+}
+
+Result<FileKeys::DataKey> FileKeys::ForWriting(uint64_t ino, const std::string& key_name) {
+  std::lock_guard writing(writing_mutex_);  // one key per file even when two batches race
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = data_keys_.find(ino); it != data_keys_.end() && it->second.first == key_name) {
+      return it->second.second;
+    }
+  }
+  auto keystore = CurrentKeystore();
+  if (!keystore.ok()) return keystore.status();
+  const MasterKeySource* master = (*keystore)->current(key_name);
+  if (!master) {
+    return Status::NotFound(fmt::format("keystore {} has no key {} (cairn key create)", keystore_path_, key_name));
+  }
+  Result<FileKeyRecord> row = Status::NotFound("");
+  {
+    std::lock_guard lock(catalog_mutex_);
+    row = catalog_.GetFileKey(ino);
+  }
+  if (!row.ok() && !row.status().IsNotFound()) return row.status();
+  DataKey data_key;
+  if (row.ok()) {
+    auto unwrapped = Unwrap(*row);
+    if (!unwrapped.ok()) return unwrapped.status();
+    data_key = *unwrapped;
+  } else {
+    auto fresh = SecretBytes::Random(kDataKeyBytes);
+    if (!fresh.ok()) return fresh.status();
+    data_key = std::make_shared<const SecretBytes>(std::move(*fresh));
+  }
+  if (!row.ok() || row->key_name != key_name || row->master_version != master->version) {
+    auto wrapped = Wrap(*data_key, ino, key_name, master->version);
+    if (!wrapped.ok()) return wrapped.status();
+    std::lock_guard lock(catalog_mutex_);
+    CAIRN_RETURN_IF_ERROR(InTransaction(
+        catalog_, [&] { return catalog_.PutFileKey({ino, key_name, master->version, std::move(*wrapped)}); }));
+  }
+  std::lock_guard lock(mutex_);
+  if (data_keys_.size() >= kMaxCachedDataKeys) data_keys_.clear();
+  data_keys_[ino] = {key_name, data_key};
+  return data_key;
+}
+
+Result<FileKeys::DataKey> FileKeys::ForReading(uint64_t ino) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = data_keys_.find(ino); it != data_keys_.end()) return it->second.second;
+  }
+  Result<FileKeyRecord> row = Status::NotFound("");
+  {
+    std::lock_guard lock(catalog_mutex_);
+    row = catalog_.GetFileKey(ino);
+  }
+  if (!row.ok()) return row.status();
+  auto data_key = Unwrap(*row);
+  if (!data_key.ok()) return data_key.status();
+  std::lock_guard lock(mutex_);
+  if (data_keys_.size() >= kMaxCachedDataKeys) data_keys_.clear();
+  data_keys_[ino] = {row->key_name, *data_key};
+  return *data_key;
+}
+
+Result<std::optional<std::string>> FileKeys::KeyNameOf(uint64_t ino) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = data_keys_.find(ino); it != data_keys_.end()) return std::optional(it->second.first);
+  }
+  std::lock_guard lock(catalog_mutex_);
+  auto row = catalog_.GetFileKey(ino);
+  if (row.status().IsNotFound()) return std::optional<std::string>();
+  if (!row.ok()) return row.status();
+  return std::optional(row->key_name);
+}
+
+Status FileKeys::Authorize(const std::string& key_name, uid_t uid, gid_t gid) {
+  if (uid == 0) return Status::OK();
+  auto keystore = CurrentKeystore();
+  if (!keystore.ok()) return keystore.status();
+  if ((*keystore)->Allows(key_name, uid, gid)) return Status::OK();
+  return Status::Posix(EACCES, fmt::format("key {}: uid {} (gid {}) is not allowed to use it (see the 'allow {}' "
+                                           "line of {})", key_name, uid, gid, key_name, keystore_path_));
+}
+
+Status FileKeys::CheckSelectable(const std::string& key_name, uid_t uid, gid_t gid) {
+  auto keystore = CurrentKeystore();
+  if (keystore.status().IsNotFound()) return Status::Posix(EINVAL, keystore.status().message());
+  if (!keystore.ok()) return keystore.status();
+  if (!(*keystore)->current(key_name)) {
+    return Status::Posix(EINVAL, fmt::format("keystore {} has no key {} (cairn key list)", keystore_path_, key_name));
+  }
+  return Authorize(key_name, uid, gid);
+}
+
+Result<uint64_t> FileKeys::Rewrap(const std::string& key_name) {
+  std::lock_guard writing(writing_mutex_);
+  auto keystore = CurrentKeystore();
+  if (!keystore.ok()) return keystore.status();
+  const MasterKeySource* newest = (*keystore)->current(key_name);
+  if (!newest) return Status::NotFound(fmt::format("keystore {} has no key {}", keystore_path_, key_name));
+  const uint32_t version = newest->version;
+  Result<std::vector<FileKeyRecord>> rows = Status::NotFound("");
+  {
+    std::lock_guard lock(catalog_mutex_);
+    rows = catalog_.FileKeysUnder(key_name);
+  }
+  if (!rows.ok()) return rows.status();
+  uint64_t rewrapped = 0;
+  for (const FileKeyRecord& row : *rows) {
+    if (row.master_version == version) continue;
+    auto data_key = Unwrap(row);
+    if (!data_key.ok()) return data_key.status();
+    auto wrapped = Wrap(**data_key, row.ino, key_name, version);
+    if (!wrapped.ok()) return wrapped.status();
+    std::lock_guard lock(catalog_mutex_);
+    CAIRN_RETURN_IF_ERROR(InTransaction(
+        catalog_, [&] { return catalog_.PutFileKey({row.ino, key_name, version, std::move(*wrapped)}); }));
+    rewrapped++;
+  }
+  return rewrapped;
+}
+
+Result<uint64_t> FileKeys::CountUnder(const std::string& key_name) {
+  std::lock_guard lock(catalog_mutex_);
+  auto rows = catalog_.FileKeysUnder(key_name);
+  if (!rows.ok()) return rows.status();
+  return rows->size();
+}
+
+Result<uint64_t> FileKeys::EraseUnder(const std::string& key_name) {
+  std::lock_guard writing(writing_mutex_);
+  uint64_t erased = 0;
+  {
+    std::lock_guard lock(catalog_mutex_);
+    auto rows = catalog_.FileKeysUnder(key_name);
+    if (!rows.ok()) return rows.status();
+    erased = rows->size();
+    CAIRN_RETURN_IF_ERROR(InTransaction(catalog_, [&] { return catalog_.DeleteFileKeysUnder(key_name); }));
+  }
+  std::lock_guard lock(mutex_);
+  std::erase_if(data_keys_, [&](const auto& entry) { return entry.second.first == key_name; });
+  std::erase_if(masters_, [&](const auto& entry) { return entry.first.first == key_name; });
+  return erased;
+}
+
+void FileKeys::Forget(uint64_t ino) {
+  std::lock_guard lock(mutex_);
+  data_keys_.erase(ino);
+}
+
+}  // namespace cairn

@@ -1,0 +1,395 @@
+#include "keys/keystore.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+
+
+namespace cairn {
+namespace {
+
+constexpr size_t kMaxKeystoreBytes = 4 << 20;
+constexpr size_t kMaxSourceOutput = 4096;  // what a key file or command may give
+constexpr int kCommandTimeoutMs = 30000;
+
+std::string ModeProblem(const struct stat& st) {
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) return fmt::format("it is owned by uid {}", st.st_uid);
+  if (st.st_mode & 077) {
+    return fmt::format("its mode is {:04o}: only its owner may read or write it", st.st_mode & 07777);
+  }
+  return "";
+}
+
+// The contents of the root-only file `path` (at most `limit` bytes) in secret memory, with
+// its length; `what` names it in messages.
+Result<std::pair<SecretBytes, size_t>> ReadPrivateFile(const std::string& path, size_t limit, std::string_view what) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound(fmt::format("{} {} does not exist", what, path));
+    return Status::IOError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+  }
+  struct stat st;
+  Status st_status;
+  if (::fstat(fd, &st) != 0) {
+    st_status = Status::IOError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+  } else if (!S_ISREG(st.st_mode)) {
+    st_status = Status::InvalidArgument(fmt::format("{} {} is not a regular file", what, path));
+  } else if (std::string why = ModeProblem(st); !why.empty()) {
+    st_status = Status::InvalidArgument(fmt::format("{} {} is refused: {} (chmod 600 {})", what, path, why, path));
+  } else if (static_cast<size_t>(st.st_size) > limit) {
+    st_status = Status::InvalidArgument(fmt::format("{} {} is larger than {} bytes", what, path, limit));
+  }
+  if (!st_status.ok()) {
+    ::close(fd);
+    return st_status;
+  }
+  SecretBytes buffer(limit + 1);
+  size_t length = 0;
+  while (length <= limit) {
+    ssize_t n = ::read(fd, buffer.data() + length, limit + 1 - length);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      st_status = Status::IOError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+      break;
+    }
+    if (n == 0) break;
+    length += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (!st_status.ok()) return st_status;
+  if (length > limit) return Status::InvalidArgument(fmt::format("{} {} is larger than {} bytes", what, path, limit));
+  return std::make_pair(std::move(buffer), length);
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A master key from 64 hex digits (surrounding whitespace allowed), or null.
+std::shared_ptr<SecretBytes> FromHex(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  if (text.size() != 2 * kMasterKeyBytes) return nullptr;
+  auto key = std::make_shared<SecretBytes>(kMasterKeyBytes);
+  for (size_t i = 0; i < kMasterKeyBytes; i++) {
+    int hi = HexDigit(text[2 * i]), lo = HexDigit(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return nullptr;
+    key->data()[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return key;
+}
+
+const char* KindPrefix(MasterKeySource::Kind kind) {
+  switch (kind) {
+    case MasterKeySource::Kind::kInline: return "hex:";
+    case MasterKeySource::Kind::kFile: return "file:";
+    case MasterKeySource::Kind::kCommand: return "command:";
+  }
+  return "?";
+}
+
+bool IsGrant(const std::string& who) {
+  static const std::regex kWho("\\*|(uid|gid):[0-9]{1,10}");
+  return std::regex_match(who, kWho);
+}
+
+// Runs `source`'s command; its standard output (at most kMaxSourceOutput bytes) in secret memory.
+Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& source) {
+  std::string what = fmt::format("key {} version {}: command '{}'", source.name, source.version, source.location);
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::IOError(fmt::format("{}: pipe: {}", what, std::strerror(errno)));
+  std::string version = std::to_string(source.version);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    return Status::IOError(fmt::format("{}: fork: {}", what, std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::setenv("CAIRN_KEY_NAME", source.name.c_str(), 1);
+    ::setenv("CAIRN_KEY_VERSION", version.c_str(), 1);
+    ::execl("/bin/sh", "sh", "-c", source.location.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  SecretBytes out(kMaxSourceOutput + 1);
+  size_t length = 0;
+  Status status;
+  while (length <= kMaxSourceOutput) {
+    pollfd pfd{pipe_fds[0], POLLIN, 0};
+    int ready = ::poll(&pfd, 1, kCommandTimeoutMs);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      status = Status::IOError(fmt::format("{}: gave no key within {} s", what, kCommandTimeoutMs / 1000));
+      ::kill(pid, SIGKILL);  // our own child
+      break;
+    }
+    ssize_t n = ::read(pipe_fds[0], out.data() + length, kMaxSourceOutput + 1 - length);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    length += static_cast<size_t>(n);
+  }
+  ::close(pipe_fds[0]);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (!status.ok()) return status;
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    return Status::IOError(fmt::format("{}: it failed (status {})", what,
+                                       WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus)));
+  }
+  if (length > kMaxSourceOutput) return Status::InvalidArgument(fmt::format("{}: printed too much", what));
+  return std::make_pair(std::move(out), length);
+}
+
+}  // namespace
+
+Status CheckKeyName(const std::string& name) {
+  static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  if (std::regex_match(name, kName)) return Status::OK();
+  return Status::InvalidArgument(
+      fmt::format("'{}' is not a key name (1..64 letters, digits, '.', '_' or '-')", name.substr(0, 80)));
+}
+
+Result<Keystore> Keystore::Load(const std::string& path) {
+  auto file = ReadPrivateFile(path, kMaxKeystoreBytes, "keystore");
+  if (!file.ok()) return file.status();
+  Keystore store(path);
+  std::string_view text(reinterpret_cast<const char*>(file->first.data()), file->second);
+  size_t line_number = 0;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = std::min(text.find('\n', start), text.size());
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    line_number++;
+    auto bad = [&](std::string_view why) {
+      return Status::InvalidArgument(fmt::format("keystore {} line {}: {}", path, line_number, why));
+    };
+    size_t first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    line.remove_prefix(first);
+    // Words up to the source, which runs to the end of the line (a command has spaces).
+    auto next_word = [&]() {
+      size_t stop = std::min(line.find_first_of(" \t"), line.size());
+      std::string_view word = line.substr(0, stop);
+      line.remove_prefix(stop);
+      size_t skip = line.find_first_not_of(" \t");
+      line.remove_prefix(skip == std::string_view::npos ? line.size() : skip);
+      return word;
+    };
+    std::string_view verb = next_word();
+    std::string name(next_word());
+    if (Status st = CheckKeyName(name); !st.ok()) return bad(st.message());
+    if (verb == "allow") {
+      std::vector<std::string> who;
+      while (!line.empty()) who.emplace_back(next_word());
+      if (Status st = store.SetGrants(name, who); !st.ok()) return bad(st.message());
+      continue;
+    }
+    if (verb != "key") return bad(fmt::format("'{}' is neither 'key' nor 'allow'", verb.substr(0, 40)));
+    std::string_view number = next_word();
+    MasterKeySource source;
+    source.name = name;
+    auto [rest, error] = std::from_chars(number.data(), number.data() + number.size(), source.version);
+    if (error != std::errc() || rest != number.data() + number.size() || source.version == 0) {
+      return bad(fmt::format("key {}: '{}' is not a version number (1, 2, ...)", name, number.substr(0, 40)));
+    }
+    if (store.find(name, source.version)) return bad(fmt::format("key {} version {} is listed twice", name, source.version));
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
+    if (line.starts_with("hex:")) {
+      source.kind = MasterKeySource::Kind::kInline;
+      source.bytes = FromHex(line.substr(4));
+      if (!source.bytes) return bad(fmt::format("key {} version {}: hex: needs 64 hex digits", name, source.version));
+    } else if (line.starts_with("file:") && line.size() > 6 && line[5] == '/') {
+      source.kind = MasterKeySource::Kind::kFile;
+      source.location = line.substr(5);
+    } else if (line.starts_with("command:") && line.size() > 8) {
+      source.kind = MasterKeySource::Kind::kCommand;
+      source.location = line.substr(8);
+    } else {
+      return bad(fmt::format("key {} version {}: the source is not hex:DIGITS, file:/PATH or command:COMMAND", name,
+                             source.version));
+    }
+    store.keys_.push_back(std::move(source));
+  }
+  std::sort(store.keys_.begin(), store.keys_.end(), [](const MasterKeySource& a, const MasterKeySource& b) {
+    return std::tie(a.name, a.version) < std::tie(b.name, b.version);
+  });
+  return store;
+}
+
+Status Keystore::Save() const {
+  std::string text = "# cairn keystore: master keys and who may use them (cairn(8), KEYS). Keep it mode 0600.\n";
+  for (const MasterKeySource& key : keys_) {
+    text += fmt::format("key {} {} {}", key.name, key.version, KindPrefix(key.kind));
+    if (key.kind == MasterKeySource::Kind::kInline) {
+      for (uint8_t byte : key.bytes->bytes()) text += fmt::format("{:02x}", byte);
+    } else {
+      text += key.location;
+    }
+    text += '\n';
+  }
+  for (const auto& [name, who] : grants_) {
+    text += fmt::format("allow {}", name);
+    for (const std::string& w : who) text += " " + w;
+    text += '\n';
+  }
+  std::string temp = path_ + ".new";
+  Status status;
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    status = Status::IOError(fmt::format("keystore {}: {}", temp, std::strerror(errno)));
+  } else {
+    size_t done = 0;
+    while (done < text.size() && status.ok()) {
+      ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno != EINTR) status = Status::IOError(fmt::format("keystore {}: {}", temp, std::strerror(errno)));
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+    if (status.ok() && ::fchmod(fd, 0600) != 0) {
+      status = Status::IOError(fmt::format("keystore {}: chmod: {}", temp, std::strerror(errno)));
+    }
+    if (status.ok() && ::fsync(fd) != 0) {
+      status = Status::IOError(fmt::format("keystore {}: fsync: {}", temp, std::strerror(errno)));
+    }
+    ::close(fd);
+  }
+  OPENSSL_cleanse(text.data(), text.size());
+  if (status.ok() && ::rename(temp.c_str(), path_.c_str()) != 0) {
+    status = Status::IOError(fmt::format("keystore {}: rename: {}", path_, std::strerror(errno)));
+  }
+  if (!status.ok()) {
+    ::unlink(temp.c_str());
+    return status;
+  }
+  std::string dir = std::filesystem::path(path_).parent_path().string();
+  int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0 || ::fsync(dir_fd) != 0) status = Status::IOError(fmt::format("keystore {}: syncing its directory: {}", path_, std::strerror(errno)));
+  if (dir_fd >= 0) ::close(dir_fd);
+  return status;
+}
+
+std::vector<std::string> Keystore::names() const {
+  std::vector<std::string> out;
+  for (const MasterKeySource& key : keys_) {
+    if (out.empty() || out.back() != key.name) out.push_back(key.name);
+  }
+  return out;
+}
+
+std::vector<const MasterKeySource*> Keystore::versions(const std::string& name) const {
+  std::vector<const MasterKeySource*> out;
+  for (const MasterKeySource& key : keys_) {
+    if (key.name == name) out.push_back(&key);
+  }
+  return out;
+}
+
+const MasterKeySource* Keystore::current(const std::string& name) const {
+  auto all = versions(name);
+  return all.empty() ? nullptr : all.back();
+}
+
+const MasterKeySource* Keystore::find(const std::string& name, uint32_t version) const {
+  for (const MasterKeySource& key : keys_) {
+    if (key.name == name && key.version == version) return &key;
+  }
+  return nullptr;
+}
+
+const std::vector<std::string>& Keystore::grants(const std::string& name) const {
+  static const std::vector<std::string> kNone;
+  for (const auto& [granted, who] : grants_) {
+    if (granted == name) return who;
+  }
+  return kNone;
+}
+
+bool Keystore::Allows(const std::string& name, uid_t uid, gid_t gid) const {
+  if (uid == 0) return true;
+  for (const std::string& who : grants(name)) {
+    if (who == "*" || who == fmt::format("uid:{}", uid) || who == fmt::format("gid:{}", gid)) return true;
+  }
+  return false;
+}
+
+Status Keystore::AddVersion(MasterKeySource source) {
+  CAIRN_RETURN_IF_ERROR(CheckKeyName(source.name));
+  const MasterKeySource* newest = current(source.name);
+  source.version = newest ? newest->version + 1 : 1;
+  auto at = std::find_if(keys_.begin(), keys_.end(), [&](const MasterKeySource& k) { return k.name > source.name; });
+  keys_.insert(at, std::move(source));
+  return Status::OK();
+}
+
+void Keystore::DropVersionsBefore(const std::string& name, uint32_t version) {
+  std::erase_if(keys_, [&](const MasterKeySource& k) { return k.name == name && k.version < version; });
+}
+
+void Keystore::Drop(const std::string& name) {
+  std::erase_if(keys_, [&](const MasterKeySource& k) { return k.name == name; });
+  std::erase_if(grants_, [&](const auto& g) { return g.first == name; });
+}
+
+Status Keystore::SetGrants(const std::string& name, std::vector<std::string> who) {
+  CAIRN_RETURN_IF_ERROR(CheckKeyName(name));
+  for (const std::string& w : who) {
+    if (!IsGrant(w)) {
+      return Status::InvalidArgument(fmt::format("key {}: '{}' is not uid:N, gid:N or *", name, w.substr(0, 40)));
+    }
+  }
+  std::erase_if(grants_, [&](const auto& g) { return g.first == name; });
+  if (!who.empty()) grants_.emplace_back(name, std::move(who));
+  return Status::OK();
+}
+
+Result<SecretBytes> MasterKeyOf(const MasterKeySource& source) {
+  std::string what = fmt::format("key {} version {}", source.name, source.version);
+  if (source.kind == MasterKeySource::Kind::kInline) return SecretBytes::CopyOf(source.bytes->bytes());
+  auto output = source.kind == MasterKeySource::Kind::kFile
+                    ? ReadPrivateFile(source.location, kMaxSourceOutput, fmt::format("{}: key file", what))
+                    : RunKeyCommand(source);
+  if (!output.ok()) return output.status();
+  auto [bytes, length] = std::move(*output);
+  if (source.kind == MasterKeySource::Kind::kFile && length == kMasterKeyBytes) {
+    return SecretBytes::CopyOf(bytes.bytes().first(length));
+  }
+  auto key = FromHex(std::string_view(reinterpret_cast<const char*>(bytes.data()), length));
+  if (!key) {
+    return Status::InvalidArgument(fmt::format("{}: its {} gave neither {} raw bytes nor {} hex digits", what,
+                                               source.kind == MasterKeySource::Kind::kFile ? "file" : "command",
+                                               kMasterKeyBytes, 2 * kMasterKeyBytes));
+  }
+  return std::move(*key);
+}
+
+Result<MasterKeySource> NewInlineMasterKey(const std::string& name) {
+  CAIRN_RETURN_IF_ERROR(CheckKeyName(name));
+  auto bytes = SecretBytes::Random(kMasterKeyBytes);
+  if (!bytes.ok()) return bytes.status();
+  MasterKeySource source;
+  source.name = name;
+  source.kind = MasterKeySource::Kind::kInline;
+  source.bytes = std::make_shared<const SecretBytes>(std::move(*bytes));
+  return source;
+}
+
+}  // namespace cairn

@@ -1,0 +1,219 @@
+"""encrypt=aes-256-gcm through the mount: master keys made with `cairn key`, no plaintext on the
+disks, rebuild and scrub of encrypted rs-4-2 data, key rotation, who may use a key, crypto-erase,
+and recover keeping the files' keys."""
+import errno
+import json
+import os
+import re
+import shutil
+import stat
+
+import pytest
+
+from conftest import (NOBODY, assert_trees_equal, cairn, random_bytes, read_file, run, run_as_nobody, sha256,
+                      write_file)
+from test_plugins import drop_caches, image_contains, log_text
+
+MiB = 1 << 20
+
+
+def images(archive):
+    conf = open(os.path.join(archive.arch, "cairn.conf")).read()
+    return [p if os.path.isabs(p) else os.path.join(archive.arch, p)
+            for p in re.findall(r"^disk\.\d+\s*=\s*(\S+)", conf, re.M)]
+
+
+def encrypt_dir(archive, path, key="k1", compress="off"):
+    os.makedirs(path, exist_ok=True)
+    os.setxattr(path, "user.cairn.compress", compress.encode())
+    os.setxattr(path, "user.cairn.encrypt", b"aes-256-gcm")
+    os.setxattr(path, "user.cairn.key", key.encode())
+
+
+def key_files(archive, name):
+    out = cairn("key", "list", archive.arch).stdout
+    m = re.search(rf"^\s+{re.escape(name)}\s.*files: (\d+)$", out, re.M)
+    assert m, out
+    return int(m.group(1))
+
+
+def test_keys_are_made_listed_and_checked_before_use(archive):
+    r = cairn("key", "create", archive.arch, "k1")
+    assert "key k1 created" in r.stdout
+    keystore = os.path.join(archive.arch, "keystore")
+    assert stat.S_IMODE(os.stat(keystore).st_mode) == 0o600
+    assert "k1" in cairn("key", "list", archive.arch).stdout
+    r = cairn("key", "create", archive.arch, "k1", check=False)
+    assert r.returncode == 1 and "key k1 exists" in r.stderr
+    assert cairn("key", "create", archive.arch, "bad/name", check=False).returncode == 1
+    assert cairn("key", "frobnicate", archive.arch, check=False).returncode == 2
+    os.makedirs(archive.m("d"))
+    with pytest.raises(OSError) as e:  # no such master key
+        os.setxattr(archive.m("d"), "user.cairn.key", b"k2")
+    assert e.value.errno == errno.EINVAL
+    assert "has no key k2" in log_text(archive)
+    os.chmod(keystore, 0o644)  # a keystore others may read is refused
+    with pytest.raises(OSError):
+        os.setxattr(archive.m("d"), "user.cairn.key", b"k1")
+    assert "mode is 0644: only its owner may read or write it" in log_text(archive)
+    os.chmod(keystore, 0o600)
+    encrypt_dir(archive, archive.m("d"))
+    assert "encrypt=aes-256-gcm key=k1" in os.getxattr(archive.m("d"), "user.cairn.effective").decode()
+
+
+def test_an_encrypted_compressed_tree_leaves_no_plaintext_on_the_disks(archive):
+    cairn("key", "create", archive.arch, "k1")
+    src = archive.s("src")
+    shutil.copytree("/usr/include/linux", src, symlinks=True)
+    markers = [f"cairn-plaintext-marker-{i:04d}".encode() for i in range(20)]
+    for i, marker in enumerate(markers):  # in small files (packed) and inside a large one
+        write_file(os.path.join(src, f"marked-{i}.txt"), b"head " + marker + b" tail\n" * 10)
+    write_file(os.path.join(src, "big.bin"), random_bytes(9 * MiB, 3) + markers[0] + random_bytes(MiB, 4))
+    encrypt_dir(archive, archive.m("secret"), compress="zstd")
+    run(["cp", "-a", src, archive.m("secret", "tree")])
+    os.makedirs(archive.m("open"))  # the control: the same scan finds a plain file's marker
+    write_file(archive.m("open", "plain.txt"), b"cairn-control-marker in the clear\n")
+    archive.persist()
+    archive.evict()
+    drop_caches()
+    for image in images(archive):
+        for marker in markers:
+            assert not image_contains(image, marker), (image, marker)
+    assert any(image_contains(image, b"cairn-control-marker") for image in images(archive))
+    assert_trees_equal(src, archive.m("secret", "tree"))
+    st = archive.status()
+    assert st["payload_stored_bytes"] < st["payload_logical_bytes"], st  # compressed before encrypted
+    assert key_files(archive, "k1") > len(markers)
+    archive.umount()
+    archive.fsck()  # decodes every extent with its file's key
+    archive.mount()
+    assert_trees_equal(src, archive.m("secret", "tree"))
+
+
+def test_rebuild_and_scrub_work_on_encrypted_compressed_rs_4_2_data(archive):
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", "6", "--disk-size", "1G")
+    cairn("key", "create", archive.arch, "k1")
+    archive.mount()
+    encrypt_dir(archive, archive.m("safe"), compress="zstd")
+    os.setxattr(archive.m("safe"), "user.cairn.raid", b"rs-4-2")
+    text = open("/usr/include/stdlib.h", "rb").read() * 200
+    files = {"noise": random_bytes(7 * MiB + 3, 9), "text": text, "small": b"tiny encrypted file\n"}
+    for name, data in files.items():
+        write_file(archive.m("safe", name), data)
+    archive.persist()
+    archive.evict()
+    archive.umount()
+    victim = images(archive)[2]
+    os.remove(victim)  # the disk is gone
+    archive.mount("degraded")
+    for name, data in files.items():
+        assert read_file(archive.m("safe", name)) == data, name
+    archive.umount()
+    cairn("disk", "replace", archive.arch, "2", os.path.join(archive.base, "new-disk-2.img"))
+    r = cairn("rebuild", archive.arch)
+    assert "0 extent(s) lost" in r.stdout and int(re.search(r"(\d+) repaired", r.stdout).group(1)) > 0, r.stdout
+    assert "0 bad chunk(s)" in cairn("scrub", archive.arch).stdout
+    archive.fsck()
+    archive.mount()
+    archive.evict()
+    drop_caches()
+    for name, data in files.items():
+        assert sha256(read_file(archive.m("safe", name))) == sha256(data), name
+
+
+def test_rotation_rewraps_file_keys_and_the_data_still_reads(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    files = {f"f{i}": random_bytes(MiB * i + 17, 20 + i) for i in range(4)}
+    for name, data in files.items():
+        write_file(archive.m("e", name), data)
+    archive.persist()
+    archive.evict()
+    before = open(os.path.join(archive.arch, "keystore")).read()
+    r = cairn("key", "rotate", archive.arch, "k1")  # mounted: the daemon re-wraps
+    assert "version 2; 4 file key(s) re-wrapped, older versions removed" in r.stdout, r.stdout
+    after = open(os.path.join(archive.arch, "keystore")).read()
+    assert re.search(r"^key k1 2 hex:", after, re.M) and not re.search(r"^key k1 1 ", after, re.M), after
+    assert before != after
+    drop_caches()
+    for name, data in files.items():
+        assert read_file(archive.m("e", name)) == data, name
+    archive.umount()
+    r = cairn("key", "rotate", archive.arch, "k1")  # unmounted: done here
+    assert "version 3; 4 file key(s) re-wrapped" in r.stdout, r.stdout
+    archive.mount()
+    for name, data in files.items():
+        assert read_file(archive.m("e", name)) == data, name
+
+
+def test_a_user_selects_and_reads_only_through_keys_granted_to_them(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    os.chmod(archive.m("e"), 0o755)
+    write_file(archive.m("e", "f"), b"for granted eyes only\n", mode=0o644)
+    archive.persist()
+    archive.evict()
+    os.makedirs(archive.m("mine"))
+    os.chown(archive.m("mine"), NOBODY, NOBODY)
+    probe = r"""
+import errno, json, os, sys
+out = {}
+try:
+    out["read"] = open(sys.argv[1], "rb").read().decode()
+except OSError as e:
+    out["read"] = errno.errorcode[e.errno]
+try:
+    os.setxattr(sys.argv[2], "user.cairn.key", b"k1")
+    out["select"] = "ok"
+except OSError as e:
+    out["select"] = errno.errorcode[e.errno]
+print(json.dumps(out))
+"""
+    assert run_as_nobody(probe, archive.m("e", "f"), archive.m("mine")) == {"read": "EACCES", "select": "EACCES"}
+    assert f"uid {NOBODY} (gid {NOBODY}) is not allowed to use it" in log_text(archive)
+    r = cairn("key", "allow", archive.arch, "k1", f"uid:{NOBODY}")
+    assert f"uid:{NOBODY}" in r.stdout
+    drop_caches()
+    assert run_as_nobody(probe, archive.m("e", "f"), archive.m("mine")) == {"read": "for granted eyes only\n",
+                                                                           "select": "ok"}
+
+
+def test_deleting_a_file_or_its_master_key_erases_the_data_keys(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    write_file(archive.m("e", "keep"), random_bytes(2 * MiB, 5))
+    write_file(archive.m("e", "gone"), random_bytes(2 * MiB, 6))
+    archive.persist()
+    assert key_files(archive, "k1") == 2
+    os.remove(archive.m("e", "gone"))
+    archive.persist()
+    assert key_files(archive, "k1") == 1  # the file's key went with it
+    r = cairn("key", "delete", archive.arch, "k1", check=False)
+    assert r.returncode == 1 and "the data of 1 file(s) is encrypted under key k1" in r.stderr
+    r = cairn("key", "delete", archive.arch, "k1", "--erase")
+    assert "1 file(s) crypto-erased" in r.stdout
+    assert "k1" not in cairn("key", "list", archive.arch).stdout
+    archive.evict()
+    drop_caches()
+    with pytest.raises(OSError) as e:
+        read_file(archive.m("e", "keep"))
+    assert e.value.errno == errno.EIO
+    assert "data key of inode" in log_text(archive)
+    os.remove(archive.m("e", "keep"))  # the name goes like any other; fsck is clean again
+
+
+def test_recover_keeps_the_data_keys_of_the_old_catalog(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"), compress="zstd")
+    files = {"big": random_bytes(6 * MiB, 30), "small": b"small encrypted\n"}
+    for name, data in files.items():
+        write_file(archive.m("e", name), data)
+    archive.persist()
+    archive.umount()
+    r = cairn("recover", archive.arch, "--force", timeout=300)
+    assert "2 encrypted files' data keys kept from the old catalog" in r.stdout + r.stderr, r.stdout + r.stderr
+    archive.mount()
+    for name, data in files.items():
+        assert read_file(archive.m("e", name)) == data, name

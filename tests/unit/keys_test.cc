@@ -1,0 +1,206 @@
+// The keystore (master keys, their sources, who may use them), secret memory, and the file
+// data keys the catalog keeps wrapped: made, rotated, bound to their file, erased.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "catalog/catalog.h"
+#include "keys/file_keys.h"
+#include "keys/keystore.h"
+#include "keys/secret_bytes.h"
+#include "test_util.h"
+
+using namespace cairn;
+using cairn::test::TempDir;
+
+namespace {
+
+void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+  std::ofstream(path) << text;
+  REQUIRE(::chmod(path.c_str(), mode) == 0);
+}
+
+std::string Hex(std::span<const uint8_t> bytes) {
+  std::string out;
+  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+// The VmFlags line of the mapping holding `p` in /proc/self/smaps.
+std::string VmFlagsOf(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  auto address = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(smaps, line)) {
+    uintptr_t start = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> start >> dash >> end && dash == '-') inside = start <= address && address < end;
+    if (inside && line.starts_with("VmFlags:")) return line;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("Keys: secret memory is left out of core dumps, locked when allowed, and zeroed", "[keys]") {
+  SecretBytes secret = SecretBytes::CopyOf(std::vector<uint8_t>(32, 0x42));
+  REQUIRE(secret.size() == 32);
+  std::string flags = VmFlagsOf(secret.data());
+  INFO(flags);
+  CHECK(flags.find(" dd") != std::string::npos);  // MADV_DONTDUMP
+  if (::geteuid() == 0) CHECK(flags.find(" lo") != std::string::npos);  // mlock'ed
+  SecretBytes moved = std::move(secret);
+  CHECK(secret.empty());
+  CHECK(moved.data()[31] == 0x42);
+  auto random = SecretBytes::Random(32);
+  REQUIRE(random.ok());
+  CHECK(random->bytes().size() == 32);
+}
+
+TEST_CASE("Keys: the keystore saves and loads root-only, and refuses a wider mode or a bad line by number",
+          "[keys]") {
+  TempDir dir;
+  std::string path = dir / "keystore";
+  Keystore store(path);
+  auto k1 = NewInlineMasterKey("k1");
+  REQUIRE(k1.ok());
+  REQUIRE(store.AddVersion(*k1).ok());
+  auto k1b = NewInlineMasterKey("k1");
+  REQUIRE(store.AddVersion(*k1b).ok());
+  REQUIRE(store.SetGrants("k1", {"uid:1000", "gid:50"}).ok());
+  REQUIRE(store.Save().ok());
+  struct stat st;
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+
+  auto loaded = Keystore::Load(path);
+  REQUIRE(loaded.ok());
+  REQUIRE(loaded->versions("k1").size() == 2);
+  CHECK(loaded->current("k1")->version == 2);
+  auto first = MasterKeyOf(*loaded->find("k1", 1));
+  REQUIRE(first.ok());
+  CHECK(Hex(first->bytes()) == Hex(k1->bytes->bytes()));
+  CHECK(loaded->Allows("k1", 1000, 1000));
+  CHECK(loaded->Allows("k1", 2000, 50));
+  CHECK(!loaded->Allows("k1", 2000, 2000));
+  CHECK(loaded->Allows("k1", 0, 0));  // root
+
+  REQUIRE(::chmod(path.c_str(), 0644) == 0);
+  auto wide = Keystore::Load(path);
+  CHECK(wide.status().message().find("mode is 0644") != std::string::npos);
+  CHECK(Keystore::Load(dir / "none").status().IsNotFound());
+
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"# fine\nkey k1 1 hex:00\n", "line 2: key k1 version 1: hex: needs 64 hex digits"},
+           {"key k1 0 hex:" + std::string(64, 'a') + "\n", "line 1: key k1: '0' is not a version number"},
+           {"key bad/name 1 hex:00\n", "line 1: 'bad/name' is not a key name"},
+           {"key k1 1 file:relative\n", "the source is not hex:DIGITS, file:/PATH or command:COMMAND"},
+           {"allow k1 uid:x\n", "line 1: key k1: 'uid:x' is not uid:N, gid:N or *"},
+           {"secret k1\n", "'secret' is neither 'key' nor 'allow'"},
+       }) {
+    WriteFile(path, text, 0600);
+    auto bad = Keystore::Load(path);
+    INFO(text << " -> " << bad.status().ToString());
+    CHECK(bad.status().message().find(why) != std::string::npos);
+  }
+}
+
+TEST_CASE("Keys: master keys come from a root-only file or a command, and a failing source is named", "[keys]") {
+  TempDir dir;
+  std::string hex(64, 'c');
+  WriteFile(dir / "master.hex", hex + "\n", 0600);
+  WriteFile(dir / "master.raw", std::string(32, '\x11'), 0600);
+  WriteFile(dir / "open.hex", hex, 0644);
+  MasterKeySource source{"k", 1, MasterKeySource::Kind::kFile, dir / "master.hex", nullptr};
+  auto from_hex = MasterKeyOf(source);
+  REQUIRE(from_hex.ok());
+  CHECK(Hex(from_hex->bytes()) == hex);
+  source.location = dir / "master.raw";
+  auto from_raw = MasterKeyOf(source);
+  REQUIRE(from_raw.ok());
+  CHECK(from_raw->data()[0] == 0x11);
+  source.location = dir / "open.hex";
+  CHECK(MasterKeyOf(source).status().message().find("mode is 0644") != std::string::npos);
+
+  source.kind = MasterKeySource::Kind::kCommand;
+  source.location = "test \"$CAIRN_KEY_NAME\" = k && echo " + hex;
+  auto from_command = MasterKeyOf(source);
+  REQUIRE(from_command.ok());
+  CHECK(Hex(from_command->bytes()) == hex);
+  source.location = "exit 3";
+  CHECK(MasterKeyOf(source).status().message().find("key k version 1: command 'exit 3': it failed (status 3)") !=
+        std::string::npos);
+  source.location = "echo not-a-key";
+  CHECK(MasterKeyOf(source).status().message().find("gave neither 32 raw bytes nor 64 hex digits") !=
+        std::string::npos);
+}
+
+TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation, is bound to its file, and erased",
+          "[keys]") {
+  TempDir dir;
+  auto catalog = Catalog::Create(dir / "catalog.db", 0, 0, 1);
+  REQUIRE(catalog.ok());
+  std::mutex mutex;
+  std::array<uint8_t, 16> archive_id{};
+  archive_id.fill(3);
+  Keystore store(dir / "keystore");
+  REQUIRE(store.AddVersion(*NewInlineMasterKey("k1")).ok());
+  REQUIRE(store.Save().ok());
+
+  FileKeys keys(**catalog, mutex, archive_id, dir / "keystore");
+  auto made = keys.ForWriting(7, "k1");
+  REQUIRE(made.ok());
+  CHECK((*made)->size() == kDataKeyBytes);
+  CHECK(keys.ForWriting(7, "k1")->get() == made->get());  // the same key, not a new one
+  auto row = (*catalog)->GetFileKey(7);
+  REQUIRE(row.ok());
+  CHECK(row->key_name == "k1");
+  CHECK(row->master_version == 1);
+  CHECK(Hex(row->wrapped).find(Hex((*made)->bytes())) == std::string::npos);  // never in clear
+  CHECK(keys.ForWriting(8, "k9").status().message().find("has no key k9") != std::string::npos);
+
+  // Rotation: a new version, every data key re-wrapped, the old version dropped; a fresh
+  // reader (nothing cached) still gets the same key.
+  auto rotated = Keystore::Load(dir / "keystore");
+  REQUIRE(rotated.ok());
+  REQUIRE(rotated->AddVersion(*NewInlineMasterKey("k1")).ok());
+  REQUIRE(rotated->Save().ok());
+  auto rewrapped = keys.Rewrap("k1");
+  REQUIRE(rewrapped.ok());
+  CHECK(*rewrapped == 1);
+  rotated->DropVersionsBefore("k1", 2);
+  REQUIRE(rotated->Save().ok());
+  CHECK((*catalog)->GetFileKey(7)->master_version == 2);
+  {
+    FileKeys fresh(**catalog, mutex, archive_id, dir / "keystore");
+    auto read = fresh.ForReading(7);
+    REQUIRE(read.ok());
+    CHECK(Hex((*read)->bytes()) == Hex((*made)->bytes()));
+    // The wrapped key of file 7 put on file 8 does not unwrap: it is bound to its file.
+    FileKeyRecord moved = *(*catalog)->GetFileKey(7);
+    moved.ino = 8;
+    REQUIRE(InTransaction(**catalog, [&] { return (*catalog)->PutFileKey(moved); }).ok());
+    CHECK(fresh.ForReading(8).status().IsCorruption());
+  }
+
+  // Who may use it.
+  CHECK(keys.Authorize("k1", 0, 0).ok());
+  Status refused = keys.Authorize("k1", 1000, 1000);
+  CHECK(refused.sys_errno() == EACCES);
+  CHECK(keys.CheckSelectable("k2", 0, 0).sys_errno() == EINVAL);
+
+  // Crypto-erase: the data keys under k1 are gone, from memory too.
+  auto erased = keys.EraseUnder("k1");
+  REQUIRE(erased.ok());
+  CHECK(*erased == 2);
+  CHECK(keys.ForReading(7).status().IsNotFound());
+  CHECK((*catalog)->GetFileKey(7).status().IsNotFound());
+}
