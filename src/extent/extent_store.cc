@@ -78,15 +78,26 @@ Result<ExtentRecord> ExtentStore::WriteExtentToDisk(ExtentKind kind, uint64_t in
   record.redundancy = redundancy;
   record.logical_length = encoding.logical_length;
   record.chain_stamp = encoding.chain_stamp;
-  std::vector<std::vector<uint8_t>> chunks = MakeChunks(payload, redundancy);
+  // Reed-Solomon makes chunks of its own; every other scheme stores copies of the payload,
+  // written from it as it is (no copy in memory, its CRC and digest computed once).
+  std::vector<std::vector<uint8_t>> coded;
+  std::vector<std::span<const uint8_t>> chunks;
+  if (redundancy.scheme == Redundancy::Scheme::kReedSolomon) {
+    coded = MakeChunks(payload, redundancy);
+    chunks.assign(coded.begin(), coded.end());
+  } else {
+    chunks.assign(redundancy.chunk_count(), payload);
+  }
   PlacementRequest request{chunks.size(), {}, encoding.placement, encoding.affinity};
   auto reserved = (*group)->Reserve(request, chunks[0].size(), redundancy.idr_scramble,
                                     [this](uint32_t disk) { return InService(disk); });
   if (!reserved.ok()) return reserved.status();
+  const Digest payload_digest = coded.empty() ? ComputeDigest(redundancy.checksum, payload) : Digest{};
   for (size_t i = 0; i < chunks.size(); i++) {
     const ReservedChunk& at = (*reserved)[i];
-    record.chunks.push_back(
-        ChunkPlacement::At(at.disk, at.locator, Crc32c(chunks[i]), ComputeDigest(redundancy.checksum, chunks[i])));
+    record.chunks.push_back(coded.empty() ? ChunkPlacement::At(at.disk, at.locator, record.payload_crc, payload_digest)
+                                          : ChunkPlacement::At(at.disk, at.locator, Crc32c(chunks[i]),
+                                                               ComputeDigest(redundancy.checksum, chunks[i])));
   }
   for (size_t i = 0; i < chunks.size(); i++) {
     ExtentHeader header;

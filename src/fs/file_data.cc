@@ -73,6 +73,7 @@ Result<size_t> FileData::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t
   uint64_t segment_size;
   uint64_t length;
   std::vector<std::optional<SegmentRecord>> segments;
+  std::optional<SegmentRecord> next;  // the segment after, when the read ends in the second half of one
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
@@ -81,13 +82,22 @@ Result<size_t> FileData::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t
     if (offset >= inode->size || dst.empty()) return size_t{0};
     length = std::min<uint64_t>(dst.size(), inode->size - offset);
     segment_size = SegmentSizeOf(archive_, *inode);
-    for (uint64_t i = offset / segment_size; i <= (offset + length - 1) / segment_size; i++) {
+    const uint64_t last = (offset + length - 1) / segment_size;
+    for (uint64_t i = offset / segment_size; i <= last; i++) {
       auto segment = archive_.catalog().GetSegment(fh->ino, i);
       if (!segment.ok()) return segment.status();
       segments.push_back(std::move(*segment));
       if (segments.back()) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segments.back(), *inode));
     }
+    if ((last + 1) * segment_size < inode->size &&
+        segments.back() && !segments.back()->cached) {
+      auto after = archive_.catalog().GetSegment(fh->ino, last + 1);
+      if (!after.ok()) return after.status();
+      if (*after && !(*after)->cached) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(**after, *inode));
+      if (*after && !(*after)->cached) next = **after;
+    }
   }
+  if (next) store_.LoadAhead(*next);  // a sequential reader wants it next: read and decoded meanwhile
   uint64_t done = 0;
   SharedFile file;
   for (const auto& segment : segments) {

@@ -10,16 +10,51 @@
 
 namespace cairn {
 
-Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
-  uint64_t extent_id = segment.extent_id;
+SegmentStore::~SegmentStore() {
+  std::vector<std::future<Result<std::vector<uint8_t>>>> ahead;
   {
     std::lock_guard lock(mutex_);
-    auto it = index_.find(extent_id);
-    if (it != index_.end()) {
+    ahead.swap(ahead_);
+  }
+  for (auto& load : ahead) load.wait();
+}
+
+Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
+  const uint64_t extent_id = segment.extent_id;
+  std::promise<Result<Payload>> mine;
+  std::shared_future<Result<Payload>> other;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = index_.find(extent_id); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       return it->second->second;
     }
+    if (auto it = loading_.find(extent_id); it != loading_.end()) {
+      other = it->second;
+    } else {
+      loading_.emplace(extent_id, mine.get_future().share());
+    }
   }
+  if (other.valid()) return other.get();  // one read of the extent serves every waiting reader
+  auto payload = ReadAndDecode(segment);
+  {
+    std::lock_guard lock(mutex_);
+    if (payload.ok() && !index_.contains(extent_id)) {
+      lru_.emplace_front(extent_id, *payload);
+      index_[extent_id] = lru_.begin();
+      while (lru_.size() > capacity_) {
+        index_.erase(lru_.back().first);
+        lru_.pop_back();
+      }
+    }
+    loading_.erase(extent_id);
+  }
+  mine.set_value(payload);
+  return payload;
+}
+
+Result<SegmentStore::Payload> SegmentStore::ReadAndDecode(const SegmentRecord& segment) {
+  const uint64_t extent_id = segment.extent_id;
   ExtentRecord extent;
   {
     std::lock_guard lock(archive_.catalog_mutex());
@@ -39,17 +74,20 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
     // Whatever went wrong (unreadable, damaged, unknown version), the reader gets EIO.
     return Status::Corruption(bytes.status().message());
   }
-  auto payload = std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
+  return std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
+}
+
+void SegmentStore::LoadAhead(const SegmentRecord& segment) {
+  if (segment.extent_id == kHoleExtent) return;
   std::lock_guard lock(mutex_);
-  if (!index_.contains(extent_id)) {
-    lru_.emplace_front(extent_id, payload);
-    index_[extent_id] = lru_.begin();
-    while (lru_.size() > capacity_) {
-      index_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-  }
-  return payload;
+  if (index_.contains(segment.extent_id) || loading_.contains(segment.extent_id)) return;
+  std::erase_if(ahead_, [](auto& load) { return load.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
+  if (ahead_.size() >= 2) return;  // the reader is behind: no more memory for it
+  ahead_.push_back(archive_.transform_pool().Submit([this, segment]() -> Result<std::vector<uint8_t>> {
+    auto loaded = Load(segment);  // buffered for the reader; a failure is logged, and its reader's
+    if (!loaded.ok()) return loaded.status();
+    return std::vector<uint8_t>();
+  }));
 }
 
 Status SegmentStore::Read(const SegmentRecord& segment, uint64_t offset, std::span<uint8_t> dst) {

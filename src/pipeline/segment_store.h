@@ -1,9 +1,12 @@
 // SegmentStore serves reads of persisted data that is not in the staging cache: it reads
 // whole extents from the disks, verifies and decodes them, and keeps the most recently used
-// logical payloads in memory so that a sequential read costs one disk read per extent. Thread-safe.
+// logical payloads in memory so that a sequential read costs one disk read per extent; the
+// extent after one read sequentially is loaded ahead on the archive's transform pool.
+// Thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -18,23 +21,31 @@ namespace cairn {
 class SegmentStore {
  public:
   SegmentStore(Archive& archive, size_t capacity) : archive_(archive), capacity_(capacity) {}
+  ~SegmentStore();  // waits for the loads it started ahead
 
   // Copies bytes [offset, offset + dst.size()) of `segment` into dst; bytes past the
   // segment's stored length read as zeros.
   Status Read(const SegmentRecord& segment, uint64_t offset, std::span<uint8_t> dst);
+  // Starts loading the extent of `segment` on the transform pool unless it is buffered or
+  // being loaded already (a reader will likely want it next). Errors are the reader's.
+  void LoadAhead(const SegmentRecord& segment);
   // Drops a buffered payload (its extent was freed).
   void Forget(uint64_t extent_id);
 
  private:
   using Payload = std::shared_ptr<const std::vector<uint8_t>>;
-  // The verified logical payload of the extent `segment` points into.
+  // The verified logical payload of the extent `segment` points into: buffered, being
+  // loaded by another caller (then waited for), or loaded now.
   Result<Payload> Load(const SegmentRecord& segment);
+  Result<Payload> ReadAndDecode(const SegmentRecord& segment);
 
   Archive& archive_;
   const size_t capacity_;
   std::mutex mutex_;
-  std::list<std::pair<uint64_t, Payload>> lru_;  // most recent first
-  std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Payload>>::iterator> index_;
+  std::list<std::pair<uint64_t, Payload>> lru_;  // most recent first; guarded by mutex_
+  std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Payload>>::iterator> index_;  // guarded by mutex_
+  std::unordered_map<uint64_t, std::shared_future<Result<Payload>>> loading_;  // guarded by mutex_
+  std::vector<std::future<Result<std::vector<uint8_t>>>> ahead_;  // loads started ahead; guarded by mutex_
 };
 
 }  // namespace cairn

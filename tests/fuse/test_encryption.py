@@ -217,3 +217,29 @@ def test_recover_keeps_the_data_keys_of_the_old_catalog(archive):
     archive.mount()
     for name, data in files.items():
         assert read_file(archive.m("e", name)) == data, name
+
+
+def test_a_changed_byte_in_an_encrypted_extent_reads_eio_never_other_bytes(archive):
+    from test_redundancy import chunks_of, disk_path, overwrite
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    data = random_bytes(5 * MiB, 44)
+    write_file(archive.m("e", "f"), data)
+    archive.persist()
+    archive.evict()
+    disk, offset = chunks_of(archive.m("e", "f"))[1][0]  # the second segment's only chunk
+    archive.umount()
+    with open(disk_path(archive, disk), "rb") as image:
+        image.seek(offset + 4096 + 100)
+        original = image.read(1)
+    overwrite(archive, disk, offset + 4096 + 100, bytes([original[0] ^ 1]))
+    archive.mount()
+    with open(archive.m("e", "f"), "rb") as f:
+        assert f.read(4 * MiB) == data[:4 * MiB]  # the first segment is untouched
+        with pytest.raises(OSError) as e:
+            f.read()
+    assert e.value.errno == errno.EIO
+    assert re.search(r"read of extent \d+ failed", log_text(archive))
+    archive.umount()
+    overwrite(archive, disk, offset + 4096 + 100, original)  # put it back for the teardown's fsck
+    archive.mount()
