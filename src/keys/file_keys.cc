@@ -73,6 +73,8 @@ Result<std::shared_ptr<const Keystore>> FileKeys::CurrentKeystore() {
   if (!loaded.ok()) return loaded.status();
   auto keystore = std::make_shared<const Keystore>(std::move(*loaded));
   std::lock_guard lock(mutex_);
+  // A version rotated out of the keystore leaves the daemon's memory too.
+  std::erase_if(masters_, [&](const auto& entry) { return !keystore->find(entry.first.first, entry.first.second); });
   keystore_ = keystore;
   keystore_ino_ = st.st_ino;
   keystore_size_ = st.st_size;

@@ -190,6 +190,6 @@ for c in zstd lz4; do
 done
 printf '%-34s %12s\n' "random data, auto" "$(awk -v s="${R[stored,auto]}" -v l="${R[logical,auto]}" 'BEGIN { printf "%.4f", s / l }')"
 echo "(cairn compresses each extent, 4 MiB of a file plus its member table, on its own; the command lines see one stream)"
-echo "(encryption, and its comparison with gocryptfs, is not built yet)"
+echo "(encryption against gocryptfs: tests/bench/encryption.sh)"
 echo
 finish_report "correctness checks: all $NCHECKS passed"
