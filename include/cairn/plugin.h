@@ -40,13 +40,14 @@ enum cairn_plugin_stage {
 #define CAIRN_PLUGIN_SHORT_BUFFER (-2) /* decode: *out_len says how many bytes out must hold */
 
 /* What one call transforms: an extent's payload, one file segment or several packed together.
- * An encrypt-stage plugin binds its output to the identity below (e.g. as AEAD associated
- * data), so bytes moved to another place, file or write fail to decode: cairn gives decode
- * exactly what it gave encode. */
+ * A NEEDS_KEY plugin gets the data's identity below with the key, and binds its output to it
+ * (e.g. as AEAD associated data), so bytes moved to another place, file or write fail to
+ * decode: cairn gives decode exactly what it gave encode. Every other plugin gets `version`
+ * only (the identity NULL and 0). */
 struct cairn_call {
   const uint8_t *archive_id; /* 16 bytes: the archive's id */
-  uint64_t file_id;          /* the inode whose data key seals it (encrypted extents hold one file's
-                                data); the first file of a pack otherwise, 0 when unknown */
+  uint64_t file_id;          /* the inode whose data key seals it (an encrypted extent holds one
+                                file's data) */
   uint64_t segment_index;    /* reserved: 0 (segment_version identifies the extent) */
   uint64_t segment_version;  /* the extent's id: never the same for two writes in one archive, and
                                 recorded by the catalog for every segment the extent holds */

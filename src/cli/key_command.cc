@@ -1,10 +1,15 @@
 // cairn key create|list|rotate|allow|delete ARCHIVE ...: the archive's master keys in its
 // keystore (keys/keystore.h), and the file data keys they wrap in its catalog, through the
 // daemon when the archive is mounted. See cairn(8), KEYS.
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -31,6 +36,18 @@ Result<std::string> KeystorePath(const std::string& archive) {
   auto options = LoadConfig(archive + "/cairn.conf");
   if (!options.ok()) return options.status();
   return options->keystore.empty() ? archive + "/keystore" : options->keystore;
+}
+
+// Holds KEYSTORE.lock until the process ends, so two cairn key commands never save over each
+// other's changes (each reads the keystore after taking it).
+Status LockKeystore(const std::string& path) {
+  std::string lock = path + ".lock";
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::FromErrno(fmt::format("keystore lock {}", lock), errno);
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) return Status::FromErrno(fmt::format("keystore lock {}", lock), errno);
+  }
+  return Status::OK();  // the descriptor stays open: the lock is released when cairn exits
 }
 
 Result<Keystore> LoadOrNew(const std::string& path) {
@@ -138,6 +155,9 @@ int CmdKey(const Args& args) {
   const std::string& archive = args[1];
   auto path = KeystorePath(archive);
   if (!path.ok()) return Fail(1, path.status().message());
+  if (action != "list") {
+    if (Status st = LockKeystore(*path); !st.ok()) return Fail(1, st.message());
+  }
   auto store = LoadOrNew(*path);
   if (!store.ok()) return Fail(1, store.status().message());
   if (action == "list") return args.size() == 2 ? List(archive, *store) : Usage();
@@ -203,8 +223,18 @@ int CmdKey(const Args& args) {
                                  "destroys their keys and makes that data unreadable for good",
                                  *files, name));
     }
+    const Keystore before = *store;
     store->Drop(name);
     if (Status st = store->Save(); !st.ok()) return Fail(1, st.message());
+    // A file persisted between the count and the save wrapped its data key with this master
+    // key: count again now that the daemon cannot use it any more, and put it back if so.
+    auto after = FileKeyAction(archive, "count", name);
+    if (!after.ok() || *after > 0) {
+      Status restored = before.Save();
+      return Fail(1, fmt::format("key {} is in use after all ({}); it stays in the keystore{}", name,
+                                 after.ok() ? fmt::format("{} file(s)", *after) : after.status().message(),
+                                 restored.ok() ? "" : fmt::format(", but putting it back failed: {}", restored.message())));
+    }
     fmt::print("key {} deleted{}\n", name, erase ? fmt::format("; {} file(s) crypto-erased", *files) : "");
     return 0;
   }

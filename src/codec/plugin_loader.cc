@@ -79,21 +79,20 @@ class PluginTransform final : public Transform {
   }
 
  private:
-  // What a call is told about the data: its identity always, the key only when the plugin
-  // needs one (and then there must be one).
+  // What a call is told: a plugin that needs a key gets it with the data's identity (and
+  // there must be one); every other plugin gets neither, on encode and decode alike.
   Result<cairn_call> CallFor(const SealContext& seal) const {
     cairn_call call{};
+    call.version = version_;
+    if (!needs_key()) return call;
+    if (seal.key.empty()) {
+      return Status::NotSupported(fmt::format("plugin {} needs the file's data key, and none was given", plugin_->name));
+    }
     call.archive_id = seal.archive_id.data();
     call.file_id = seal.file_id;
     call.segment_version = seal.version;
-    call.version = version_;
-    if (needs_key()) {
-      if (seal.key.empty()) {
-        return Status::NotSupported(fmt::format("plugin {} needs the file's data key, and none was given", plugin_->name));
-      }
-      call.key = seal.key.data();
-      call.key_len = seal.key.size();
-    }
+    call.key = seal.key.data();
+    call.key_len = seal.key.size();
     return call;
   }
 

@@ -201,6 +201,10 @@ void ControlServer::Answer(int fd, uid_t peer_uid) {
   auto message = st.ok() ? ReadRequest(fd) : Result<std::string>(st);
   auto request = message.ok() ? ParseControlRequest(*message) : Result<ControlRequest>(message.status());
   st = request.status();
+  if (st.ok() && request->verb == ControlVerb::kKeys && request->key_action != "count" && peer_uid != 0) {
+    // Re-wrapping and erasing keys is root's: the keystore is root's.
+    st = Status::Permission(fmt::format("cairn key {} is for root only, not uid {}", request->key_action, peer_uid));
+  }
   if (st.ok()) {
     try {
       st = Handle(*request, [this, fd](const std::string& line) { return !stopping_ && SendLine(fd, line); }, fd);
@@ -256,6 +260,7 @@ Status ControlServer::Handle(const ControlRequest& request, const SendFn& send, 
     case ControlVerb::kRepair: return Repair(request, send, fd);
     case ControlVerb::kKeys: {
       auto files = fs_.archive().ChangeFileKeys(request.key_action, request.key_name);
+      if (request.key_action == "erase") fs_.ForgetDecodedData();  // what the erased keys decrypted goes too
       if (!files.ok()) return files.status();
       if (request.key_action != "count") {
         LogInfo("cairn key: {} of the {} file key(s) under key {}", request.key_action, *files, request.key_name);

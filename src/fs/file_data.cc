@@ -91,10 +91,16 @@ Result<size_t> FileData::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t
     }
     if ((last + 1) * segment_size < inode->size &&
         segments.back() && !segments.back()->cached) {
+      // Only a guess at what comes next: a failure here is the later read's to report.
       auto after = archive_.catalog().GetSegment(fh->ino, last + 1);
-      if (!after.ok()) return after.status();
-      if (*after && !(*after)->cached) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(**after, *inode));
-      if (*after && !(*after)->cached) next = **after;
+      Status usable = !after.ok() ? after.status()
+                      : *after && !(*after)->cached ? CheckSegmentRecord(**after, *inode)
+                                                    : Status::NotFound("");
+      if (usable.ok()) {
+        next = **after;
+      } else if (!usable.IsNotFound()) {
+        LogWarning("inode {}: segment {} not read ahead: {}", fh->ino, last + 1, usable.message());
+      }
     }
   }
   if (next) store_.LoadAhead(*next);  // a sequential reader wants it next: read and decoded meanwhile

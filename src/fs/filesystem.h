@@ -89,6 +89,9 @@ class Filesystem {
   Status SyncMetadata() { return data_.SyncMetadata(); }
   void Release(FileHandle* fh) { data_.Release(fh); }
 
+  // Drops the decoded extents kept for reads (cairn key delete --erase).
+  void ForgetDecodedData() { store_.ForgetAll(); }
+
   // Extended attributes (Xattrs). Names outside the namespaces cairn stores are EOPNOTSUPP
   // (see xattr_namespace.h).
   Result<std::vector<uint8_t>> GetXattr(uint64_t ino, const std::string& name) { return xattrs_.Get(ino, name); }

@@ -119,7 +119,9 @@ Result<FileKeys::DataKey> FileKeys::Unwrap(const FileKeyRecord& record) {
                                           record.wrapped.size(), kWrappedBytes));
   }
   auto master = Master(record.key_name, record.master_version);
-  if (!master.ok()) return master.status();
+  if (!master.ok()) {  // not this file's fault: NotFound is kept for a file without a data key
+    return Status::NotSupported(fmt::format("inode {}: {}", record.ino, master.status().message()));
+  }
   SecretBytes key(kDataKeyBytes + kTagBytes);  // the cipher may write a block past the key
   std::vector<uint8_t> tag(record.wrapped.end() - kTagBytes, record.wrapped.end());
   if (!Seal(false, **master, record.wrapped.data(),
@@ -133,17 +135,11 @@ Result<FileKeys::DataKey> FileKeys::Unwrap(const FileKeyRecord& record) {
 
 Result<FileKeys::DataKey> FileKeys::ForWriting(uint64_t ino, const std::string& key_name) {
   std::lock_guard writing(writing_mutex_);  // one key per file even when two batches race
+  uint64_t generation;
   {
     std::lock_guard lock(mutex_);
-    if (auto it = data_keys_.find(ino); it != data_keys_.end() && it->second.first == key_name) {
-      return it->second.second;
-    }
-  }
-  auto keystore = CurrentKeystore();
-  if (!keystore.ok()) return keystore.status();
-  const MasterKeySource* master = (*keystore)->current(key_name);
-  if (!master) {
-    return Status::NotFound(fmt::format("keystore {} has no key {} (cairn key create)", keystore_path_, key_name));
+    if (auto it = data_keys_.find(ino); it != data_keys_.end()) return it->second.second;
+    generation = generation_;
   }
   Result<FileKeyRecord> row = Status::NotFound("");
   {
@@ -151,33 +147,43 @@ Result<FileKeys::DataKey> FileKeys::ForWriting(uint64_t ino, const std::string& 
     row = catalog_.GetFileKey(ino);
   }
   if (!row.ok() && !row.status().IsNotFound()) return row.status();
-  DataKey data_key;
   if (row.ok()) {
+    // A file keeps the master key its data key was first wrapped by, whatever key= says
+    // now: who may read it does not change behind the back of that key's allow line.
     auto unwrapped = Unwrap(*row);
     if (!unwrapped.ok()) return unwrapped.status();
-    data_key = *unwrapped;
-  } else {
-    auto fresh = SecretBytes::Random(kDataKeyBytes);
-    if (!fresh.ok()) return fresh.status();
-    data_key = std::make_shared<const SecretBytes>(std::move(*fresh));
+    Remember(ino, row->key_name, *unwrapped, generation);
+    return *unwrapped;
   }
-  if (!row.ok() || row->key_name != key_name || row->master_version != master->version) {
-    auto wrapped = Wrap(*data_key, ino, key_name, master->version);
-    if (!wrapped.ok()) return wrapped.status();
+  auto keystore = CurrentKeystore();
+  if (!keystore.ok()) return keystore.status();
+  const MasterKeySource* master = (*keystore)->current(key_name);
+  if (!master) {
+    return Status::NotFound(fmt::format("keystore {} has no key {} (cairn key create)", keystore_path_, key_name));
+  }
+  auto fresh = SecretBytes::Random(kDataKeyBytes);
+  if (!fresh.ok()) return fresh.status();
+  DataKey data_key = std::make_shared<const SecretBytes>(std::move(*fresh));
+  auto wrapped = Wrap(*data_key, ino, key_name, master->version);
+  if (!wrapped.ok()) return wrapped.status();
+  {
     std::lock_guard lock(catalog_mutex_);
-    CAIRN_RETURN_IF_ERROR(InTransaction(
-        catalog_, [&] { return catalog_.PutFileKey({ino, key_name, master->version, std::move(*wrapped)}); }));
+    CAIRN_RETURN_IF_ERROR(InTransaction(catalog_, [&]() -> Status {
+      auto inode = catalog_.GetInode(ino);  // deleted meanwhile: no key may outlive it
+      if (!inode.ok()) return inode.status();
+      return catalog_.PutFileKey({ino, key_name, master->version, std::move(*wrapped)});
+    }));
   }
-  std::lock_guard lock(mutex_);
-  if (data_keys_.size() >= kMaxCachedDataKeys) data_keys_.clear();
-  data_keys_[ino] = {key_name, data_key};
+  Remember(ino, key_name, data_key, generation);
   return data_key;
 }
 
 Result<FileKeys::DataKey> FileKeys::ForReading(uint64_t ino) {
+  uint64_t generation;
   {
     std::lock_guard lock(mutex_);
     if (auto it = data_keys_.find(ino); it != data_keys_.end()) return it->second.second;
+    generation = generation_;
   }
   Result<FileKeyRecord> row = Status::NotFound("");
   {
@@ -187,10 +193,15 @@ Result<FileKeys::DataKey> FileKeys::ForReading(uint64_t ino) {
   if (!row.ok()) return row.status();
   auto data_key = Unwrap(*row);
   if (!data_key.ok()) return data_key.status();
-  std::lock_guard lock(mutex_);
-  if (data_keys_.size() >= kMaxCachedDataKeys) data_keys_.clear();
-  data_keys_[ino] = {row->key_name, *data_key};
+  Remember(ino, row->key_name, *data_key, generation);
   return *data_key;
+}
+
+void FileKeys::Remember(uint64_t ino, const std::string& key_name, const DataKey& key, uint64_t generation) {
+  std::lock_guard lock(mutex_);
+  if (generation != generation_) return;  // an erase or a delete came between: do not bring it back
+  if (data_keys_.size() >= kMaxCachedDataKeys) data_keys_.clear();
+  data_keys_[ino] = {key_name, key};
 }
 
 Result<std::optional<std::string>> FileKeys::KeyNameOf(uint64_t ino) {
@@ -270,6 +281,7 @@ Result<uint64_t> FileKeys::EraseUnder(const std::string& key_name) {
     CAIRN_RETURN_IF_ERROR(InTransaction(catalog_, [&] { return catalog_.DeleteFileKeysUnder(key_name); }));
   }
   std::lock_guard lock(mutex_);
+  generation_++;
   std::erase_if(data_keys_, [&](const auto& entry) { return entry.second.first == key_name; });
   std::erase_if(masters_, [&](const auto& entry) { return entry.first.first == key_name; });
   return erased;
@@ -277,6 +289,7 @@ Result<uint64_t> FileKeys::EraseUnder(const std::string& key_name) {
 
 void FileKeys::Forget(uint64_t ino) {
   std::lock_guard lock(mutex_);
+  generation_++;
   data_keys_.erase(ino);
 }
 

@@ -38,10 +38,10 @@ class FileKeys {
 
   const std::string& keystore_path() const { return keystore_path_; }
 
-  // The data key to write `ino` with under master key `key_name`: its own, or a new one
-  // recorded (wrapped) in the catalog's batch, committed with the segments it seals. A key
-  // under another name is re-wrapped under this one. NotFound naming the key when the
-  // keystore has no such name.
+  // The data key to write `ino` with: its own (wrapped by whichever master key it was first
+  // wrapped by), or a new one wrapped by master key `key_name` and recorded in the catalog's
+  // batch, committed with the segments it seals. NotFound naming the key when the keystore
+  // has no such name, or when the inode is gone.
   Result<DataKey> ForWriting(uint64_t ino, const std::string& key_name);
   // The data key `ino`'s extents were sealed with. NotFound when the file has none (never
   // encrypted, or erased); Corruption when it does not unwrap.
@@ -74,6 +74,8 @@ class FileKeys {
   Result<std::vector<uint8_t>> Wrap(const SecretBytes& data_key, uint64_t ino, const std::string& name,
                                     uint32_t version);
   Result<DataKey> Unwrap(const FileKeyRecord& record);
+  // Caches `key` unless Forget or EraseUnder ran since `generation` was read.
+  void Remember(uint64_t ino, const std::string& key_name, const DataKey& key, uint64_t generation);
 
   Catalog& catalog_;
   std::mutex& catalog_mutex_;
@@ -91,6 +93,7 @@ class FileKeys {
   std::map<std::pair<std::string, uint32_t>, DataKey> masters_;
   // Unwrapped data keys by inode, with the name they are wrapped by; bounded.
   std::map<uint64_t, std::pair<std::string, DataKey>> data_keys_;
+  uint64_t generation_ = 0;  // counts Forget and EraseUnder calls
 };
 
 }  // namespace cairn

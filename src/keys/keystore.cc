@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <regex>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
@@ -110,12 +113,23 @@ bool IsGrant(const std::string& who) {
   return std::regex_match(who, kWho);
 }
 
-// Runs `source`'s command; its standard output (at most kMaxSourceOutput bytes) in secret memory.
+// Runs `source`'s command; its standard output (at most kMaxSourceOutput bytes) in secret
+// memory. The command has kCommandTimeoutMs in all, then it is killed.
 Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& source) {
   std::string what = fmt::format("key {} version {}: command '{}'", source.name, source.version, source.location);
+  // Everything the child needs is made before fork: a threaded parent's child may only exec.
+  std::vector<std::string> env_strings{"CAIRN_KEY_NAME=" + source.name,
+                                       "CAIRN_KEY_VERSION=" + std::to_string(source.version)};
+  for (char** e = environ; *e; e++) {
+    if (!std::string_view(*e).starts_with("CAIRN_KEY_")) env_strings.emplace_back(*e);
+  }
+  std::vector<char*> env;
+  for (std::string& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
+  std::string shell = "/bin/sh", dash_c = "-c", command = source.location;
+  char* argv[] = {shell.data(), dash_c.data(), command.data(), nullptr};
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::IOError(fmt::format("{}: pipe: {}", what, std::strerror(errno)));
-  std::string version = std::to_string(source.version);
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(pipe_fds[0]);
@@ -124,22 +138,24 @@ Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& sour
   }
   if (pid == 0) {
     ::dup2(pipe_fds[1], STDOUT_FILENO);
-    ::setenv("CAIRN_KEY_NAME", source.name.c_str(), 1);
-    ::setenv("CAIRN_KEY_VERSION", version.c_str(), 1);
-    ::execl("/bin/sh", "sh", "-c", source.location.c_str(), static_cast<char*>(nullptr));
+    ::execve(argv[0], argv, env.data());
     ::_exit(127);
   }
   ::close(pipe_fds[1]);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommandTimeoutMs);
+  auto left_ms = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<int64_t>(0, left.count()));
+  };
   SecretBytes out(kMaxSourceOutput + 1);
   size_t length = 0;
-  Status status;
+  bool timed_out = false;
   while (length <= kMaxSourceOutput) {
     pollfd pfd{pipe_fds[0], POLLIN, 0};
-    int ready = ::poll(&pfd, 1, kCommandTimeoutMs);
+    int ready = ::poll(&pfd, 1, left_ms());
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
-      status = Status::IOError(fmt::format("{}: gave no key within {} s", what, kCommandTimeoutMs / 1000));
-      ::kill(pid, SIGKILL);  // our own child
+      timed_out = true;
       break;
     }
     ssize_t n = ::read(pipe_fds[0], out.data() + length, kMaxSourceOutput + 1 - length);
@@ -149,9 +165,19 @@ Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& sour
   }
   ::close(pipe_fds[0]);
   int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  for (;;) {  // it closed its output, or ran out of time: it gets what is left to exit
+    pid_t done = ::waitpid(pid, &wstatus, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (timed_out || left_ms() == 0) {
+      timed_out = true;
+      ::kill(pid, SIGKILL);  // our own child
+      while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    ::usleep(10000);
   }
-  if (!status.ok()) return status;
+  if (timed_out) return Status::IOError(fmt::format("{}: gave no key within {} s", what, kCommandTimeoutMs / 1000));
   if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
     return Status::IOError(fmt::format("{}: it failed (status {})", what,
                                        WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus)));
@@ -197,20 +223,20 @@ Result<Keystore> Keystore::Load(const std::string& path) {
     };
     std::string_view verb = next_word();
     std::string name(next_word());
-    if (Status st = CheckKeyName(name); !st.ok()) return bad(st.message());
+    if (!CheckKeyName(name).ok()) return bad("the key name is not 1..64 letters, digits, '.', '_' or '-'");
     if (verb == "allow") {
       std::vector<std::string> who;
       while (!line.empty()) who.emplace_back(next_word());
       if (Status st = store.SetGrants(name, who); !st.ok()) return bad(st.message());
       continue;
     }
-    if (verb != "key") return bad(fmt::format("'{}' is neither 'key' nor 'allow'", verb.substr(0, 40)));
+    if (verb != "key") return bad("it starts with neither 'key' nor 'allow'");
     std::string_view number = next_word();
     MasterKeySource source;
     source.name = name;
     auto [rest, error] = std::from_chars(number.data(), number.data() + number.size(), source.version);
     if (error != std::errc() || rest != number.data() + number.size() || source.version == 0) {
-      return bad(fmt::format("key {}: '{}' is not a version number (1, 2, ...)", name, number.substr(0, 40)));
+      return bad(fmt::format("key {}: the version is not a number (1, 2, ...)", name));
     }
     if (store.find(name, source.version)) return bad(fmt::format("key {} version {} is listed twice", name, source.version));
     while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
@@ -238,10 +264,14 @@ Result<Keystore> Keystore::Load(const std::string& path) {
 
 Status Keystore::Save() const {
   std::string text = "# cairn keystore: master keys and who may use them (cairn(8), KEYS). Keep it mode 0600.\n";
+  text.reserve(64 << 10);  // never reallocated (and freed uncleansed) with key digits in it, short of a huge store
+  char hex[2 * kMasterKeyBytes + 1];
   for (const MasterKeySource& key : keys_) {
     text += fmt::format("key {} {} {}", key.name, key.version, KindPrefix(key.kind));
     if (key.kind == MasterKeySource::Kind::kInline) {
-      for (uint8_t byte : key.bytes->bytes()) text += fmt::format("{:02x}", byte);
+      for (size_t i = 0; i < kMasterKeyBytes; i++) std::snprintf(hex + 2 * i, 3, "%02x", key.bytes->data()[i]);
+      text.append(hex, 2 * kMasterKeyBytes);
+      OPENSSL_cleanse(hex, sizeof hex);
     } else {
       text += key.location;
     }

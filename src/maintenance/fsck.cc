@@ -234,6 +234,10 @@ struct Checker {
                                  : stored;
       if (!stored.ok()) {
         Problem("extent {}: {}", e.id, stored.status().message());
+      } else if (!logical.ok() && logical.status().IsNotFound()) {
+        Problem("{} (crypto-erased by cairn key delete --erase, or the key was lost with a catalog: the data cannot "
+                "be read; delete the file)",
+                logical.status().message());
       } else if (!logical.ok()) {
         Problem("{}", logical.status().message());  // names the extent
       } else {

@@ -217,6 +217,7 @@ Result<Versions> ReadMemberTables(Archive& archive, const ExtentScan& scan, Reco
     }
     auto payload = archive.extents().ReadExtentPayload(found.record);
     v.records[id] = found.record;
+    const bool readable = payload.ok();
     if (payload.ok() && !found.missing.empty()) {  // readable from the other chunks
       auto rewritten = Rewrite(archive, found, *payload);
       if (rewritten.ok()) {
@@ -224,18 +225,21 @@ Result<Versions> ReadMemberTables(Archive& archive, const ExtentScan& scan, Reco
                                            found.missing, rewritten->id));
         v.records[id] = *rewritten;
       } else {
-        payload = rewritten.status();
+        auto message = fmt::format("chunk(s) {} not found, and rewriting it from the others failed: {}",
+                                   found.missing, rewritten.status().message());
+        payload = rewritten.status().code() == Status::Code::kNotSupported ? Status::NotSupported(message)
+                                                                            : Status::IOError(message);
       }
     }
-    if (!payload.ok() && !found.missing.empty()) {
+    if (!readable && !found.missing.empty()) {
       payload = Status::NotFound(fmt::format("chunk(s) {} of {} not found on any disk, and the others do not "
                                              "suffice: {}", found.missing, found.record.chunks.size(),
                                              payload.status().message()));
     }
     auto logical = payload.ok() ? LogicalPayload(archive, found.record, found.header.inode, std::move(*payload)) : payload;
     if (!logical.ok() && logical.status().code() == Status::Code::kNotSupported) {
-      return Status::NotSupported(fmt::format("{}: {}; install that plugin (see cairn plugins) or restore the catalog "
-                                              "that holds its key, and run cairn recover --force again",
+      return Status::NotSupported(fmt::format("{}: {}; install that plugin (see cairn plugins) or make that master key "
+                                              "available (cairn key list), and run cairn recover --force again",
                                               where, logical.status().message()));
     }
     auto table = logical.ok() ? DecodeMemberTable(std::span(*logical).last(found.header.members_length),

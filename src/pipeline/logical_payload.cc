@@ -13,17 +13,22 @@ Result<std::vector<uint8_t>> LogicalPayload(Archive& archive, const ExtentRecord
   if (!chain.ok()) {
     return Status::NotSupported(fmt::format("extent {}: {}", extent.id, chain.status().message()));
   }
-  SealContext seal{archive.id(), ino, extent.id, {}};
+  SealContext seal;
   FileKeys::DataKey key;  // held until decoded
   if (chain->needs_key()) {
-    if (ino == 0) return Status::NotSupported(fmt::format("extent {} is encrypted, and whose it is is not known", extent.id));
+    if (ino == 0) return Status::NotFound(fmt::format("extent {} is encrypted, and whose it is is not known", extent.id));
     auto data_key = archive.file_keys().ForReading(ino);
     if (!data_key.ok()) {
-      return Status::NotSupported(fmt::format("extent {} is encrypted, and the data key of inode {} is not available: {}",
-                                              extent.id, ino, data_key.status().message()));
+      auto message = fmt::format("extent {} is encrypted, and the data key of inode {} is not available: {}",
+                                 extent.id, ino, data_key.status().message());
+      switch (data_key.status().code()) {
+        case Status::Code::kNotFound: return Status::NotFound(message);      // no key: erased, or lost
+        case Status::Code::kCorruption: return Status::Corruption(message);  // a damaged wrapped key
+        default: return Status::NotSupported(message);                       // the master key is not at hand
+      }
     }
     key = *data_key;
-    seal.key = key->bytes();
+    seal = SealContext{archive.id(), ino, extent.id, key->bytes()};
   }
   auto logical = chain->Decode(std::move(stored), extent.logical_length, seal);
   if (!logical.ok()) return Status::Corruption(fmt::format("extent {}: {}", extent.id, logical.status().message()));

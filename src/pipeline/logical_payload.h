@@ -14,9 +14,10 @@ namespace cairn {
 // REQUIRES: `stored` is the extent's verified stored payload (ExtentStore::ReadExtentPayload),
 // `ino` the file it holds data of (0 when not known: an encrypted extent then cannot be
 // read), and the catalog mutex not held. NotSupported naming the extent when its chain names
-// a transform this cairn does not have or needs a data key it cannot get; Corruption when the
-// chain cannot decode the bytes into logical_length of them (an encrypted extent that fails
-// authentication included).
+// a transform this cairn does not have; NotFound when it is encrypted and its file has no data
+// key (crypto-erased, or lost with a catalog), NotSupported too when its master key cannot be
+// had (keystore, key file or command); Corruption when the chain cannot decode the bytes into logical_length of them
+// (an encrypted extent that fails authentication included).
 Result<std::vector<uint8_t>> LogicalPayload(Archive& archive, const ExtentRecord& extent, uint64_t ino,
                                             std::vector<uint8_t> stored);
 

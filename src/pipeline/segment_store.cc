@@ -23,8 +23,10 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
   const uint64_t extent_id = segment.extent_id;
   std::promise<Result<Payload>> mine;
   std::shared_future<Result<Payload>> other;
+  uint64_t generation;
   {
     std::lock_guard lock(mutex_);
+    generation = generation_;
     if (auto it = index_.find(extent_id); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       return it->second->second;
@@ -36,10 +38,15 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
     }
   }
   if (other.valid()) return other.get();  // one read of the extent serves every waiting reader
-  auto payload = ReadAndDecode(segment);
+  Result<Payload> payload = Status::IOError("");
+  try {
+    payload = ReadAndDecode(segment);
+  } catch (const std::bad_alloc&) {  // the waiting readers must hear of it too
+    payload = Status::IOError(fmt::format("out of memory reading extent {}", extent_id));
+  }
   {
     std::lock_guard lock(mutex_);
-    if (payload.ok() && !index_.contains(extent_id)) {
+    if (payload.ok() && generation == generation_ && !index_.contains(extent_id)) {
       lru_.emplace_front(extent_id, *payload);
       index_[extent_id] = lru_.begin();
       while (lru_.size() > capacity_) {
@@ -108,6 +115,13 @@ Status SegmentStore::Read(const SegmentRecord& segment, uint64_t offset, std::sp
   std::memcpy(dst.data(), bytes.data() + start, n);
   std::memset(dst.data() + n, 0, dst.size() - n);  // past the stored length: zeros
   return Status::OK();
+}
+
+void SegmentStore::ForgetAll() {
+  std::lock_guard lock(mutex_);
+  generation_++;  // a load under way is not kept either
+  lru_.clear();
+  index_.clear();
 }
 
 void SegmentStore::Forget(uint64_t extent_id) {

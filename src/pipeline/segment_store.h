@@ -31,6 +31,8 @@ class SegmentStore {
   void LoadAhead(const SegmentRecord& segment);
   // Drops a buffered payload (its extent was freed).
   void Forget(uint64_t extent_id);
+  // Drops every buffered payload (data keys were erased: what they decrypted goes too).
+  void ForgetAll();
 
  private:
   using Payload = std::shared_ptr<const std::vector<uint8_t>>;
@@ -46,6 +48,7 @@ class SegmentStore {
   std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Payload>>::iterator> index_;  // guarded by mutex_
   std::unordered_map<uint64_t, std::shared_future<Result<Payload>>> loading_;  // guarded by mutex_
   std::vector<std::future<Result<std::vector<uint8_t>>>> ahead_;  // loads started ahead; guarded by mutex_
+  uint64_t generation_ = 0;  // counts ForgetAll calls; guarded by mutex_
 };
 
 }  // namespace cairn

@@ -91,9 +91,11 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     ExtentEncoding encoding{plan.policy_stamp, plan.redundancy, plan.chain.Stamp(), data.size() + table.size(),
                             static_cast<uint32_t>(table.size()), plan.group, plan.placement, affinity};
     // An encrypting chain seals the payload with the file's data key, bound to the extent's id.
-    SealContext seal{archive.id(), affinity, 0, {}};
+    SealContext seal;
     FileKeys::DataKey key;
     if (plan.chain.needs_key()) {
+      seal.archive_id = archive.id();
+      seal.file_id = affinity;
       auto data_key = archive.file_keys().ForWriting(affinity, plan.key_name);
       if (!data_key.ok()) {
         failure = Status::IOError(fmt::format("inode {}: no data key: {}", affinity, data_key.status().message()));

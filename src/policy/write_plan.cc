@@ -76,6 +76,10 @@ Result<std::shared_ptr<WritePlan>> MakePlan(const ResolvedPolicy& policy) {
   auto chain = TransformChain::ForWriting(stages);
   if (!chain.ok()) return chain.status();
   plan->chain = std::move(*chain);
+  if (!plan->key_name.empty() && !plan->chain.needs_key()) {  // never store in clear what was to be encrypted
+    return Status::InvalidArgument(fmt::format("encrypt={}: the plugin of that name does not ask for a key",
+                                               policy.Get(PolicyKey::kEncrypt).value));
+  }
   CAIRN_RETURN_IF_ERROR(ParsePlacement(policy.Get(PolicyKey::kPlacement).value, plan->group, plan->placement));
   plan->policy_stamp = policy.Effective();
   return plan;

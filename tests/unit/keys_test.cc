@@ -100,16 +100,18 @@ TEST_CASE("Keys: the keystore saves and loads root-only, and refuses a wider mod
 
   for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
            {"# fine\nkey k1 1 hex:00\n", "line 2: key k1 version 1: hex: needs 64 hex digits"},
-           {"key k1 0 hex:" + std::string(64, 'a') + "\n", "line 1: key k1: '0' is not a version number"},
-           {"key bad/name 1 hex:00\n", "line 1: 'bad/name' is not a key name"},
+           {"key k1 0 hex:" + std::string(64, 'a') + "\n", "line 1: key k1: the version is not a number"},
+           {"key bad/name 1 hex:00\n", "line 1: the key name is not 1..64 letters"},
            {"key k1 1 file:relative\n", "the source is not hex:DIGITS, file:/PATH or command:COMMAND"},
            {"allow k1 uid:x\n", "line 1: key k1: 'uid:x' is not uid:N, gid:N or *"},
-           {"secret k1\n", "'secret' is neither 'key' nor 'allow'"},
+           {"secret k1\n", "it starts with neither 'key' nor 'allow'"},
+           {"key k1 " + std::string(64, 'b') + "\n", "the version is not a number"},  // never echoes the digits,
        }) {
     WriteFile(path, text, 0600);
     auto bad = Keystore::Load(path);
     INFO(text << " -> " << bad.status().ToString());
     CHECK(bad.status().message().find(why) != std::string::npos);
+    CHECK(bad.status().message().find("bbbbbbbb") == std::string::npos);
   }
 }
 
@@ -156,6 +158,18 @@ TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation,
   REQUIRE(store.Save().ok());
 
   FileKeys keys(**catalog, mutex, archive_id, dir / "keystore");
+  CHECK(keys.ForWriting(7, "k1").status().IsNotFound());  // no such inode: no key is made for it
+  InodeRecord file;
+  file.mode = 0100644;
+  file.nlink = 1;
+  for (uint64_t want : {7, 8}) {
+    while (true) {
+      auto ino = (*catalog)->InsertInode(file);
+      REQUIRE(ino.ok());
+      if (*ino == want) break;
+      REQUIRE(*ino < want);
+    }
+  }
   auto made = keys.ForWriting(7, "k1");
   REQUIRE(made.ok());
   CHECK((*made)->size() == kDataKeyBytes);
@@ -166,6 +180,12 @@ TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation,
   CHECK(row->master_version == 1);
   CHECK(Hex(row->wrapped).find(Hex((*made)->bytes())) == std::string::npos);  // never in clear
   CHECK(keys.ForWriting(8, "k9").status().message().find("has no key k9") != std::string::npos);
+  // Another key= later does not move the file to another master key (nor to its users).
+  Keystore two = *Keystore::Load(dir / "keystore");
+  REQUIRE(two.AddVersion(*NewInlineMasterKey("k2")).ok());
+  REQUIRE(two.Save().ok());
+  CHECK(keys.ForWriting(7, "k2")->get() == made->get());
+  CHECK((*catalog)->GetFileKey(7)->key_name == "k1");
 
   // Rotation: a new version, every data key re-wrapped, the old version dropped; a fresh
   // reader (nothing cached) still gets the same key.
@@ -195,7 +215,7 @@ TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation,
   CHECK(keys.Authorize("k1", 0, 0).ok());
   Status refused = keys.Authorize("k1", 1000, 1000);
   CHECK(refused.sys_errno() == EACCES);
-  CHECK(keys.CheckSelectable("k2", 0, 0).sys_errno() == EINVAL);
+  CHECK(keys.CheckSelectable("k3", 0, 0).sys_errno() == EINVAL);
 
   // Crypto-erase: the data keys under k1 are gone, from memory too.
   auto erased = keys.EraseUnder("k1");
