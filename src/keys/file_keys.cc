@@ -135,25 +135,14 @@ Result<FileKeys::DataKey> FileKeys::Unwrap(const FileKeyRecord& record) {
 
 Result<FileKeys::DataKey> FileKeys::ForWriting(uint64_t ino, const std::string& key_name) {
   std::lock_guard writing(writing_mutex_);  // one key per file even when two batches race
+  // A file keeps the master key its data key was first wrapped by, whatever key= says now:
+  // who may read it does not change behind the back of that key's allow line.
+  auto existing = ForReading(ino);
+  if (existing.ok() || !existing.status().IsNotFound()) return existing;
   uint64_t generation;
   {
     std::lock_guard lock(mutex_);
-    if (auto it = data_keys_.find(ino); it != data_keys_.end()) return it->second.second;
     generation = generation_;
-  }
-  Result<FileKeyRecord> row = Status::NotFound("");
-  {
-    std::lock_guard lock(catalog_mutex_);
-    row = catalog_.GetFileKey(ino);
-  }
-  if (!row.ok() && !row.status().IsNotFound()) return row.status();
-  if (row.ok()) {
-    // A file keeps the master key its data key was first wrapped by, whatever key= says
-    // now: who may read it does not change behind the back of that key's allow line.
-    auto unwrapped = Unwrap(*row);
-    if (!unwrapped.ok()) return unwrapped.status();
-    Remember(ino, row->key_name, *unwrapped, generation);
-    return *unwrapped;
   }
   auto keystore = CurrentKeystore();
   if (!keystore.ok()) return keystore.status();
