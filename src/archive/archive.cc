@@ -248,7 +248,8 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
   std::vector<DiskGroup> groups = archive->MakeGroups(stores);
   archive->extents_ =
       std::make_unique<ExtentStore>(archive->id_, std::move(stores), std::move(groups), archive->health_,
-                                    archive->catalog_mutex_, *archive->catalog_, repair_on_read);
+                                    archive->catalog_mutex_, *archive->catalog_, repair_on_read,
+                                    [a](uint64_t ceiling) { return a->RecordExtentIdCeiling(ceiling); });
   if (!open.check_only) CAIRN_RETURN_IF_ERROR(archive->RebuildSpaceMaps());
   auto max_extent_id = archive->catalog_->MaxExtentIdEverUsed();
   if (!max_extent_id.ok()) return max_extent_id.status();
@@ -259,6 +260,17 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
 
 std::string Archive::keystore_path() const {
   return options_.keystore.empty() ? dir_ + "/keystore" : options_.keystore;
+}
+
+Status Archive::RecordExtentIdCeiling(uint64_t ceiling) {
+  PendingSync pending;
+  {
+    std::lock_guard lock(catalog_mutex_);
+    // 0: the inode floor stays.
+    CAIRN_RETURN_IF_ERROR(InTransaction(*catalog_, [&] { return catalog_->RaiseIdFloors(0, ceiling); }));
+    CAIRN_RETURN_IF_ERROR(Commit(SyncWhen::kAlways, &pending));
+  }
+  return MakeDurable(std::move(pending));
 }
 
 Result<uint64_t> Archive::ChangeFileKeys(const std::string& action, const std::string& key_name) {

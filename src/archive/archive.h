@@ -208,6 +208,9 @@ class Archive {
     bool missing = false;
   };
   Result<OpenedDisk> OpenDisk(size_t index, const OpenOptions& open);
+  // Makes every extent id up to `ceiling` count as used in the catalog, durably (for
+  // ExtentStore::NewExtentId). REQUIRES: catalog_mutex NOT held.
+  Status RecordExtentIdCeiling(uint64_t ceiling);
   // The chunk stores of the disks cairn.conf lists, by index: a lonestar group's read and
   // write through its array (a missing bucket reads through its parity), other disks'
   // directly (a missing one fails every call).

@@ -10,7 +10,7 @@ namespace cairn {
 
 ExtentStore::ExtentStore(const ArchiveId& archive_id, std::vector<std::unique_ptr<BlockChunkStore>> stores,
                          std::vector<DiskGroup> groups, const DiskHealth& health, std::mutex& catalog_mutex,
-                         Catalog& catalog, bool repair_on_read)
+                         Catalog& catalog, bool repair_on_read, std::function<Status(uint64_t)> record_id_ceiling)
     : archive_id_(archive_id),
       stores_(std::move(stores)),
       groups_(std::move(groups)),
@@ -19,7 +19,8 @@ ExtentStore::ExtentStore(const ArchiveId& archive_id, std::vector<std::unique_pt
       health_(health),
       catalog_mutex_(catalog_mutex),
       catalog_(catalog),
-      repair_on_read_(repair_on_read) {
+      repair_on_read_(repair_on_read),
+      record_id_ceiling_(std::move(record_id_ceiling)) {
   for (size_t g = 0; g < groups_.size(); g++) {
     for (const DiskGroup::Member& member : groups_[g].members()) {
       group_of_disk_[member.disk] = g;
@@ -49,8 +50,23 @@ uint64_t ExtentStore::capacity() const {
   return total;
 }
 
+Result<uint64_t> ExtentStore::NewExtentId() {
+  uint64_t id = next_extent_id_.fetch_add(1);
+  if (id <= id_ceiling_) return id;
+  std::lock_guard lock(id_ceiling_mutex_);
+  if (id <= id_ceiling_) return id;  // another thread raised it meanwhile
+  uint64_t ceiling = id + kExtentIdBlock - 1;
+  // On failure `id` is never handed out: skipping ids costs nothing.
+  CAIRN_RETURN_IF_ERROR(record_id_ceiling_(ceiling));
+  id_ceiling_ = ceiling;
+  return id;
+}
+
 void ExtentStore::ReserveExtentIds(uint64_t max_id) {
   for (uint64_t next = next_extent_id_; next <= max_id && !next_extent_id_.compare_exchange_weak(next, max_id + 1);) {
+  }
+  // Nothing up to it is handed out any more: no need to record it again.
+  for (uint64_t ceiling = id_ceiling_; ceiling < max_id && !id_ceiling_.compare_exchange_weak(ceiling, max_id);) {
   }
 }
 
@@ -71,7 +87,13 @@ Result<ExtentRecord> ExtentStore::WriteExtentToDisk(ExtentKind kind, uint64_t in
   if (!fitted.ok()) return fitted.status();
   const Redundancy& redundancy = *fitted;
   ExtentRecord record;
-  record.id = encoding.extent_id ? encoding.extent_id : NewExtentId();
+  if (encoding.extent_id) {
+    record.id = encoding.extent_id;
+  } else {
+    auto id = NewExtentId();
+    if (!id.ok()) return id.status();
+    record.id = *id;
+  }
   record.kind = static_cast<int>(kind);
   record.payload_length = payload.size();
   record.payload_crc = Crc32c(payload);

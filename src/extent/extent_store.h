@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -55,9 +56,12 @@ class ExtentStore {
   // exactly one group. `health` says which disks are in service; RewriteChunk checks the
   // catalog under `catalog_mutex`. `repair_on_read`: rewrite a damaged chunk when a read
   // rebuilt it. Everything referenced outlives the store.
+  // `record_id_ceiling` makes every extent id up to the one it is given count as used in the
+  // catalog, durably (Archive: raise the catalog's id floor, commit, sync); it takes the
+  // catalog mutex itself.
   ExtentStore(const ArchiveId& archive_id, std::vector<std::unique_ptr<BlockChunkStore>> stores,
               std::vector<DiskGroup> groups, const DiskHealth& health, std::mutex& catalog_mutex, Catalog& catalog,
-              bool repair_on_read);
+              bool repair_on_read, std::function<Status(uint64_t)> record_id_ceiling);
 
   size_t disk_count() const { return stores_.size(); }
   // Disk `index` itself, for the tools that scan it block by block (fsck, recover, status).
@@ -73,13 +77,18 @@ class ExtentStore {
   uint64_t free_bytes() const;
   uint64_t capacity() const;
 
-  // A fresh extent id (never reused within this archive's catalog).
-  uint64_t NewExtentId() { return next_extent_id_.fetch_add(1); }
+  // A fresh extent id, never handed out before in this archive, a crash included (an
+  // encrypted extent is bound to its id, so an extent written but never committed before a
+  // crash must not share one with a later extent): ids are handed out only up to a ceiling
+  // the catalog holds durably, raised kExtentIdBlock at a time (one catalog sync each).
+  // REQUIRES: catalog mutex NOT held.
+  Result<uint64_t> NewExtentId();
   // The highest extent id handed out so far (or reserved).
   uint64_t MaxExtentIdUsed() const { return next_extent_id_ - 1; }
-  // Makes NewExtentId() return more than `max_id` (at open: the catalog's; cairn recover:
-  // ids found on the disks).
+  // Makes NewExtentId() return more than `max_id` (at open: the catalog's, durable; cairn
+  // recover: ids found on the disks).
   void ReserveExtentIds(uint64_t max_id);
+  static constexpr uint64_t kExtentIdBlock = 4096;
 
   // Cuts the stored `payload` into the chunks `encoding.redundancy` asks for, has the placer
   // of disk group `encoding.group` (InvalidArgument naming it when there is none) reserve
@@ -149,6 +158,9 @@ class ExtentStore {
   Catalog& catalog_;  // guarded by catalog_mutex_
   const bool repair_on_read_;
   std::atomic<uint64_t> next_extent_id_{1};
+  const std::function<Status(uint64_t)> record_id_ceiling_;
+  std::mutex id_ceiling_mutex_;    // held while the ceiling is raised (a catalog sync), never with the catalog mutex
+  std::atomic<uint64_t> id_ceiling_{0};  // every id up to it is durably used in the catalog
   std::mutex failures_mutex_;
   std::set<uint32_t> failed_disks_logged_;  // guarded by failures_mutex_
   // Shared while a chunk is rewritten in place after the catalog said it is still there;

@@ -186,7 +186,9 @@ Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::sp
     auto key = archive.file_keys().ForReading(h.inode);
     if (!logical.ok()) return logical.status();
     if (!key.ok()) return key.status();
-    encoding.extent_id = archive.extents().NewExtentId();
+    auto id = archive.extents().NewExtentId();
+    if (!id.ok()) return id.status();
+    encoding.extent_id = *id;
     auto sealed = chain->Encode(std::move(*logical), SealContext{archive.id(), h.inode, encoding.extent_id, (*key)->bytes()});
     if (!sealed.ok()) return sealed.status();
     resealed = std::move(*sealed);

@@ -103,7 +103,12 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
       }
       key = *data_key;
       seal.key = key->bytes();
-      seal.version = encoding.extent_id = archive.extents().NewExtentId();
+      auto id = archive.extents().NewExtentId();
+      if (!id.ok()) {
+        failure = id.status();
+        return;
+      }
+      seal.version = encoding.extent_id = *id;
       ino = affinity;  // its header names the file (a pack too): recover looks up that key
     }
     Job job{kind, ino, file_offset, std::move(encoding), std::move(placements), {}};

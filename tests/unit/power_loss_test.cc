@@ -18,6 +18,7 @@
 #include "archive/archive.h"
 #include "archive/config.h"
 #include "fs/filesystem.h"
+#include "maintenance/extent_scan.h"
 #include "maintenance/fsck.h"
 #include "maintenance/repair.h"
 #include "power_loss.h"
@@ -89,8 +90,13 @@ struct CrashArchive {
     archive = std::move(*opened);
     return Status::OK();
   }
+  // Opens the archive, checking first that no extent id on the disks, those of extents a
+  // crash left uncommitted included, is handed out again (an encrypted extent is bound to
+  // its id, so two extents with one id could be swapped).
   void Open() {
     REQUIRE(OpenArchive().ok());
+    ExtentScan scan = ScanDisks(*archive);
+    REQUIRE(archive->extents().MaxExtentIdUsed() >= scan.max_extent_id);
     fs = std::make_unique<Filesystem>(*archive);
     REQUIRE(fs->Recover().ok());
   }
