@@ -259,7 +259,7 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
 }
 
 std::string Archive::keystore_path() const {
-  return options_.keystore.empty() ? dir_ + "/keystore" : options_.keystore;
+  return KeystorePath(dir_, options_);
 }
 
 Status Archive::RecordExtentIdCeiling(uint64_t ceiling) {
@@ -327,6 +327,7 @@ Status Archive::LoadRules() {
     if (!parsed.ok()) return parsed.status();
     *rules = std::move(*parsed);
     CAIRN_RETURN_IF_ERROR(CheckRulesFit(*rules, options_, rules_path()));
+    CAIRN_RETURN_IF_ERROR(CheckRulesKeys(*rules, KeyInKeystore(keystore_path()), rules_path()));
   }
   {
     std::lock_guard lock(rules_mutex_);

@@ -341,4 +341,8 @@ std::string FormatConfig(const ArchiveOptions& o) {
   return out;
 }
 
+std::string KeystorePath(const std::string& dir, const ArchiveOptions& options) {
+  return options.keystore.empty() ? dir + "/keystore" : options.keystore;
+}
+
 }  // namespace cairn

@@ -17,6 +17,9 @@ std::string FormatConfig(const ArchiveOptions& options);
 // The archive's disk groups: those cairn.conf names, or the one group "default" of type
 // pool holding every disk.
 std::vector<ArchiveOptions::Group> EffectiveGroups(const ArchiveOptions& options);
+
+// The keystore of the archive in `dir`: the keystore option, else DIR/keystore.
+std::string KeystorePath(const std::string& dir, const ArchiveOptions& options);
 // Applies one tunable "key=value" (mount option or config line) to `options`.
 Status ApplyOption(ArchiveOptions& options, const std::string& key, const std::string& value);
 

@@ -1,6 +1,8 @@
 #include "archive/rules_fit.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -8,6 +10,7 @@
 #include "archive/config.h"
 #include "array/grid_geometry.h"
 #include "group/disk_group.h"
+#include "keys/keystore.h"
 #include "policy/write_plan.h"
 #include "redundancy/striping.h"
 
@@ -92,6 +95,42 @@ Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const 
   }
   for (const auto& rule : rules.rules()) CAIRN_RETURN_IF_ERROR(fits(rule.settings(), rule.line(), "rule " + rule.name()));
   return fits(rules.default_rule().settings(), rules.default_rule().line(), "default");
+}
+
+Status CheckRulesKeys(const RuleSet& rules, const std::function<Status(const std::string&)>& usable,
+                      const std::string& file) {
+  auto check = [&](const std::vector<PolicySetting>& written, int line, const std::string& what) -> Status {
+    std::vector<PolicySetting> settings = rules.Expand(written);
+    const std::string* encrypt = FindSetting(settings, PolicyKey::kEncrypt);
+    if (!encrypt || *encrypt == "off") return Status::OK();
+    const std::string* key = FindSetting(settings, PolicyKey::kKey);
+    Status st = !key || *key == "none"
+                    ? Status::InvalidArgument(fmt::format(
+                          "encrypt={} needs key=NAME beside it (files it matches could not be persisted)", *encrypt))
+                    : usable(*key);
+    if (st.ok()) return st;
+    std::string where = line > 0 ? fmt::format("{}:{}", file, line) : file;
+    return Status::InvalidArgument(fmt::format("{}: {}: {}", where, what, st.message()));
+  };
+  for (const auto& policy : rules.policies()) {
+    CAIRN_RETURN_IF_ERROR(check(policy.settings, policy.line, "policy " + policy.name));
+  }
+  for (const auto& rule : rules.rules()) {
+    CAIRN_RETURN_IF_ERROR(check(rule.settings(), rule.line(), "rule " + rule.name()));
+  }
+  return check(rules.default_rule().settings(), rules.default_rule().line(), "default");
+}
+
+std::function<Status(const std::string&)> KeyInKeystore(const std::string& keystore_path) {
+  auto keystore = std::make_shared<std::optional<Result<Keystore>>>();
+  return [keystore, keystore_path](const std::string& key) -> Status {
+    if (!*keystore) *keystore = Keystore::Load(keystore_path);
+    const Result<Keystore>& store = **keystore;
+    if (!store.ok()) return Status::InvalidArgument(fmt::format("key={}: {}", key, store.status().message()));
+    if (store->current(key)) return Status::OK();
+    return Status::InvalidArgument(
+        fmt::format("key={}: the keystore {} has no key of that name (cairn key create)", key, keystore_path));
+  };
 }
 
 }  // namespace cairn

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -32,5 +33,15 @@ Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& op
 // `rules`; the message names `file` and the policy or rule. (idr= is per disk and fits
 // any archive.)
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file);
+
+// InvalidArgument when a named policy, a rule or the default of `rules` sets encrypt= (not
+// off) without key=NAME, or with a key `usable` refuses (KeyInKeystore: one the keystore
+// does not hold): the files it matches could never be persisted. The message names `file`,
+// the line, the policy or rule and `usable`'s reason.
+Status CheckRulesKeys(const RuleSet& rules, const std::function<Status(const std::string&)>& usable,
+                      const std::string& file);
+// A `usable` for CheckRulesKeys: OK when the keystore at `keystore_path` holds the key (read
+// once, at the first call).
+std::function<Status(const std::string&)> KeyInKeystore(const std::string& keystore_path);
 
 }  // namespace cairn

@@ -23,6 +23,7 @@
 #include "array/promise_journal.h"
 #include "archive/config.h"
 #include "backend/extent_format.h"
+#include "codec/plugin_loader.h"
 #include "maintenance/fsck.h"
 #include "policy/resolver.h"
 #include "redundancy/striping.h"
@@ -37,6 +38,23 @@ std::vector<std::string> SplitList(const std::string& text) {
     if (!item.empty()) items.push_back(item);
   }
   return items;
+}
+
+Result<std::string> ArchiveDir(const std::string& target) {
+  if (::access((target + "/cairn.conf").c_str(), F_OK) == 0) return target;
+  auto where = LocateInMount(target);
+  if (!where.ok()) return Status::InvalidArgument(fmt::format("{} is neither an archive nor a mounted archive", target));
+  return where->archive;
+}
+
+Status LoadPluginsOf(const std::string& dir) {
+  std::string plugin_dir;
+  if (!dir.empty()) {
+    auto options = LoadConfig(dir + "/cairn.conf");
+    if (!options.ok()) return options.status();
+    plugin_dir = options->plugin_dir;
+  }
+  return LoadArchivePlugins(plugin_dir);
 }
 
 int Fail(int code, const std::string& message) {

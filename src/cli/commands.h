@@ -50,6 +50,11 @@ struct MountedPath {
   std::string inside;
 };
 Result<MountedPath> LocateInMount(const std::string& path);
+// The archive directory of `target`: an archive, or the mount point of a mounted one.
+Result<std::string> ArchiveDir(const std::string& target);
+// Loads the plugins the archive in `dir` uses (those of the default directory for ""), so the
+// values they make valid (compress=zstd) are checked as its daemon would.
+Status LoadPluginsOf(const std::string& dir);
 // The cairn mounts of this system: (archive directory, mountpoint).
 std::vector<std::pair<std::string, std::string>> CairnMounts();
 

@@ -94,13 +94,17 @@ Result<MountedPath> LocateInMount(const std::string& path) {
 }
 
 int CmdPersist(const Args& args) {
-  if (args.size() != 1) return Fail(2, "usage: cairn persist ARCHIVE");
-  return SendControl(args[0], ControlRequest{.verb = ControlVerb::kPersist});
+  if (args.size() != 1) return Fail(2, "usage: cairn persist ARCHIVE|MOUNTPOINT");
+  auto dir = ArchiveDir(args[0]);
+  if (!dir.ok()) return Fail(1, dir.status().message());
+  return SendControl(*dir, ControlRequest{.verb = ControlVerb::kPersist});
 }
 
 int CmdEvict(const Args& args) {
-  if (args.size() != 1) return Fail(2, "usage: cairn evict ARCHIVE");
-  return SendControl(args[0], ControlRequest{.verb = ControlVerb::kEvict});
+  if (args.size() != 1) return Fail(2, "usage: cairn evict ARCHIVE|MOUNTPOINT");
+  auto dir = ArchiveDir(args[0]);
+  if (!dir.ok()) return Fail(1, dir.status().message());
+  return SendControl(*dir, ControlRequest{.verb = ControlVerb::kEvict});
 }
 
 }  // namespace cairn

@@ -14,8 +14,10 @@
 #include <fmt/format.h>
 
 #include "archive/config.h"
+#include "archive/rules_fit.h"
 #include "cli/commands.h"
 #include "keys/keystore.h"
+#include "policy/rules.h"
 
 namespace cairn {
 namespace {
@@ -35,7 +37,7 @@ int Usage() {
 Result<std::string> KeystorePath(const std::string& archive) {
   auto options = LoadConfig(archive + "/cairn.conf");
   if (!options.ok()) return options.status();
-  return options->keystore.empty() ? archive + "/keystore" : options->keystore;
+  return cairn::KeystorePath(archive, *options);
 }
 
 // Holds KEYSTORE.lock until the process ends, so two cairn key commands never save over each
@@ -99,6 +101,25 @@ Result<MasterKeySource> NewSource(const std::string& name, const Args& options) 
   auto bytes = MasterKeyOf(source);
   if (!bytes.ok()) return bytes.status();
   return source;
+}
+
+// Busy, naming the line, when the rules of `archive` (if it has any) encrypt
+// under key `name`.
+Status RulesDoNotName(const std::string& archive, const std::string& name) {
+  std::string path = archive + "/rules";
+  if (::access(path.c_str(), F_OK) != 0) return Status::OK();
+  CAIRN_RETURN_IF_ERROR(LoadPluginsOf(archive));  // the values its plugins make valid
+  auto rules = RuleSet::Load(path);
+  if (!rules.ok()) return rules.status();
+  Status named = CheckRulesKeys(
+      *rules,
+      [&](const std::string& key) {
+        return key == name ? Status::InvalidArgument("that key") : Status::OK();
+      },
+      path);
+  if (named.ok()) return named;
+  return Status::Busy(fmt::format("key {} is named by the rules ({}); change them first", name,
+                                                named.message()));
 }
 
 // Runs `action` (count, rewrap, erase) on the data keys `name` wraps: by the daemon when
@@ -216,6 +237,8 @@ int CmdKey(const Args& args) {
     bool erase = options.size() == 1 && options[0] == "--erase";
     if (!options.empty() && !erase) return Usage();
     if (!store->current(name)) return Fail(1, fmt::format("keystore {} has no key {}", *path, name));
+    // Files the rules would encrypt under it could not be persisted any more.
+    if (Status st = RulesDoNotName(archive, name); !st.ok()) return Fail(1, st.message());
     auto files = FileKeyAction(archive, erase ? "erase" : "count", name);
     if (!files.ok()) return Fail(1, files.status().message());
     if (*files > 0 && !erase) {

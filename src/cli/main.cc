@@ -20,8 +20,8 @@ commands:
   mount ARCHIVE MOUNTPOINT [-f] [-d] [-s] [--wait SECONDS] [-o OPTIONS]
   umount MOUNTPOINT
   status ARCHIVE [--json]
-  persist ARCHIVE            persist every dirty file now (mounted archive)
-  evict ARCHIVE              persist, then drop persisted data from the staging cache
+  persist ARCHIVE|MOUNTPOINT persist every dirty file now (mounted archive)
+  evict ARCHIVE|MOUNTPOINT   persist, then drop persisted data from the staging cache
   fsck ARCHIVE               check an unmounted archive
   policy explain PATH        the effective policy of a file, field by field, and where each came from
   policy apply PATH [--progress]   re-encode the out-of-policy files at or below PATH now

@@ -2,15 +2,11 @@
 // ARCHIVE-OR-MOUNTPOINT: checks an admin rules file (against an archive's disks too), shows
 // which existing files it would change, and makes a running daemon re-read ARCHIVE/rules
 // (like SIGHUP). See cairn.rules(5).
-#include <unistd.h>
-
-
 #include <fmt/format.h>
 
 #include "archive/config.h"
 #include "archive/rules_fit.h"
 #include "cli/commands.h"
-#include "codec/plugin_loader.h"
 #include "policy/rules.h"
 
 namespace cairn {
@@ -20,27 +16,6 @@ constexpr const char* kUsage =
     "usage: cairn rules check FILE [--archive ARCHIVE|MOUNTPOINT]\n"
     "       cairn rules dry-run FILE --path DIR   (DIR inside a mounted archive)\n"
     "       cairn rules reload ARCHIVE|MOUNTPOINT";
-
-// The archive directory of `target`: an archive, or the mount point of a mounted one.
-Result<std::string> ArchiveDir(const std::string& target) {
-  if (::access((target + "/cairn.conf").c_str(), F_OK) == 0) return target;
-  auto where = LocateInMount(target);
-  if (!where.ok()) return Status::InvalidArgument(fmt::format("{} is neither an archive nor a mounted archive", target));
-  return where->archive;
-}
-
-// With `archive`, the policies must also fit its disks (raid=rs-20-4 needs 24 of them).
-// The plugins the archive at `dir` uses (those of the default directory without one): the
-// values they make valid (compress=zstd) are checked here as its daemon would.
-Status LoadPluginsOf(const std::string& dir) {
-  std::string plugin_dir;
-  if (!dir.empty()) {
-    auto options = LoadConfig(dir + "/cairn.conf");
-    if (!options.ok()) return options.status();
-    plugin_dir = options->plugin_dir;
-  }
-  return LoadArchivePlugins(plugin_dir);
-}
 
 int Check(const std::string& file, const std::string& archive) {
   auto dir = archive.empty() ? Result<std::string>(std::string()) : ArchiveDir(archive);
@@ -53,6 +28,7 @@ int Check(const std::string& file, const std::string& archive) {
     auto options = LoadConfig(*dir + "/cairn.conf");
     if (!options.ok()) return Fail(1, options.status().message());
     Status fits = CheckRulesFit(*rules, *options, file);
+    if (fits.ok()) fits = CheckRulesKeys(*rules, KeyInKeystore(KeystorePath(*dir, *options)), file);
     if (!fits.ok()) return Fail(1, fits.message());
     fits_note = fmt::format("; fits the {} disks of {}", options->disks.size(), *dir);
   }

@@ -3,7 +3,7 @@ import json
 import os
 import re
 
-from conftest import CAIRN, is_mounted, read_file, run, write_file
+from conftest import CAIRN, cairn, is_mounted, read_file, run, write_file
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PATH_WITH_CAIRN = os.path.dirname(CAIRN) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
@@ -119,3 +119,14 @@ def test_persist_waits_for_a_writer_that_is_closing(archive):
         r = run([CAIRN, "persist", archive.arch], check=False)
         assert r.returncode != 0 and "still being written" in r.stderr
         assert time.monotonic() - started < 30
+
+
+def test_persist_and_evict_take_the_archive_or_its_mount_point(archive):
+    write_file(archive.m("f"), b"z" * 300_000)
+    cairn("persist", archive.mnt)
+    assert os.getxattr(archive.m("f"), "user.cairn.state") == b"persisted"
+    cairn("evict", archive.mnt)
+    assert read_file(archive.m("f")) == b"z" * 300_000
+    os.makedirs(archive.s("elsewhere"), exist_ok=True)
+    r = cairn("persist", archive.s("elsewhere"), check=False)
+    assert r.returncode == 1 and "is neither an archive nor a mounted archive" in r.stderr, r.stderr

@@ -204,6 +204,42 @@ def test_deleting_a_file_or_its_master_key_erases_the_data_keys(archive):
     os.remove(archive.m("e", "keep"))  # the name goes like any other; fsck is clean again
 
 
+def test_rules_that_encrypt_need_a_key_the_keystore_holds(archive):
+    cairn("key", "create", archive.arch, "k1")
+    rules_file = os.path.join(archive.arch, "rules")
+
+    def install(text):
+        with open(rules_file, "w") as f:
+            f.write(text)
+        return cairn("rules", "reload", archive.arch, check=False)
+
+    good = "rule secrets\n    where path /vault/**\n    set encrypt=aes-256-gcm key=k1\ndefault\n"
+    assert install(good).returncode == 0
+    # Without key=, or under a key the keystore lacks, no file they match could be persisted:
+    # refused by cairn rules check and by the daemon, naming the line, and the old rules stay.
+    for text, why in [(good.replace(" key=k1", ""), "encrypt=aes-256-gcm needs key=NAME"),
+                      (good.replace("key=k1", "key=k9"), "has no key of that name"),
+                      ("policy sealed\n    set encrypt=aes-256-gcm key=k9\n" + good, "policy sealed")]:
+        candidate = archive.s("candidate.rules")
+        write_file(candidate, text.encode())
+        r = cairn("rules", "check", candidate, "--archive", archive.arch, check=False)
+        assert r.returncode == 1 and why in r.stderr and "candidate.rules:" in r.stderr, r.stderr
+        r = install(text)
+        assert r.returncode == 1 and why in r.stderr and "rules:" in r.stderr, r.stderr
+    install(good)
+    os.makedirs(archive.m("vault"))
+    data = random_bytes(3 * MiB, 21)
+    write_file(archive.m("vault", "f"), data)
+    archive.persist()
+    assert "encrypt=aes-256-gcm key=k1" in os.getxattr(archive.m("vault", "f"), "user.cairn.effective").decode()
+    assert key_files(archive, "k1") == 1
+    # A master key the rules name is not deleted from under them, not even with --erase.
+    r = cairn("key", "delete", archive.arch, "k1", "--erase", check=False)
+    assert r.returncode == 1 and "key k1 is named by the rules" in r.stderr and "rule secrets" in r.stderr, r.stderr
+    archive.evict()
+    assert read_file(archive.m("vault", "f")) == data
+
+
 def test_recover_keeps_the_data_keys_of_the_old_catalog(archive):
     cairn("key", "create", archive.arch, "k1")
     encrypt_dir(archive, archive.m("e"), compress="zstd")

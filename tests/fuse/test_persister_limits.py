@@ -89,29 +89,36 @@ def test_sparse_terabyte_persists_in_seconds_and_reads_back(archive):
 
 
 def test_small_file_of_another_user_is_persisted_while_a_large_one_is(archive):
+    # Another user closes a small file while the persister works on a large one behind its
+    # writer. The large file is still being written until the small one is persisted, so the
+    # small one cannot have waited for the large one to be finished, however fast the machine.
     big = archive.m("big")
     block = random_bytes(4 * MiB, 11)
-    with open(big, "wb") as f:
-        for _ in range(512):  # 2 GiB of data
-            f.write(block)
-    # once the persister is busy with the large file, another user closes a small one
-    wait_for(lambda: archive.status()["bytes_persisted"] > 0, 60, "the large file's persisting to start")
     small = os.path.join(shared_dir(archive, "other"), "small")
-    t0 = time.monotonic()
-    run_as_nobody("import sys, json\nopen(sys.argv[1], 'wb').write(b's' * 100000)\nprint(json.dumps(0))", small)
-    wait_for(lambda: state(small) == "persisted", 60, "the small file to be persisted")
-    small_took = time.monotonic() - t0
-    big_state = state(big)
-    assert big_state != "persisted", (
-        f"the small file was persisted only after the whole 2 GiB file ({small_took:.1f} s): it waited behind it")
+    blocks = 0
+    with open(big, "wb") as f:
+        while archive.status()["bytes_persisted"] == 0:  # past half the 1 GiB cache: written behind
+            assert blocks < 1024, "4 GiB written and nothing persisted behind the writer"
+            f.write(block)
+            blocks += 1
+        t0 = time.monotonic()
+        run_as_nobody("import sys, json\nopen(sys.argv[1], 'wb').write(b's' * 100000)\nprint(json.dumps(0))", small)
+        while state(small) != "persisted":
+            assert time.monotonic() - t0 < 60 and blocks < 1536, (
+                f"the small file was not persisted in {time.monotonic() - t0:.1f} s while the large one was written")
+            f.write(block)
+            blocks += 1
+            time.sleep(0.02)  # a steady writer, not one that fills the disks while it waits
+        small_took = time.monotonic() - t0
     archive.persist()
     assert state(big) == "persisted"
+    assert os.stat(big).st_size == blocks * len(block)
     archive.evict()
     with open(big, "rb") as f:
-        for index in (0, 1, 255, 511):
+        for index in (0, 1, blocks // 2, blocks - 1):
             assert os.pread(f.fileno(), len(block), index * len(block)) == block, f"block {index} differs"
     assert read_file(small) == b"s" * 100000
-    print(f"small file persisted {small_took:.1f} s after its close, the large one was still {big_state}")
+    print(f"small file persisted {small_took:.1f} s after its close, while {blocks * 4} MiB of the large one were written")
 
 
 def test_many_files_of_one_user_do_not_hold_up_another_users_file(archive):
