@@ -33,7 +33,7 @@ Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags, const Caller& call
     auto key = archive_.file_keys().KeyNameOf(ino);
     if (!key.ok()) return key.status();
     if (*key) {
-      Status allowed = archive_.file_keys().Authorize(**key, caller.uid, caller.gid);
+      Status allowed = archive_.file_keys().Authorize(**key, caller.uid, caller.groups());
       if (!allowed.ok()) {
         LogWarning("open of inode {} refused: {}", ino, allowed.message());
         return allowed;

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "catalog/catalog.h"
 
@@ -15,6 +17,20 @@ struct Caller {
   uint32_t uid = 0;
   uint32_t gid = 0;
   uint32_t umask = 022;
+  // Reads the caller's supplementary groups (a read of /proc: asked only where they matter);
+  // unset: none.
+  std::function<std::vector<uint32_t>()> supplementary_groups;
+
+  // gid, then the supplementary groups.
+  std::vector<uint32_t> groups() const {
+    std::vector<uint32_t> all{gid};
+    if (supplementary_groups) {
+      for (uint32_t g : supplementary_groups()) {
+        if (g != gid) all.push_back(g);
+      }
+    }
+    return all;
+  }
 };
 
 struct SetAttrRequest {

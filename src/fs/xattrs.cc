@@ -36,7 +36,7 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
     // Before the catalog lock: it reads the keystore.
     std::string key_name(value.begin(), value.end());
     if (key_name != "none" && CheckKeyName(key_name).ok()) {
-      Status usable = archive_.file_keys().CheckSelectable(key_name, caller.uid, caller.gid);
+      Status usable = archive_.file_keys().CheckSelectable(key_name, caller.uid, caller.groups());
       if (!usable.ok()) {
         LogWarning("setxattr {} refused: {}", name, usable.message());
         return usable;

@@ -56,7 +56,20 @@ fuse_entry_param ToEntry(const InodeRecord& r) {
 
 Caller CallerOf(fuse_req_t req) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  return Caller{ctx->uid, ctx->gid, ctx->umask};
+  // Used within the request only, so `req` is still valid when it is asked.
+  auto supplementary = [req]() -> std::vector<uint32_t> {
+    std::vector<gid_t> list(64);
+    for (;;) {
+      int n = fuse_req_getgroups(req, static_cast<int>(list.size()), list.data());
+      if (n < 0) {  // no /proc, or the caller is gone: no supplementary groups, so less access
+        LogWarning("cannot read the supplementary groups of pid {}: {}", fuse_req_ctx(req)->pid, std::strerror(-n));
+        return {};
+      }
+      if (static_cast<size_t>(n) <= list.size()) return {list.begin(), list.begin() + n};
+      list.resize(static_cast<size_t>(n));
+    }
+  };
+  return Caller{ctx->uid, ctx->gid, ctx->umask, supplementary};
 }
 
 int64_t ToNs(const timespec& ts) { return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec; }

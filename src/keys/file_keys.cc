@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
@@ -205,23 +206,24 @@ Result<std::optional<std::string>> FileKeys::KeyNameOf(uint64_t ino) {
   return std::optional(row->key_name);
 }
 
-Status FileKeys::Authorize(const std::string& key_name, uid_t uid, gid_t gid) {
+Status FileKeys::Authorize(const std::string& key_name, uid_t uid, std::span<const gid_t> gids) {
   if (uid == 0) return Status::OK();
   auto keystore = CurrentKeystore();
   if (!keystore.ok()) return keystore.status();
-  if ((*keystore)->Allows(key_name, uid, gid)) return Status::OK();
+  if ((*keystore)->Allows(key_name, uid, gids)) return Status::OK();
   return Status::Posix(EACCES, fmt::format("key {}: uid {} (gid {}) is not allowed to use it (see the 'allow {}' "
-                                           "line of {})", key_name, uid, gid, key_name, keystore_path_));
+                                           "line of {})", key_name, uid, fmt::join(gids, ","), key_name,
+                                           keystore_path_));
 }
 
-Status FileKeys::CheckSelectable(const std::string& key_name, uid_t uid, gid_t gid) {
+Status FileKeys::CheckSelectable(const std::string& key_name, uid_t uid, std::span<const gid_t> gids) {
   auto keystore = CurrentKeystore();
   if (keystore.status().IsNotFound()) return Status::Posix(EINVAL, keystore.status().message());
   if (!keystore.ok()) return keystore.status();
   if (!(*keystore)->current(key_name)) {
     return Status::Posix(EINVAL, fmt::format("keystore {} has no key {} (cairn key list)", keystore_path_, key_name));
   }
-  return Authorize(key_name, uid, gid);
+  return Authorize(key_name, uid, gids);
 }
 
 Result<uint64_t> FileKeys::Rewrap(const std::string& key_name) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "cairn/status.h"
@@ -48,12 +49,13 @@ class FileKeys {
   Result<DataKey> ForReading(uint64_t ino);
   // The master key name `ino`'s data key is wrapped by; nullopt when it has none.
   Result<std::optional<std::string>> KeyNameOf(uint64_t ino);
-  // OK when a caller of `uid`/`gid` may use master key `key_name` (select it in a policy,
-  // read through it); Permission (EACCES) naming the key and the caller otherwise.
-  Status Authorize(const std::string& key_name, uid_t uid, gid_t gid);
+  // OK when a caller of `uid` in groups `gids` (primary, then supplementary) may use master
+  // key `key_name` (select it in a policy, read through it); Permission (EACCES) naming the
+  // key and the caller otherwise.
+  Status Authorize(const std::string& key_name, uid_t uid, std::span<const gid_t> gids);
   // Authorize(), and InvalidArgument when the keystore has no key `key_name`: whether a
   // policy may name it (key=).
-  Status CheckSelectable(const std::string& key_name, uid_t uid, gid_t gid);
+  Status CheckSelectable(const std::string& key_name, uid_t uid, std::span<const gid_t> gids);
 
   // Rotation: every data key wrapped by an older version of `key_name` is re-wrapped by
   // its newest, in the catalog's batch; the number re-wrapped.

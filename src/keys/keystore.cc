@@ -353,10 +353,13 @@ const std::vector<std::string>& Keystore::grants(const std::string& name) const 
   return kNone;
 }
 
-bool Keystore::Allows(const std::string& name, uid_t uid, gid_t gid) const {
+bool Keystore::Allows(const std::string& name, uid_t uid, std::span<const gid_t> gids) const {
   if (uid == 0) return true;
   for (const std::string& who : grants(name)) {
-    if (who == "*" || who == fmt::format("uid:{}", uid) || who == fmt::format("gid:{}", gid)) return true;
+    if (who == "*" || who == fmt::format("uid:{}", uid)) return true;
+    for (gid_t gid : gids) {
+      if (who == fmt::format("gid:{}", gid)) return true;
+    }
   }
   return false;
 }

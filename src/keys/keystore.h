@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,9 @@ class Keystore {
   const MasterKeySource* find(const std::string& name, uint32_t version) const;
   // WHO terms of `name`'s allow line, empty when it has none (root only).
   const std::vector<std::string>& grants(const std::string& name) const;
-  // Whether a caller of `uid` and `gid` may select or read through key `name`.
-  bool Allows(const std::string& name, uid_t uid, gid_t gid) const;
+  // Whether a caller of `uid` in groups `gids` (primary and supplementary) may select or
+  // read through key `name`.
+  bool Allows(const std::string& name, uid_t uid, std::span<const gid_t> gids) const;
 
   // Adds the next version of `name` (1 for a new name); InvalidArgument for a bad name.
   Status AddVersion(MasterKeySource source);

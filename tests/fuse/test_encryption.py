@@ -173,6 +173,19 @@ print(json.dumps(out))
 """
     assert run_as_nobody(probe, archive.m("e", "f"), archive.m("mine")) == {"read": "EACCES", "select": "EACCES"}
     assert f"uid {NOBODY} (gid {NOBODY}) is not allowed to use it" in log_text(archive)
+    # A grant to a group reaches its members through their supplementary groups too.
+    cairn("key", "allow", archive.arch, "k1", "gid:4242")
+    drop_caches()
+
+    def as_nobody_in(groups):
+        r = run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", f"--groups={groups}", "/usr/bin/python3",
+                 "-c", probe, archive.m("e", "f"), archive.m("mine")], cwd="/")
+        return json.loads(r.stdout)
+
+    assert as_nobody_in("4242") == {"read": "for granted eyes only\n", "select": "ok"}
+    drop_caches()
+    assert as_nobody_in("4243,4244") == {"read": "EACCES", "select": "EACCES"}
+    assert f"uid {NOBODY} (gid {NOBODY},4243,4244) is not allowed to use it" in log_text(archive)
     r = cairn("key", "allow", archive.arch, "k1", f"uid:{NOBODY}")
     assert f"uid:{NOBODY}" in r.stdout
     drop_caches()

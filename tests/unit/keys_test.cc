@@ -90,10 +90,13 @@ TEST_CASE("Keys: the keystore saves and loads root-only, and refuses a wider mod
   auto first = MasterKeyOf(*loaded->find("k1", 1));
   REQUIRE(first.ok());
   CHECK(Hex(first->bytes()) == Hex(k1->bytes->bytes()));
-  CHECK(loaded->Allows("k1", 1000, 1000));
-  CHECK(loaded->Allows("k1", 2000, 50));
-  CHECK(!loaded->Allows("k1", 2000, 2000));
-  CHECK(loaded->Allows("k1", 0, 0));  // root
+  const std::vector<gid_t> primary_1000{1000}, primary_50{50}, primary_2000{2000}, root{0};
+  const std::vector<gid_t> supplementary_50{2000, 7, 50};
+  CHECK(loaded->Allows("k1", 1000, primary_1000));
+  CHECK(loaded->Allows("k1", 2000, primary_50));
+  CHECK(loaded->Allows("k1", 2000, supplementary_50));
+  CHECK(!loaded->Allows("k1", 2000, primary_2000));
+  CHECK(loaded->Allows("k1", 0, root));  // root
 
   REQUIRE(::chmod(path.c_str(), 0644) == 0);
   auto wide = Keystore::Load(path);
@@ -214,10 +217,11 @@ TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation,
   }
 
   // Who may use it.
-  CHECK(keys.Authorize("k1", 0, 0).ok());
-  Status refused = keys.Authorize("k1", 1000, 1000);
+  const std::vector<gid_t> root{0}, user{1000};
+  CHECK(keys.Authorize("k1", 0, root).ok());
+  Status refused = keys.Authorize("k1", 1000, user);
   CHECK(refused.sys_errno() == EACCES);
-  CHECK(keys.CheckSelectable("k3", 0, 0).sys_errno() == EINVAL);
+  CHECK(keys.CheckSelectable("k3", 0, root).sys_errno() == EINVAL);
 
   // Crypto-erase: the data keys under k1 are gone, from memory too.
   auto erased = keys.EraseUnder("k1");
