@@ -546,7 +546,7 @@ Status Catalog::DeleteInode(uint64_t ino) {
   CAIRN_RETURN_IF_ERROR(DequeuePolicyCheck(ino));
   // The data is unreadable once its key is gone (crypto-erase); secure_delete overwrites
   // the freed bytes of the row.
-  CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM file_keys WHERE ino = ?").Bind(ino).Run());
+  CAIRN_RETURN_IF_ERROR(DeleteFileKey(ino));
   CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM inodes WHERE ino = ?").Bind(ino).Run());
   if (inode_count_) *inode_count_ -= std::min<uint64_t>(*inode_count_, sqlite3_changes(db_));
   return Status::OK();
@@ -847,6 +847,10 @@ Result<uint64_t> Catalog::MaxExtentIdEverUsed() {
   if (s.Step()) return std::max(s.UInt(0), s.UInt(1));
   CAIRN_RETURN_IF_ERROR(s.status());
   return Status::Corruption("catalog: no highest extent id");
+}
+
+Status Catalog::DeleteFileKey(uint64_t ino) {
+  return Prepare("DELETE FROM file_keys WHERE ino = ?").Bind(ino).Run();
 }
 
 Result<FileKeyRecord> Catalog::GetFileKey(uint64_t ino) {

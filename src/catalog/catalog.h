@@ -268,6 +268,7 @@ class Catalog {
   // --- file data keys (keys/file_keys.h): wrapped, never in clear
   Result<FileKeyRecord> GetFileKey(uint64_t ino);  // NotFound when the file has none
   Status PutFileKey(const FileKeyRecord& record);   // insert or replace
+  Status DeleteFileKey(uint64_t ino);               // none left is not an error
   Result<std::vector<FileKeyRecord>> FileKeysUnder(const std::string& key_name);
   Result<std::vector<FileKeyRecord>> AllFileKeys();
   Status DeleteFileKeysUnder(const std::string& key_name);

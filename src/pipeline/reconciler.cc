@@ -407,6 +407,8 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
       if (!inode.ok()) return inode.status();
       CAIRN_RETURN_IF_ERROR(update.SetLayout(*inode, *batch.jobs[j].plan));
       CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*inode));
+      // Every segment was rewritten: a file no longer encrypted needs no data key.
+      if (!batch.jobs[j].plan->chain.needs_key()) CAIRN_RETURN_IF_ERROR(catalog.DeleteFileKey(inode->ino));
       // A policy change while it was being rewritten leaves it queued for another pass.
       auto policy = ResolvePolicy(catalog, inode->ino, archive_.policy_context());
       if (!policy.ok()) return policy.status();
@@ -421,6 +423,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   for (size_t j = 0; j < batch.jobs.size(); j++) {
     if (swap[j]) {
       progress->files_done++;
+      if (!batch.jobs[j].plan->chain.needs_key()) archive_.file_keys().Forget(batch.jobs[j].inode.ino);
     } else {
       (batch.jobs[j].failed ? progress->files_failed : progress->files_busy)++;
     }

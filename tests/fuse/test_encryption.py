@@ -253,6 +253,31 @@ def test_rules_that_encrypt_need_a_key_the_keystore_holds(archive):
     assert read_file(archive.m("vault", "f")) == data
 
 
+def test_a_file_re_encoded_without_encryption_drops_its_data_key(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    data = random_bytes(5 * MiB, 23)
+    write_file(archive.m("e", "f"), data)
+    write_file(archive.m("e", "stays"), b"still sealed\n")
+    archive.persist()
+    assert key_files(archive, "k1") == 2
+    os.setxattr(archive.m("e", "f"), "user.cairn.encrypt", b"off")
+    cairn("policy", "apply", archive.m("e", "f"))
+    assert "encrypt=off" in os.getxattr(archive.m("e", "f"), "user.cairn.effective").decode()
+    assert key_files(archive, "k1") == 1  # only the file still encrypted keeps one
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("e", "f")) == data
+    assert read_file(archive.m("e", "stays")) == b"still sealed\n"
+    # Encrypted again, it gets a new data key.
+    os.setxattr(archive.m("e", "f"), "user.cairn.encrypt", b"aes-256-gcm")
+    cairn("policy", "apply", archive.m("e", "f"))
+    assert key_files(archive, "k1") == 2
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("e", "f")) == data
+
+
 def test_recover_keeps_the_data_keys_of_the_old_catalog(archive):
     cairn("key", "create", archive.arch, "k1")
     encrypt_dir(archive, archive.m("e"), compress="zstd")
