@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -43,6 +44,11 @@ class Disk {
 Result<std::unique_ptr<Disk>> OpenImageDisk(const std::string& path);
 // Creates a sparse image file of `size` bytes; fails if `path` exists.
 Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t size);
+// Makes the first `length` bytes of the image file or block device `path` read as zeros,
+// durably (BLKZEROOUT on a device, which the kernel turns into WRITE ZEROES or plain
+// writes; a punched hole, or written zeros, in a file). `progress(bytes_done)` after each
+// GiB.
+Status ZeroDisk(const std::string& path, uint64_t length, const std::function<void(uint64_t)>& progress = {});
 // Stands in for a disk that could not be opened: every read and write fails with IOError
 // naming `name` and `why`, and it has no space.
 std::unique_ptr<Disk> MissingDisk(const std::string& name, const std::string& why);

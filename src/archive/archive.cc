@@ -95,7 +95,7 @@ Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
     options.disks.push_back(relative);
   }
   for (const MkfsOptions::Group& group : mkfs.groups) {
-    CAIRN_RETURN_IF_ERROR(AddGroup(dir, id, group.spec, mkfs.disk_size, group.devices, options));
+    CAIRN_RETURN_IF_ERROR(AddGroup(dir, id, group.spec, mkfs.disk_size, group.devices, options, mkfs.progress));
   }
   auto catalog = Catalog::Create(dir + "/catalog.db", ::getuid(), ::getgid(), NowNs());
   if (!catalog.ok()) return catalog.status();

@@ -42,6 +42,8 @@ struct MkfsOptions {
     std::vector<std::string> devices;  // block devices to format instead of images
   };
   std::vector<Group> groups;  // after the default pool, in this order (group_setup.h)
+  // Told what takes long (zeroing the devices of a lonestar group), a line at a time.
+  std::function<void(const std::string&)> progress;
 };
 
 // Creates a new archive in `dir` (absent or empty): config, catalog, cache/, disks/.

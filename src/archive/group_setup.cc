@@ -56,7 +56,8 @@ Result<GroupSpec> ParseGroupSpec(std::string_view text) {
 }
 
 Status AddGroup(const std::string& dir, const ArchiveId& id, const GroupSpec& spec, uint64_t disk_size,
-                const std::vector<std::string>& devices, ArchiveOptions& options) {
+                const std::vector<std::string>& devices, ArchiveOptions& options,
+                const std::function<void(const std::string&)>& progress) {
   // The implicit group of an archive whose cairn.conf names none becomes explicit.
   std::vector<ArchiveOptions::Group> groups =
       options.groups.empty() && !options.disks.empty() ? EffectiveGroups(options) : options.groups;
@@ -89,6 +90,12 @@ Status AddGroup(const std::string& dir, const ArchiveId& id, const GroupSpec& sp
       CAIRN_RETURN_IF_ERROR(FormatDisk(dir + "/" + relative, index, id, size));
       options.disks.push_back(relative);
     } else {
+      if (spec.type == "lonestar") {  // its parity must hold for what the devices held before
+        if (progress) progress(fmt::format("zeroing {} ({} bytes)", devices[i], size));
+        CAIRN_RETURN_IF_ERROR(ZeroDisk(devices[i], size, [&](uint64_t done) {
+          if (progress && done < size) progress(fmt::format("zeroing {}: {} of {} MiB", devices[i], done >> 20, size >> 20));
+        }));
+      }
       CAIRN_RETURN_IF_ERROR(FormatDevice(devices[i], index, id, size));
       options.disks.push_back(devices[i]);
     }
@@ -98,19 +105,9 @@ Status AddGroup(const std::string& dir, const ArchiveId& id, const GroupSpec& sp
     auto journal = PromiseJournal::Create(LoneStarJournalPath(dir, spec.name),
                                           LoneStarIdentity(options.archive_id, spec.name));
     if (!journal.ok()) return journal.status();
-    if (devices.empty()) {
-      // New images hold zeros, which are their own parity: the group reads nothing of them
-      // past what it writes (their high-water marks).
-      CAIRN_RETURN_IF_ERROR((*journal)->RaiseHighWater(group.disks, 0));
-    } else {
-      // A device may hold anything: it has no mark (it is read whole), and the group's parity
-      // is derived from its buckets (cairn rebuild) before it is trusted.
-      auto geometry = GridGeometry::Parse(spec.geometry);
-      for (uint32_t p = 0; p < group.disks.size(); p++) {
-        if (geometry->role(p) == DiskRole::kData) continue;
-        CAIRN_RETURN_IF_ERROR((*journal)->AddDefect(group.disks[p], {kBlockSize, size - kBlockSize}));
-      }
-    }
+    // New images and zeroed devices hold zeros, which are their own parity: the group reads
+    // nothing of them past what it writes (their high-water marks).
+    CAIRN_RETURN_IF_ERROR((*journal)->RaiseHighWater(group.disks, 0));
   }
   options.groups = std::move(groups);  // the implicit default group, if any, becomes explicit
   options.groups.push_back(std::move(group));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,7 +31,10 @@ Result<GroupSpec> ParseGroupSpec(std::string_view text);
 // `disk_size` bytes under dir/disks, or, when `devices` are given (one per disk), on those
 // block devices or files; appends them and the group to `options`; creates a lonestar
 // group's journal. The caller saves `options` (SaveConfig) afterwards. Refuses a name taken.
+// A lonestar group's devices are zeroed first (with `progress` lines): its parity starts as the
+// parity of zeros, as on new images, whatever the devices held before.
 Status AddGroup(const std::string& dir, const ArchiveId& id, const GroupSpec& spec, uint64_t disk_size,
-                const std::vector<std::string>& devices, ArchiveOptions& options);
+                const std::vector<std::string>& devices, ArchiveOptions& options,
+                const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace cairn

@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -78,6 +80,28 @@ class ImageDisk final : public Disk {
     return Status::OK();
   }
 
+  // Makes [offset, offset+length) read as zeros (not durable before Sync).
+  Status ZeroRange(uint64_t offset, uint64_t length) {
+    int rc;
+    if (block_device_) {
+      uint64_t range[2] = {offset, length};
+      rc = ::ioctl(fd_, BLKZEROOUT, range);
+    } else {
+      rc = ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                       static_cast<off_t>(length));
+      if (rc != 0 && errno == EOPNOTSUPP) {  // a file system without holes: written zeros
+        static const std::vector<uint8_t> zeros(1 << 20);
+        for (uint64_t at = offset; at < offset + length; at += zeros.size()) {
+          uint64_t n = std::min<uint64_t>(zeros.size(), offset + length - at);
+          CAIRN_RETURN_IF_ERROR(WriteAt(at, std::span(zeros).first(n)));
+        }
+        return Status::OK();
+      }
+    }
+    if (rc != 0) return Status::FromErrno(fmt::format("{}: zeroing {} bytes at {}", name_, length, offset), errno);
+    return Status::OK();
+  }
+
   uint64_t Size() const override { return size_; }
   uint32_t SectorSize() const override { return 4096; }
   const std::string& Name() const override { return name_; }
@@ -112,6 +136,23 @@ Result<std::unique_ptr<Disk>> OpenImageDisk(const std::string& path) {
     return Status::InvalidArgument(fmt::format("disk {} is neither a regular file nor a block device", path));
   }
   return std::unique_ptr<Disk>(new ImageDisk(path, fd, size, block_device));
+}
+
+Status ZeroDisk(const std::string& path, uint64_t length, const std::function<void(uint64_t)>& progress) {
+  auto opened = OpenImageDisk(path);
+  if (!opened.ok()) return opened.status();
+  auto& disk = static_cast<ImageDisk&>(**opened);
+  if (length > disk.Size()) {
+    return Status::InvalidArgument(fmt::format("{}: cannot zero {} bytes of {}", path, length, disk.Size()));
+  }
+  constexpr uint64_t kStep = 1ull << 30;
+  for (uint64_t done = 0; done < length;) {
+    uint64_t n = std::min(kStep, length - done);
+    CAIRN_RETURN_IF_ERROR(disk.ZeroRange(done, n));
+    done += n;
+    if (progress) progress(done);
+  }
+  return disk.Sync();
 }
 
 Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t size) {

@@ -128,6 +128,7 @@ int CmdMkfs(const Args& args) {
     }
   }
   if (dir.empty() || !have_disks || !have_size) return Fail(2, usage);
+  mkfs.progress = [](const std::string& line) { fmt::print(stderr, "cairn: {}\n", line); };
   Status st = CreateArchive(dir, mkfs);
   if (!st.ok()) return Fail(1, st.message());
   uint32_t disks = mkfs.disk_count;

@@ -112,6 +112,41 @@ def test_a_tree_reads_back_after_losing_any_three_disks_and_rebuilds(archive):
     check_tree(archive.m("cold"), digests)
 
 
+def test_a_group_on_devices_that_held_other_data_survives_losing_three(archive):
+    """--devices: the group's devices (files here) held other data before; mkfs zeroes them, so
+    the parity of what the group writes holds, and a tree reads back after losing a bucket with
+    its hP and vP."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    devices = []
+    for p in range(16):
+        path = archive.s(f"dev{p}")
+        write_file(path, random_bytes(32 * MiB, 900 + p))  # what the device held before
+        devices.append(path)
+    r = cairn("mkfs", archive.arch, "--disks", str(POOL_DISKS), "--disk-size", "64M",
+              "--group", "cold:lonestar:4x4:2+1", "--devices", ",".join(devices))
+    assert f"zeroing {devices[0]}" in r.stderr, r.stderr
+    archive.mount()
+    os.mkdir(archive.m("cold"))
+    os.setxattr(archive.m("cold"), "user.cairn.placement", b"group=cold")
+    source = archive.s("source")
+    digests = make_tree(source)
+    sh(f"tar -C {source} -cf - . | tar -C {archive.m('cold')} -xf -")
+    archive.evict()
+    archive.umount()
+    archive.fsck()  # every parity relation holds
+    lost = [0, 2, 12]  # bucket 0, its hP and its vP
+    for p in lost:
+        os.rename(devices[p], devices[p] + ".aside")
+    try:
+        archive.mount("degraded")
+        check_tree(archive.m("cold"), digests)
+        archive.umount()
+    finally:
+        for p in lost:
+            os.rename(devices[p] + ".aside", devices[p])
+
+
 @pytest.mark.parametrize("mode,steps", [
     ("serialized", ["begin", "data", "data-synced", "data-marked", "hP-written", "hP", "vP", "vhP-written"]),
     ("direct", ["begin", "data", "parity", "data-synced", "parity-synced"]),
