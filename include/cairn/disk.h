@@ -22,6 +22,9 @@ class Disk {
   virtual Status ReadAt(uint64_t offset, std::span<uint8_t> dst) = 0;
   // Writes all of src at `offset`. Data is durable only after Sync() returns OK.
   virtual Status WriteAt(uint64_t offset, std::span<const uint8_t> src) = 0;
+  // Writes `pieces` back to back at `offset`: one WriteAt of their concatenation, which is
+  // what this default does; a device may write them as they are, without joining them.
+  virtual Status WriteGatherAt(uint64_t offset, std::span<const std::span<const uint8_t>> pieces);
   // Makes every completed WriteAt durable.
   virtual Status Sync() = 0;
   // Tells the device that [offset, offset+length) holds no data any more (hole punch / TRIM).
@@ -55,7 +58,8 @@ std::unique_ptr<Disk> MissingDisk(const std::string& name, const std::string& wh
 
 // Forwards every call to another Disk, so decorators (fault injection, power accounting)
 // override only what they change. ReadRebuilt and Rewrite are not forwarded: a decorator
-// sits on a device, below any redundancy, so Rewrite is its own WriteAt.
+// sits on a device, below any redundancy, so Rewrite is its own WriteAt; nor is
+// WriteGatherAt, which comes to the decorator's WriteAt joined.
 class DiskWrapper : public Disk {
  public:
   explicit DiskWrapper(std::unique_ptr<Disk> target) : target_(std::move(target)) {}

@@ -1,5 +1,6 @@
 #include "backend/extent_io.h"
 
+#include <array>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -53,7 +54,16 @@ Result<std::vector<uint8_t>> DecodeWithIdr(Disk& disk, uint64_t at, const Extent
 }  // namespace
 
 Status WriteExtent(Disk& disk, uint64_t offset, const ExtentHeader& header, std::span<const uint8_t> payload) {
-  return disk.WriteAt(offset, EncodeExtent(header, payload));
+  if (header.redundancy.idr_scramble != 0) return disk.WriteAt(offset, EncodeExtent(header, payload));
+  // Without intra-disk parity the payload goes to the disk as it is: header block, payload,
+  // zeros up to the allocation (no copy of the payload in memory).
+  static const std::array<uint8_t, kBlockSize> kZeros{};
+  std::array<uint8_t, kExtentHeaderSize> header_block{};
+  auto encoded = EncodeExtentHeader(header);
+  std::memcpy(header_block.data(), encoded.data(), encoded.size());
+  uint64_t tail = ExtentAllocation(payload.size(), 0) - kExtentHeaderSize - payload.size();
+  const std::span<const uint8_t> pieces[] = {header_block, payload, std::span(kZeros).first(tail)};
+  return disk.WriteGatherAt(offset, pieces);
 }
 
 std::vector<uint8_t> EncodeExtent(const ExtentHeader& header, std::span<const uint8_t> payload) {

@@ -5,10 +5,12 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -55,6 +57,39 @@ class ImageDisk final : public Disk {
         return Status::FromErrno(fmt::format("{}: write of {} bytes at {}", name_, src.size(), offset), errno);
       }
       done += static_cast<size_t>(n);
+    }
+    return Status::OK();
+  }
+
+  // One pwritev: the pieces go from where they are to the device, never joined in memory.
+  Status WriteGatherAt(uint64_t offset, std::span<const std::span<const uint8_t>> pieces) override {
+    std::vector<iovec> iov;
+    uint64_t total = 0;
+    for (std::span<const uint8_t> piece : pieces) {
+      if (piece.empty()) continue;
+      iov.push_back({const_cast<uint8_t*>(piece.data()), piece.size()});
+      total += piece.size();
+    }
+    if (offset + total > size_) {
+      return Status::InvalidArgument(fmt::format("{}: write of {} bytes at {} passes the end of the device ({} bytes)",
+                                                 name_, total, offset, size_));
+    }
+    if (iov.size() > IOV_MAX) return Disk::WriteGatherAt(offset, pieces);
+    for (size_t first = 0, done = 0; first < iov.size();) {
+      ssize_t n = ::pwritev(fd_, &iov[first], static_cast<int>(iov.size() - first), static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::FromErrno(fmt::format("{}: write of {} bytes at {}", name_, total, offset), errno);
+      }
+      done += static_cast<size_t>(n);
+      // Past what was written: whole pieces dropped, the rest of a cut one kept.
+      for (auto left = static_cast<size_t>(n); left > 0 && first < iov.size();) {
+        size_t take = std::min(left, iov[first].iov_len);
+        iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + take;
+        iov[first].iov_len -= take;
+        left -= take;
+        if (iov[first].iov_len == 0) first++;
+      }
     }
     return Status::OK();
   }
@@ -165,6 +200,12 @@ Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t 
     return Status::FromErrno(fmt::format("cannot size disk image {} to {} bytes", path, size), err);
   }
   return std::unique_ptr<Disk>(new ImageDisk(path, fd, size, false));
+}
+
+Status Disk::WriteGatherAt(uint64_t offset, std::span<const std::span<const uint8_t>> pieces) {
+  std::vector<uint8_t> joined;
+  for (std::span<const uint8_t> piece : pieces) joined.insert(joined.end(), piece.begin(), piece.end());
+  return WriteAt(offset, joined);
 }
 
 Status Disk::ReadRebuilt(uint64_t, std::span<uint8_t>) {

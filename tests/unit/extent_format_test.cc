@@ -260,6 +260,51 @@ TEST_CASE("ExtentIo: write, read back, and detect damage on a file-backed disk")
   }
 }
 
+TEST_CASE("ExtentIo: an extent written from its pieces is byte for byte the one written joined") {
+  test::TempDir dir;
+  auto gathered = CreateImageDisk(dir / "gathered.img", 1 << 20);  // pwritev of the pieces
+  auto joined = CreateImageDisk(dir / "joined.img", 1 << 20);
+  REQUIRE(gathered.ok());
+  REQUIRE(joined.ok());
+  // A decorator gets the pieces joined, as one WriteAt (fault injection sees every byte).
+  struct CountingDisk final : DiskWrapper {
+    using DiskWrapper::DiskWrapper;
+    Status WriteAt(uint64_t offset, std::span<const uint8_t> src) override {
+      writes.push_back(src.size());
+      return DiskWrapper::WriteAt(offset, src);
+    }
+    std::vector<size_t> writes;
+  };
+  CountingDisk counting(std::move(*joined));
+  for (size_t size : {0, 1, 4095, 4096, 10000, 65536}) {
+    INFO(size);
+    REQUIRE((*gathered)->Discard(0, 1 << 20).ok());
+    REQUIRE(counting.Discard(0, 1 << 20).ok());
+    auto payload = test::RandomBytes(size, 7);
+    ExtentHeader h = SampleHeader();
+    h.payload_length = payload.size();
+    h.payload_crc = Crc32c(payload);
+    // Old bytes past the payload must not survive in its allocation.
+    REQUIRE((*gathered)->WriteAt(8192, test::RandomBytes(4096 + 69632, 8)).ok());
+    REQUIRE(counting.WriteAt(8192, test::RandomBytes(4096 + 69632, 8)).ok());
+    REQUIRE(WriteExtent(**gathered, 8192, h, payload).ok());
+    REQUIRE(WriteExtent(counting, 8192, h, payload).ok());
+    CHECK(counting.writes.back() == ExtentAllocation(size, 0));
+    std::vector<uint8_t> a(ExtentAllocation(size, 0)), b(a.size()), encoded = EncodeExtent(h, payload);
+    REQUIRE((*gathered)->ReadAt(8192, a).ok());
+    REQUIRE(counting.ReadAt(8192, b).ok());
+    CHECK(a == encoded);
+    CHECK(b == encoded);
+    auto back = ReadExtent(**gathered, 8192, {h.archive_id, h.extent_id, payload.size(), h.payload_crc});
+    REQUIRE(back.ok());
+    CHECK(*back == payload);
+  }
+  // Past the end of the device: refused, nothing written.
+  const std::vector<uint8_t> piece(4096, 1);
+  const std::span<const uint8_t> pieces[] = {piece, piece};
+  CHECK(Mentions((*gathered)->WriteGatherAt((1 << 20) - 4096, pieces), "passes the end of the device"));
+}
+
 TEST_CASE("ExtentHeader: chunk fields and a strong digest round trip") {
   ExtentHeader h = SampleHeader();
   h.chunk_index = 5;
