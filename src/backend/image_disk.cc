@@ -100,14 +100,7 @@ class ImageDisk final : public Disk {
   }
 
   Status Discard(uint64_t offset, uint64_t length) override {
-    int rc;
-    if (block_device_) {
-      uint64_t range[2] = {offset, length};
-      rc = ::ioctl(fd_, BLKDISCARD, range);
-    } else {
-      rc = ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-                       static_cast<off_t>(length));
-    }
+    int rc = ClearRange(BLKDISCARD, offset, length);
     // Discard is advisory: a device that cannot discard still holds correct data.
     if (rc != 0 && errno != EOPNOTSUPP && errno != ENOTTY) {
       return Status::FromErrno(fmt::format("{}: discard of {} bytes at {}", name_, length, offset), errno);
@@ -117,21 +110,14 @@ class ImageDisk final : public Disk {
 
   // Makes [offset, offset+length) read as zeros (not durable before Sync).
   Status ZeroRange(uint64_t offset, uint64_t length) {
-    int rc;
-    if (block_device_) {
-      uint64_t range[2] = {offset, length};
-      rc = ::ioctl(fd_, BLKZEROOUT, range);
-    } else {
-      rc = ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-                       static_cast<off_t>(length));
-      if (rc != 0 && errno == EOPNOTSUPP) {  // a file system without holes: written zeros
-        static const std::vector<uint8_t> zeros(1 << 20);
-        for (uint64_t at = offset; at < offset + length; at += zeros.size()) {
-          uint64_t n = std::min<uint64_t>(zeros.size(), offset + length - at);
-          CAIRN_RETURN_IF_ERROR(WriteAt(at, std::span(zeros).first(n)));
-        }
-        return Status::OK();
+    int rc = ClearRange(BLKZEROOUT, offset, length);
+    if (rc != 0 && !block_device_ && errno == EOPNOTSUPP) {  // a file system without holes: written zeros
+      static const std::vector<uint8_t> zeros(1 << 20);
+      for (uint64_t at = offset; at < offset + length; at += zeros.size()) {
+        uint64_t n = std::min<uint64_t>(zeros.size(), offset + length - at);
+        CAIRN_RETURN_IF_ERROR(WriteAt(at, std::span(zeros).first(n)));
       }
+      return Status::OK();
     }
     if (rc != 0) return Status::FromErrno(fmt::format("{}: zeroing {} bytes at {}", name_, length, offset), errno);
     return Status::OK();
@@ -142,6 +128,17 @@ class ImageDisk final : public Disk {
   const std::string& Name() const override { return name_; }
 
  private:
+  // ioctl `device_request` (BLKDISCARD, BLKZEROOUT) of the range on a block device; in a file,
+  // a punched hole (which reads as zeros). 0, or -1 with errno.
+  int ClearRange(unsigned long device_request, uint64_t offset, uint64_t length) {
+    if (block_device_) {
+      uint64_t range[2] = {offset, length};
+      return ::ioctl(fd_, device_request, range);
+    }
+    return ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                       static_cast<off_t>(length));
+  }
+
   const std::string name_;
   const int fd_;
   const uint64_t size_;

@@ -67,6 +67,20 @@ def check_tree(root, digests):
         assert sha256_file(os.path.join(root, rel)) == digest, rel
 
 
+def check_tree_without(archive, disks, digests):
+    """Mounts the unmounted archive degraded with the disk files `disks` moved aside, checks the
+    tree under /cold, and puts them back."""
+    for path in disks:
+        os.rename(path, path + ".aside")
+    try:
+        archive.mount("degraded")
+        check_tree(archive.m("cold"), digests)
+        archive.umount()
+    finally:
+        for path in disks:
+            os.rename(path + ".aside", path)
+
+
 def test_mkfs_refuses_a_geometry_naming_the_rule_it_breaks(archive):
     for spec, rule in [("cold:lonestar:4x4:3+1", "hn+1 < X"), ("cold:lonestar:5x4:3+1", "divisible"),
                        ("cold:lonestar:4x4:2+2", "hk"), ("cold:raid5:4", "expected NAME:pool:N")]:
@@ -87,18 +101,8 @@ def test_a_tree_reads_back_after_losing_any_three_disks_and_rebuilds(archive):
     archive.evict()  # reads now come from the disks
     assert "raid=2d" in os.getxattr(archive.m("cold", "d0", "f0"), "user.cairn.effective").decode()
     archive.umount()
-    aside = archive.s("aside")
-    os.mkdir(aside)
     for lost in [HP[:1] + VP[:2], BUCKETS[:3], [0, 2, 12], [4, 7, 13], [1, 9, 5]]:
-        for p in lost:
-            os.rename(image(archive, disk(p)), os.path.join(aside, str(p)))
-        try:
-            archive.mount("degraded")
-            check_tree(archive.m("cold"), digests)
-            archive.umount()
-        finally:
-            for p in lost:
-                os.rename(os.path.join(aside, str(p)), image(archive, disk(p)))
+        check_tree_without(archive, [image(archive, disk(p)) for p in lost], digests)
     lost = [3, 8, 14]  # a bucket, an hP and a vP for good
     for p in lost:
         os.unlink(image(archive, disk(p)))
@@ -135,16 +139,7 @@ def test_a_group_on_devices_that_held_other_data_survives_losing_three(archive):
     archive.evict()
     archive.umount()
     archive.fsck()  # every parity relation holds
-    lost = [0, 2, 12]  # bucket 0, its hP and its vP
-    for p in lost:
-        os.rename(devices[p], devices[p] + ".aside")
-    try:
-        archive.mount("degraded")
-        check_tree(archive.m("cold"), digests)
-        archive.umount()
-    finally:
-        for p in lost:
-            os.rename(devices[p] + ".aside", devices[p])
+    check_tree_without(archive, [devices[p] for p in (0, 2, 12)], digests)  # bucket 0, its hP and its vP
 
 
 @pytest.mark.parametrize("mode,steps", [
