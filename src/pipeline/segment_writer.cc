@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "codec/incompressible.h"
 #include "pipeline/member_metadata.h"
 #include "util/coding.h"
 
@@ -85,15 +86,18 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
                           std::vector<uint8_t> owned, const std::vector<std::pair<uint64_t, MemberSegment>>& members,
                           const std::vector<std::pair<uint64_t, uint64_t>>& holes, const WritePlan& plan,
                           std::vector<WrittenSegments::Placement> placements) {
+    // compress=auto: a payload that looks incompressible skips the compressor altogether.
+    const TransformChain& chain =
+        plan.chain_if_incompressible && LooksIncompressible(data) ? *plan.chain_if_incompressible : plan.chain;
     std::vector<uint8_t> table = EncodeMemberTable(MemberTableOf(described, members, holes, listed));
     // A pack goes with its first member's file: the tail of a file lands where the file is.
     uint64_t affinity = !members.empty() ? members.front().first : !holes.empty() ? holes.front().first : 0;
-    ExtentEncoding encoding{plan.policy_stamp, plan.redundancy, plan.chain.Stamp(), data.size() + table.size(),
+    ExtentEncoding encoding{plan.policy_stamp, plan.redundancy, chain.Stamp(), data.size() + table.size(),
                             static_cast<uint32_t>(table.size()), plan.group, plan.placement, affinity};
     // An encrypting chain seals the payload with the file's data key, bound to the extent's id.
     SealContext seal;
     FileKeys::DataKey key;
-    if (plan.chain.needs_key()) {
+    if (chain.needs_key()) {
       seal.archive_id = archive.id();
       seal.file_id = affinity;
       auto data_key = archive.file_keys().ForWriting(affinity, plan.key_name);
@@ -125,7 +129,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
       bytes.insert(bytes.end(), table.begin(), table.end());
       return bytes;
     };
-    if (plan.chain.empty()) {  // nothing to transform: written now, as it comes, on this thread
+    if (chain.empty()) {  // nothing to transform: written now, as it comes, on this thread
       std::promise<Result<std::vector<uint8_t>>> done;
       done.set_value(payload());
       job.stored = done.get_future();
@@ -133,11 +137,11 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
       while (!ahead.empty()) write_oldest();
       return;
     }
-    job.stored = pool.Submit([&plan, payload = std::move(payload), seal, key]() mutable -> Result<std::vector<uint8_t>> {
+    job.stored = pool.Submit([&chain, payload = std::move(payload), seal, key]() mutable -> Result<std::vector<uint8_t>> {
       try {
-        return plan.chain.Encode(payload(), seal);
+        return chain.Encode(payload(), seal);
       } catch (const std::bad_alloc&) {
-        return Status::IOError(fmt::format("out of memory transforming an extent with '{}'", plan.chain.Stamp()));
+        return Status::IOError(fmt::format("out of memory transforming an extent with '{}'", chain.Stamp()));
       }
     });
     ahead.push_back(std::move(job));

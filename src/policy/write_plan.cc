@@ -76,6 +76,11 @@ Result<std::shared_ptr<WritePlan>> MakePlan(const ResolvedPolicy& policy) {
   auto chain = TransformChain::ForWriting(stages);
   if (!chain.ok()) return chain.status();
   plan->chain = std::move(*chain);
+  if (policy.Get(PolicyKey::kCompress).value == "auto") {
+    auto rest = TransformChain::ForWriting({stages.begin() + 1, stages.end()});
+    if (!rest.ok()) return rest.status();
+    plan->chain_if_incompressible = std::move(*rest);
+  }
   if (!plan->key_name.empty() && !plan->chain.needs_key()) {  // never store in clear what was to be encrypted
     return Status::InvalidArgument(fmt::format("encrypt={}: the plugin of that name does not ask for a key",
                                                policy.Get(PolicyKey::kEncrypt).value));

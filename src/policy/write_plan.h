@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cairn/status.h"
@@ -19,6 +20,9 @@ namespace cairn {
 struct WritePlan {
   uint64_t segment_size = 0;
   TransformChain chain;    // compress=, encrypt= and plugins=: the logical payload to the stored one
+  // compress=auto: the chain without its compress stage, for a payload that looks
+  // incompressible (codec/incompressible.h); nullopt otherwise.
+  std::optional<TransformChain> chain_if_incompressible;
   std::string key_name;    // key=: the master key that wraps the file's data key, when encrypted
   Redundancy redundancy;   // raid=, idr= and checksum=
   std::string group;       // placement=group=NAME; "" for the archive's disks

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/incompressible.h"
 #include "codec/plugin_loader.h"
 #include "codec/transform_chain.h"
 #include "codec/transform_registry.h"
@@ -220,4 +221,43 @@ TEST_CASE("Plugins: aes-256-gcm refuses a wrong key, a flipped bit, a swapped or
   auto no_key = chain->Decode(*a, segment_a.size(), Seal({}, 5, 10));
   CHECK(no_key.status().message().find("needs the file's data key") != std::string::npos);
   CHECK(!chain->Encode(segment_a, Seal({}, 5, 10)).ok());
+}
+
+TEST_CASE("compress=auto: payloads that look incompressible skip the compressor", "[plugin]") {
+  LoadBuiltIns();
+  // The guess: order-0 entropy of samples over the payload.
+  CHECK(LooksIncompressible(RandomBytes(4 << 20, 1)));
+  CHECK(LooksIncompressible(RandomBytes(16 << 10, 2)));
+  CHECK_FALSE(LooksIncompressible({}));                      // nothing to tell from
+  CHECK_FALSE(LooksIncompressible(RandomBytes(12 << 10, 3)));  // too little to tell
+  CHECK_FALSE(LooksIncompressible(TextBytes(4 << 20)));
+  CHECK_FALSE(LooksIncompressible(std::vector<uint8_t>(4 << 20, 0)));
+  std::vector<uint8_t> hex = RandomBytes(1 << 20, 4);  // random, but 4 bits a byte
+  for (uint8_t& byte : hex) byte = "0123456789abcdef"[byte & 15];
+  CHECK_FALSE(LooksIncompressible(hex));
+  std::vector<uint8_t> mostly_text = TextBytes(4 << 20);  // a random tail does not decide for all
+  auto noise = RandomBytes(1 << 20, 5);
+  std::copy(noise.begin(), noise.end(), mostly_text.end() - noise.size());
+  CHECK_FALSE(LooksIncompressible(mostly_text));
+
+  // The plan: compress=auto keeps the rest of the chain for such payloads.
+  ResolvedPolicy policy;
+  for (PolicyKey key : kAllPolicyKeys) policy.fields.push_back({key, DefaultPolicyValue(key, 4 << 20), "default"});
+  policy.fields[static_cast<size_t>(PolicyKey::kCompress)].value = "auto";
+  auto plan = PlanWrite(policy);
+  REQUIRE(plan.ok());
+  CHECK((*plan)->chain.Stamp() == "zstd@1:level=3,probe");
+  REQUIRE((*plan)->chain_if_incompressible);
+  CHECK((*plan)->chain_if_incompressible->empty());
+  policy.fields[static_cast<size_t>(PolicyKey::kEncrypt)].value = "aes-256-gcm";  // encrypted all the same
+  policy.fields[static_cast<size_t>(PolicyKey::kKey)].value = "k1";
+  plan = PlanWrite(policy);
+  REQUIRE(plan.ok());
+  REQUIRE((*plan)->chain_if_incompressible);
+  CHECK((*plan)->chain_if_incompressible->Stamp() == "aes-256-gcm@1");
+  CHECK((*plan)->chain_if_incompressible->needs_key());
+  policy.fields[static_cast<size_t>(PolicyKey::kCompress)].value = "zstd";
+  plan = PlanWrite(policy);
+  REQUIRE(plan.ok());
+  CHECK_FALSE((*plan)->chain_if_incompressible);
 }
