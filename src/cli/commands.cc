@@ -131,15 +131,16 @@ int CmdMkfs(const Args& args) {
   mkfs.progress = [](const std::string& line) { fmt::print(stderr, "cairn: {}\n", line); };
   Status st = CreateArchive(dir, mkfs);
   if (!st.ok()) return Fail(1, st.message());
-  uint32_t disks = mkfs.disk_count;
+  uint32_t disks = mkfs.disk_count;  // images of --disk-size; devices as large as the smallest of a group's
   for (const auto& group : mkfs.groups) disks += group.spec.disks;
-  fmt::print("created archive {}: {} disks of {}, segment size {}, cache {}\n", dir, disks,
+  fmt::print("created archive {}: {} disks, images of {}, segment size {}, cache {}\n", dir, disks,
              FormatSize(mkfs.disk_size), FormatSize(mkfs.options.segment_size), FormatSize(mkfs.options.cache_size));
   for (const auto& group : mkfs.groups) {
-    fmt::print("  group {}: {} {}\n", group.spec.name, group.spec.type,
+    fmt::print("  group {}: {} {}{}\n", group.spec.name, group.spec.type,
                group.spec.geometry.empty() ? fmt::format("{} disks", group.spec.disks)
                                            : fmt::format("{} ({} disks, write mode {})", group.spec.geometry,
-                                                         group.spec.disks, group.spec.write_mode));
+                                                         group.spec.disks, group.spec.write_mode),
+               group.devices.empty() ? "" : ", on the devices given");
   }
   return 0;
 }
