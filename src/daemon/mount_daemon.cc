@@ -22,6 +22,7 @@
 #include "daemon/reload_on_hangup.h"
 #include "fs/filesystem.h"
 #include "util/log.h"
+#include "util/size.h"
 
 namespace cairn {
 namespace {
@@ -81,6 +82,14 @@ int RunDaemon(const DaemonOptions& options, bool foreground, StartupChannel& cha
   SetLogFile((*archive)->dir() + "/cairn.log", (*archive)->options().log_max_size);
   for (const auto& [disk, why] : (*archive)->missing_disks()) {
     LogWarning("disk {} is missing, running degraded (-o degraded): {}", disk, why);
+  }
+  for (const auto& array : (*archive)->arrays()) {
+    if (uint64_t bytes = array->defective_bytes()) {
+      LogWarning("lonestar group {}: {} of its disks are not covered by their parity yet (a replaced disk, a lost "
+                 "journal, or devices of a cairn from before they were zeroed): a disk lost there loses what it "
+                 "holds; cairn rebuild derives them",
+                 array->name(), FormatSize(bytes));
+    }
   }
   Filesystem fs(**archive);
   if (Status st = fs.Recover(); !st.ok()) {

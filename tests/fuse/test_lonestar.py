@@ -107,6 +107,10 @@ def test_a_tree_reads_back_after_losing_any_three_disks_and_rebuilds(archive):
     for p in lost:
         os.unlink(image(archive, disk(p)))
         cairn("disk", "replace", archive.arch, str(disk(p)), os.path.join(archive.base, f"new-{p}.img"))
+    archive.mount()  # until the rebuild, the mount says what is not covered by parity
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert "lonestar group cold: 768.0 MiB of its disks are not covered by their parity yet" in log.read()
+    archive.umount()
     r = cairn("rebuild", archive.arch)
     assert "0 extent(s) lost" in r.stdout and "of lonestar disks rebuilt" in r.stdout, r.stdout
     archive.fsck()  # reads every chunk and checks every parity relation
