@@ -263,14 +263,12 @@ std::string Archive::keystore_path() const {
 }
 
 Status Archive::RecordExtentIdCeiling(uint64_t ceiling) {
-  PendingSync pending;
   {
     std::lock_guard lock(catalog_mutex_);
     // 0: the inode floor stays.
     CAIRN_RETURN_IF_ERROR(InTransaction(*catalog_, [&] { return catalog_->RaiseIdFloors(0, ceiling); }));
-    CAIRN_RETURN_IF_ERROR(Commit(SyncWhen::kAlways, &pending));
   }
-  return MakeDurable(std::move(pending));
+  return CommitDurably();
 }
 
 Result<uint64_t> Archive::ChangeFileKeys(const std::string& action, const std::string& key_name) {

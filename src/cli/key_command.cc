@@ -114,7 +114,7 @@ Status RulesDoNotName(const std::string& archive, const std::string& name) {
   Status named = CheckRulesKeys(
       *rules,
       [&](const std::string& key) {
-        return key == name ? Status::InvalidArgument("that key") : Status::OK();
+        return key == name ? Status::InvalidArgument(fmt::format("it encrypts under key={}", key)) : Status::OK();
       },
       path);
   if (named.ok()) return named;
