@@ -67,7 +67,7 @@ Result<FileHandle*> FileData::Create(uint64_t parent, const std::string& name, u
   return handle;
 }
 
-Result<size_t> FileData::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t> dst) {
+Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& reply) {
   // Shared: a segment's cache copy cannot be evicted between the lookup and the read.
   std::shared_lock data(state_.data_lock(fh->ino));
   uint64_t segment_size;
@@ -79,8 +79,8 @@ Result<size_t> FileData::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t
     auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
     if (!inode.ok()) return inode.status();
     CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
-    if (offset >= inode->size || dst.empty()) return size_t{0};
-    length = std::min<uint64_t>(dst.size(), inode->size - offset);
+    if (offset >= inode->size || size == 0) return Status::OK();
+    length = std::min<uint64_t>(size, inode->size - offset);
     segment_size = SegmentSizeOf(archive_, *inode);
     const uint64_t last = (offset + length - 1) / segment_size;
     for (uint64_t i = offset / segment_size; i <= last; i++) {
@@ -110,14 +110,18 @@ Result<size_t> FileData::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t
     uint64_t position = offset + done;
     uint64_t in_segment = position % segment_size;
     uint64_t n = std::min(length - done, segment_size - in_segment);
-    std::span<uint8_t> out = dst.subspan(done, n);
     if (segment && !segment->cached) {
-      Status st = store_.Read(*segment, in_segment, out);
-      if (st.IsCorruption()) {  // the log line names the file
-        return Status::Corruption(fmt::format("inode {} segment {}: {}", fh->ino, segment->index, st.message()));
+      auto view = store_.ViewOf(*segment, in_segment, n);
+      if (!view.ok() && view.status().IsCorruption()) {  // the log line names the file
+        return Status::Corruption(fmt::format("inode {} segment {}: {}", fh->ino, segment->index,
+                                              view.status().message()));
       }
-      CAIRN_RETURN_IF_ERROR(st);
+      CAIRN_RETURN_IF_ERROR(view.status());
+      reply.View(view->bytes, std::move(view->payload));
+      std::span<uint8_t> zeros = reply.Own(n - view->bytes.size());  // past its stored bytes
+      std::fill(zeros.begin(), zeros.end(), 0);
     } else {  // never-written bytes read as zeros, without a cache file too
+      std::span<uint8_t> out = reply.Own(n);
       if (!file) {
         auto opened = archive_.cache().OpenExisting(fh->ino);
         if (!opened.ok() && !opened.status().IsNotFound()) return opened.status();
@@ -131,7 +135,7 @@ Result<size_t> FileData::Read(FileHandle* fh, uint64_t offset, std::span<uint8_t
     }
     done += n;
   }
-  return static_cast<size_t>(length);
+  return Status::OK();
 }
 
 Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src) {

@@ -12,6 +12,7 @@
 #include "fs/cache_manager.h"
 #include "fs/fs_types.h"
 #include "fs/namespace.h"
+#include "fs/read_reply.h"
 #include "pipeline/file_state.h"
 #include "pipeline/segment_store.h"
 
@@ -25,7 +26,8 @@ class FileData {
   Result<FileHandle*> Open(uint64_t ino, int flags);
   Result<FileHandle*> Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
                              const Caller& caller, InodeRecord* attr);
-  Result<size_t> Read(FileHandle* fh, uint64_t offset, std::span<uint8_t> dst);
+  // Up to `size` bytes at `offset` (fewer at the end of the file) into `reply`.
+  Status Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& reply);
   Result<size_t> Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src);
   // Makes the file's data and attributes durable (cache file + catalog) and queues it.
   Status Fsync(FileHandle* fh);

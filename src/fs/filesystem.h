@@ -79,7 +79,9 @@ class Filesystem {
                              const Caller& caller, InodeRecord* attr) {
     return data_.Create(parent, name, mode, flags, caller, attr);
   }
-  Result<size_t> Read(FileHandle* fh, uint64_t offset, std::span<uint8_t> dst) { return data_.Read(fh, offset, dst); }
+  Status Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& reply) {
+    return data_.Read(fh, offset, size, reply);
+  }
   Result<size_t> Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src) {
     return data_.Write(fh, offset, src);
   }

@@ -233,10 +233,11 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
 
 void OpRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
   Guarded(req, "read", [&] {
-    std::unique_ptr<uint8_t[]> buffer(new uint8_t[size]);  // filled by Read; no need to zero it
-    auto r = Fs(req).Read(Handle(fi), static_cast<uint64_t>(offset), {buffer.get(), size});
-    if (!r.ok()) return ReplyError(req, r.status(), "read");
-    fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.get()), *r);
+    ReadReply reply(size);
+    Status st = Fs(req).Read(Handle(fi), static_cast<uint64_t>(offset), size, reply);
+    if (!st.ok()) return ReplyError(req, st, "read");
+    if (reply.size() == 0) return fuse_reply_buf(req, nullptr, 0), void();
+    fuse_reply_iov(req, reply.pieces().data(), static_cast<int>(reply.pieces().size()));  // no copy of the bytes
   });
 }
 

@@ -97,22 +97,25 @@ void SegmentStore::LoadAhead(const SegmentRecord& segment) {
   }));
 }
 
-Status SegmentStore::Read(const SegmentRecord& segment, uint64_t offset, std::span<uint8_t> dst) {
-  if (offset >= segment.length || segment.extent_id == kHoleExtent) {
-    std::memset(dst.data(), 0, dst.size());
-    return Status::OK();
-  }
+Result<SegmentStore::View> SegmentStore::ViewOf(const SegmentRecord& segment, uint64_t offset, uint64_t n) {
+  if (offset >= segment.length || segment.extent_id == kHoleExtent) return View{};
   auto payload = Load(segment);
   if (!payload.ok()) return payload.status();
   const auto& bytes = **payload;
   uint64_t start = segment.extent_offset + offset;
-  uint64_t available = segment.length - offset;
-  uint64_t n = std::min<uint64_t>(dst.size(), available);
+  n = std::min(n, segment.length - offset);
   if (start + n > bytes.size()) {
     return Status::Corruption(fmt::format("extent {} is {} bytes; segment of inode {} needs bytes up to {}",
                                           segment.extent_id, bytes.size(), segment.ino, start + n));
   }
-  std::memcpy(dst.data(), bytes.data() + start, n);
+  return View{std::span(bytes).subspan(start, n), std::move(*payload)};
+}
+
+Status SegmentStore::Read(const SegmentRecord& segment, uint64_t offset, std::span<uint8_t> dst) {
+  auto view = ViewOf(segment, offset, dst.size());
+  if (!view.ok()) return view.status();
+  size_t n = view->bytes.size();
+  if (n > 0) std::memcpy(dst.data(), view->bytes.data(), n);
   std::memset(dst.data() + n, 0, dst.size() - n);  // past the stored length: zeros
   return Status::OK();
 }

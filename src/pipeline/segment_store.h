@@ -23,6 +23,14 @@ class SegmentStore {
   SegmentStore(Archive& archive, size_t capacity) : archive_(archive), capacity_(capacity) {}
   ~SegmentStore();  // waits for the loads it started ahead
 
+  using Payload = std::shared_ptr<const std::vector<uint8_t>>;
+  // Bytes [offset, offset + n) of `segment` where they are in memory, cut short where its
+  // stored bytes end (the rest reads as zeros), and the payload that holds them.
+  struct View {
+    std::span<const uint8_t> bytes;
+    Payload payload;
+  };
+  Result<View> ViewOf(const SegmentRecord& segment, uint64_t offset, uint64_t n);
   // Copies bytes [offset, offset + dst.size()) of `segment` into dst; bytes past the
   // segment's stored length read as zeros.
   Status Read(const SegmentRecord& segment, uint64_t offset, std::span<uint8_t> dst);
@@ -35,7 +43,6 @@ class SegmentStore {
   void ForgetAll();
 
  private:
-  using Payload = std::shared_ptr<const std::vector<uint8_t>>;
   // The verified logical payload of the extent `segment` points into: buffered, being
   // loaded by another caller (then waited for), or loaded now.
   Result<Payload> Load(const SegmentRecord& segment);

@@ -126,9 +126,11 @@ Result<std::vector<uint8_t>> JoinChunks(ChunkSet& chunks, const Redundancy& r, u
   std::vector<size_t> data(r.data_chunks);
   std::iota(data.begin(), data.end(), size_t{0});
   CAIRN_RETURN_IF_ERROR(RebuildChunks(chunks, r, payload_length, data));
-  if (r.scheme != Redundancy::Scheme::kReedSolomon) {
-    const auto& copy = *chunks[0];
-    return std::vector<uint8_t>(copy.begin(), copy.begin() + static_cast<ptrdiff_t>(payload_length));
+  if (r.scheme != Redundancy::Scheme::kReedSolomon) {  // a whole copy: no need to copy it again
+    std::vector<uint8_t> copy = std::move(*chunks[0]);
+    chunks[0]->clear();
+    copy.resize(payload_length);
+    return copy;
   }
   uint64_t length = r.ChunkLength(payload_length);
   std::vector<uint8_t> payload(payload_length);

@@ -25,8 +25,9 @@ std::vector<std::vector<uint8_t>> MakeChunks(std::span<const uint8_t> payload, c
 // One entry per chunk of an extent; nullopt = lost, damaged or not read.
 using ChunkSet = std::vector<std::optional<std::vector<uint8_t>>>;
 
-// Rebuilds the payload from `chunks` (entries may be filled in while decoding). Corruption
-// when too few survive.
+// Rebuilds the payload from `chunks` (entries may be filled in while decoding). Without
+// Reed–Solomon the payload is chunk 0's bytes, moved out of `chunks` (left empty there).
+// Corruption when too few survive.
 Result<std::vector<uint8_t>> JoinChunks(ChunkSet& chunks, const Redundancy& redundancy, uint64_t payload_length);
 
 // Fills the absent chunks listed in `wanted` exactly as they were written, from the present

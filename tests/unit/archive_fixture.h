@@ -14,6 +14,7 @@
 
 #include "archive/archive.h"
 #include "fault_disk.h"
+#include "fs_read.h"
 #include "fs/filesystem.h"
 #include "test_util.h"
 
@@ -86,12 +87,10 @@ struct ArchiveFixture {
   std::vector<uint8_t> ReadFile(uint64_t ino, size_t size) {
     auto fh = fs->Open(ino, O_RDONLY, Caller{});
     REQUIRE(fh.ok());
-    std::vector<uint8_t> out(size + 100);
-    auto n = fs->Read(*fh, 0, out);
-    REQUIRE(n.ok());
-    out.resize(*n);
+    auto out = test::ReadBytes(*fs, *fh, 0, size + 100);
+    REQUIRE(out.ok());
     fs->Release(*fh);
-    return out;
+    return *out;
   }
   std::vector<SegmentRecord> Segments(uint64_t ino) {
     std::lock_guard lock(archive->catalog_mutex());

@@ -442,9 +442,9 @@ TEST_CASE("Filesystem: reading and fsyncing a file with nothing staged creates n
   REQUIRE_FALSE(std::filesystem::exists(cache_file));
   auto fh = f.fs->Open(ino, O_RDONLY, Caller{});
   REQUIRE(fh.ok());
-  std::vector<uint8_t> back(data.size());
-  REQUIRE(*f.fs->Read(*fh, 0, back) == data.size());
-  CHECK(back == data);
+  auto back = test::ReadBytes(*f.fs, *fh, 0, data.size());
+  REQUIRE(back.ok());
+  CHECK(*back == data);
   REQUIRE(f.fs->Fsync(*fh).ok());
   f.fs->Release(*fh);
   CHECK_FALSE(std::filesystem::exists(cache_file));

@@ -22,6 +22,7 @@
 #include "maintenance/fsck.h"
 #include "maintenance/repair.h"
 #include "power_loss.h"
+#include "fs_read.h"
 #include "test_util.h"
 
 using namespace cairn;
@@ -153,11 +154,10 @@ struct CrashArchive {
       INFO(name);
       auto fh = fs->Open(fs->Lookup(kRootInode, name)->ino, O_RDONLY, Caller{});
       REQUIRE(fh.ok());
-      std::vector<uint8_t> back(kMaxFileSize);
-      auto n = fs->Read(*fh, 0, back);
+      auto read = test::ReadBytes(*fs, *fh, 0, kMaxFileSize);
       fs->Release(*fh);
-      REQUIRE(n.ok());
-      back.resize(*n);
+      REQUIRE(read.ok());
+      const std::vector<uint8_t>& back = *read;
       auto other = unacknowledged.find(name);
       if (other != unacknowledged.end() && back == other->second) continue;
       REQUIRE(Difference(back, files.contains(name) ? files.at(name) : other->second) == "");
