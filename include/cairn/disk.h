@@ -29,6 +29,14 @@ class Disk {
   virtual Status Sync() = 0;
   // Tells the device that [offset, offset+length) holds no data any more (hole punch / TRIM).
   virtual Status Discard(uint64_t offset, uint64_t length) = 0;
+  // Where the bytes in [from, to) that may hold data end: from if all of them read as zeros,
+  // `to` when the device cannot tell (this default, a block device, an error). Image files
+  // answer from their holes.
+  virtual uint64_t DataEnd(uint64_t /*from*/, uint64_t to) { return to; }
+  // A hint that [offset, offset+length) will not be read again soon, so a cached copy of it
+  // can go: a rebuild streaming through a disk keeps it from filling the page cache. Bytes
+  // not yet synced stay; nothing depends on the hint being taken.
+  virtual void DropCached(uint64_t /*offset*/, uint64_t /*length*/) {}
   // For a disk protected by redundancy below it (a bucket of a parity grid): reads the range
   // as that redundancy rebuilds it, whatever the disk itself holds. NotSupported otherwise.
   virtual Status ReadRebuilt(uint64_t offset, std::span<uint8_t> dst);
@@ -73,6 +81,8 @@ class DiskWrapper : public Disk {
   Status Discard(uint64_t offset, uint64_t length) override {
     return target_->Discard(offset, length);
   }
+  uint64_t DataEnd(uint64_t from, uint64_t to) override { return target_->DataEnd(from, to); }
+  void DropCached(uint64_t offset, uint64_t length) override { target_->DropCached(offset, length); }
 
   uint64_t Size() const override { return target_->Size(); }
   uint32_t SectorSize() const override { return target_->SectorSize(); }

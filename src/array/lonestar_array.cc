@@ -148,7 +148,9 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
     auto mark = replayed.high_water.find(array->members_[p].disk);
     array->high_water_[p] = mark == replayed.high_water.end() ? o.data_end : std::max(mark->second, o.data_start);
     if (o.create) array->high_water_[p] = o.data_start;  // the disks of a new group hold nothing yet
-    array->written_end_[p] = array->high_water_[p].load();
+    // Below its mark, an image reads as zeros past its last data too (a rebuild skips that).
+    uint64_t mark_end = array->high_water_[p].load();
+    array->written_end_[p] = std::max(o.data_start, array->members_[p].device->DataEnd(o.data_start, mark_end));
   }
   if (o.create) CAIRN_RETURN_IF_ERROR(array->journal_->RaiseHighWater(disks, o.data_start));
   for (const auto& [disk, ranges] : replayed.defects) {
@@ -383,8 +385,9 @@ Status LoneStarArray::Reconstruct(uint32_t target, const ByteRange& r, std::set<
     bool read_failed = false;
     for (const RecoveryStep& step : plan->steps()) {
       // The members on disk are read all at once (each its own disk), then XORed with the
-      // rebuilt ones in one pass. (buffers first: the reads, joined when destroyed, write into
-      // them until then)
+      // rebuilt ones in one pass; what was read is not kept in the page cache (a rebuild
+      // streams through whole disks). (buffers first: the reads, joined when destroyed, write
+      // into them until then)
       std::vector<ParityBuffer> buffers(plan->reads(step).size());
       std::vector<std::pair<uint32_t, std::future<Status>>> reads;
       std::vector<std::span<const uint8_t>> sources;
@@ -394,7 +397,11 @@ Status LoneStarArray::Reconstruct(uint32_t target, const ByteRange& r, std::set<
           continue;
         }
         ParityBuffer& buffer = buffers[reads.size()];
-        reads.emplace_back(m, std::async(std::launch::async, [this, m, &r, &buffer] { return ReadMember(m, r, buffer); }));
+        reads.emplace_back(m, std::async(std::launch::async, [this, m, &r, &buffer] {
+                             Status st = ReadMember(m, r, buffer);
+                             members_[m].device->DropCached(r.offset, r.length);
+                             return st;
+                           }));
       }
       for (size_t i = 0; i < reads.size(); i++) {
         Status st = reads[i].second.get();
@@ -839,13 +846,15 @@ Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes) {
 
 Status LoneStarArray::RebuildRange(const ByteRange& r) {
   // A slice at a time, each slice's writes overlapping the next one's reads: what one rebuild
-  // holds in memory is two slices per member it reads or writes, whatever the range.
+  // holds in memory is two slices per member it reads or writes, whatever the range; what it
+  // wrote leaves the page cache once synced.
   constexpr uint64_t kSlice = 64 * kUnit;
   constexpr int kSyncEvery = 16;  // slices: writeback goes on behind the reads, not all at the end
   std::set<uint32_t> written;
   int slices = 0;
   std::future<Status> writing;      // the last slice's writes (they add to `written`)
   uint64_t writing_end = r.offset;  // where that slice ends
+  uint64_t unsynced = r.offset;     // written from here on, not synced yet
   uint64_t at = r.offset;           // rebuilt up to here
   Status st;
   auto finish_writing = [&] {
@@ -866,19 +875,31 @@ Status LoneStarArray::RebuildRange(const ByteRange& r) {
       if (st.ok()) st = recovered;
       break;
     }
-    bool sync = ++slices % kSyncEvery == 0;
+    std::optional<ByteRange> sync;  // at every kSyncEvery-th slice, all written since the last sync
+    if (++slices % kSyncEvery == 0) {
+      sync = ByteRange{unsynced, w.end() - unsynced};
+      unsynced = w.end();
+    }
     writing = std::async(std::launch::async, [this, w, held = std::move(held), rebuilt = std::move(rebuilt),
                                               &written, sync]() mutable {
       Status wrote = WriteRebuilt(w, *rebuilt, &written);
       UnitLocks::Held done = std::move(held);  // the slice is free again once written
-      for (auto it = written.begin(); sync && wrote.ok() && it != written.end(); ++it) wrote = SyncMember(*it);
+      // Its writeback starts now (the hint queues it), so the sync finds little left to do.
+      for (uint32_t position : written) members_[position].device->DropCached(w.offset, w.length);
+      for (auto it = written.begin(); sync && wrote.ok() && it != written.end(); ++it) {
+        wrote = SyncMember(*it);
+        if (wrote.ok()) members_[*it].device->DropCached(sync->offset, sync->length);
+      }
       return wrote;
     });
     writing_end = w.end();
   }
   finish_writing();
   // One sync per disk for the whole range, then the defects go.
-  for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(SyncMember(position));
+  for (uint32_t position : written) {
+    CAIRN_RETURN_IF_ERROR(SyncMember(position));
+    members_[position].device->DropCached(unsynced, writing_end - unsynced);
+  }
   if (at > r.offset) {
     for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(RemoveDefect(position, {r.offset, at - r.offset}));
   }
@@ -918,6 +939,7 @@ Result<LoneStarArray::ParityReport> LoneStarArray::CheckParity(ByteRange range, 
     for (uint32_t p = 0; p < g.disk_count(); p++) {
       if (erased.contains(p)) continue;
       Status st = ReadMember(p, w, bytes[p]);
+      members_[p].device->DropCached(w.offset, w.length);  // a check streams through whole disks
       if (!st.ok()) {
         report.mismatches.push_back(st.message());
         erased.insert(p);

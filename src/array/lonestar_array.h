@@ -216,8 +216,8 @@ class LoneStarArray {
   // By position: the group wrote nothing at or past it (the journal's high-water mark, or
   // data_end when the journal has none); only goes up.
   std::unique_ptr<std::atomic<uint64_t>[]> high_water_;
-  // By position: the same, exact for the writes since open (at most high_water_): reads past
-  // it are zeros.
+  // By position: reads past it are zeros (at most high_water_): where the device's data ends
+  // at open (Disk::DataEnd), raised by the writes since.
   std::unique_ptr<std::atomic<uint64_t>[]> written_end_;
   std::unique_ptr<PromiseJournal> journal_;
   UnitLocks locks_;

@@ -99,6 +99,26 @@ class ImageDisk final : public Disk {
     return Status::OK();
   }
 
+  uint64_t DataEnd(uint64_t from, uint64_t to) override {
+    if (block_device_) return to;
+    uint64_t end = from;
+    for (uint64_t at = from; at < to;) {  // data, hole, data, ...: where the last data before `to` ends
+      off_t data = ::lseek(fd_, static_cast<off_t>(at), SEEK_DATA);
+      if (data < 0) return errno == ENXIO ? end : to;  // ENXIO: no data past `at`
+      if (static_cast<uint64_t>(data) >= to) break;
+      off_t hole = ::lseek(fd_, data, SEEK_HOLE);
+      if (hole < 0) return to;
+      end = std::min<uint64_t>(static_cast<uint64_t>(hole), to);
+      at = static_cast<uint64_t>(hole);
+    }
+    return end;
+  }
+
+  void DropCached(uint64_t offset, uint64_t length) override {
+    // Dirty pages are only queued for writeback by it, never dropped.
+    ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_DONTNEED);
+  }
+
   Status Discard(uint64_t offset, uint64_t length) override {
     int rc = ClearRange(BLKDISCARD, offset, length);
     // Discard is advisory: a device that cannot discard still holds correct data.

@@ -305,6 +305,35 @@ TEST_CASE("ExtentIo: an extent written from its pieces is byte for byte the one 
   CHECK(Mentions((*gathered)->WriteGatherAt((1 << 20) - 4096, pieces), "passes the end of the device"));
 }
 
+TEST_CASE("ImageDisk: where the data before a bound ends, from the image's holes") {
+  test::TempDir dir;
+  auto image = CreateImageDisk(dir / "holes.img", 8 << 20);
+  REQUIRE(image.ok());
+  Disk& disk = **image;
+  CHECK(disk.DataEnd(0, 8 << 20) == 0);  // a new image is one hole
+  CHECK(disk.DataEnd(4096, 8 << 20) == 4096);
+  REQUIRE(disk.WriteAt(1 << 20, test::RandomBytes(8192, 11)).ok());
+  REQUIRE(disk.WriteAt(5 << 20, test::RandomBytes(4096, 12)).ok());
+  CHECK(disk.DataEnd(0, 8 << 20) == (5 << 20) + 4096);  // not yet synced: data all the same
+  CHECK(disk.DataEnd(0, 3 << 20) == (1 << 20) + 8192);  // the last data before the bound
+  CHECK(disk.DataEnd(0, (1 << 20) + 100) == (1 << 20) + 100);  // cut at the bound
+  CHECK(disk.DataEnd(0, 1 << 20) == 0);
+  CHECK(disk.DataEnd(6 << 20, 8 << 20) == 6 << 20);
+  // Dropping the cached copy of bytes not yet synced keeps them.
+  auto bytes = test::RandomBytes(65536, 13);
+  REQUIRE(disk.WriteAt(2 << 20, bytes).ok());
+  disk.DropCached(2 << 20, bytes.size());
+  std::vector<uint8_t> back(bytes.size());
+  REQUIRE(disk.ReadAt(2 << 20, back).ok());
+  CHECK(back == bytes);
+  REQUIRE(disk.Sync().ok());
+  disk.DropCached(0, 8 << 20);
+  REQUIRE(disk.ReadAt(2 << 20, back).ok());
+  CHECK(back == bytes);
+  // A device that cannot tell answers the bound.
+  CHECK(MissingDisk("gone", "unplugged")->DataEnd(0, 8 << 20) == 8 << 20);
+}
+
 TEST_CASE("ExtentHeader: chunk fields and a strong digest round trip") {
   ExtentHeader h = SampleHeader();
   h.chunk_index = 5;
