@@ -130,7 +130,7 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
         }
       }
       LogError("lonestar group {}: {}{}; the parity of the group cannot be trusted and is re-derived from its buckets "
-               "(cairn rebuild; reads meanwhile use the buckets alone)",
+               "(in the background of a mount, or by cairn rebuild; reads meanwhile use the buckets alone)",
                o.name, journal.status().message(), aside.empty() ? "" : fmt::format(" (kept as {})", aside));
       auto fresh = PromiseJournal::Create(o.journal_path, o.identity);
       if (!fresh.ok()) return fresh.status();
@@ -809,10 +809,12 @@ LoneStarArray::IoTotals LoneStarArray::io_totals() const {
   return {bytes_written_.load(), disk_bytes_read_.load(), disk_bytes_written_.load()};
 }
 
-uint64_t LoneStarArray::defective_bytes() const {
+uint64_t LoneStarArray::defective_bytes(bool replaced_too) const {
   std::lock_guard lock(mutex_);
   uint64_t total = 0;
-  for (const auto& [position, ranges] : defects_) total += ranges.bytes();
+  for (const auto& [position, ranges] : defects_) {
+    if (replaced_too || !members_[position].replaced) total += ranges.bytes();
+  }
   return total;
 }
 
@@ -821,13 +823,15 @@ std::map<uint32_t, RangeSet> LoneStarArray::defects() const {
   return defects_;
 }
 
-Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes) {
+Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes, bool replaced_too) {
   CAIRN_RETURN_IF_ERROR(Halted());
+  std::lock_guard rebuilding(rebuild_mutex_);  // two rebuilders would pick the same range
   std::optional<std::pair<uint32_t, ByteRange>> next;
   {
     std::lock_guard lock(mutex_);
     for (const auto& [position, ranges] : defects_) {
       if (members_[position].lost) continue;  // nowhere to write it until the disk is replaced
+      if (!replaced_too && members_[position].replaced) continue;
       if (auto first = ranges.First(std::max<uint64_t>(max_bytes, kUnit))) next.emplace(position, *first);
       break;
     }
@@ -841,7 +845,7 @@ Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes) {
       CAIRN_RETURN_IF_ERROR(RebuildRange(UnitsOf(range.offset, std::min(range.end(), top) - range.offset)));
     }
   }
-  return defective_bytes();
+  return defective_bytes(replaced_too);
 }
 
 Status LoneStarArray::RebuildRange(const ByteRange& r) {

@@ -130,9 +130,10 @@ class LoneStarArray {
   void MarkLost(uint32_t position, const std::string& why);
   // Rebuilds up to `max_bytes` of defect ranges (replaced disks, ranges a crash or a failed
   // write left undefined, parity to re-derive) on members that are there, smaller intact
-  // group first. Returns the defective bytes left.
-  Result<uint64_t> RebuildStep(uint64_t max_bytes);
-  uint64_t defective_bytes() const;
+  // group first; without `replaced_too`, not those of disks replaced and awaiting cairn
+  // rebuild. Returns the defective bytes left (of that kind). One rebuilder at a time.
+  Result<uint64_t> RebuildStep(uint64_t max_bytes, bool replaced_too = true);
+  uint64_t defective_bytes(bool replaced_too = true) const;
   // Since open: bytes Write was given for the buckets, and the disk I/O done (reads that the
   // high-water marks spared are not counted).
   struct IoTotals {
@@ -234,6 +235,7 @@ class LoneStarArray {
   std::atomic<uint64_t> disk_bytes_written_{0};
   // Delayed mode: the background flush.
   std::mutex flush_mutex_;                 // one FlushParity at a time; held across its I/O
+  std::mutex rebuild_mutex_;               // one RebuildStep at a time; held across its I/O
   std::condition_variable flush_asked_;    // with mutex_
   bool flush_wanted_ = false;              // guarded by mutex_
   std::chrono::steady_clock::time_point last_write_;  // guarded by mutex_: of a bucket, delayed mode

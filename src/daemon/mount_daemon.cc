@@ -19,6 +19,7 @@
 #include "archive/archive.h"
 #include "backend/gated_disk.h"
 #include "daemon/control_server.h"
+#include "daemon/parity_resync.h"
 #include "daemon/reload_on_hangup.h"
 #include "fs/filesystem.h"
 #include "util/log.h"
@@ -87,7 +88,7 @@ int RunDaemon(const DaemonOptions& options, bool foreground, StartupChannel& cha
     if (uint64_t bytes = array->defective_bytes()) {
       LogWarning("lonestar group {}: {} of its disks are not covered by their parity yet (a replaced disk, a lost "
                  "journal, or devices of a cairn from before they were zeroed): a disk lost there loses what it "
-                 "holds; cairn rebuild derives them",
+                 "holds; the mount re-derives parity in the background, cairn rebuild fills replaced disks",
                  array->name(), FormatSize(bytes));
     }
   }
@@ -98,9 +99,11 @@ int RunDaemon(const DaemonOptions& options, bool foreground, StartupChannel& cha
   }
   ControlServer control(fs);
   std::optional<ReloadOnHangup> reload_on_hangup;
+  std::optional<ParityResync> parity_resync;
   auto ready = [&]() -> Status {
     CAIRN_RETURN_IF_ERROR(control.Start());
     CAIRN_RETURN_IF_ERROR(fs.StartBackground());
+    parity_resync.emplace(**archive);
     if (!foreground) {
       SetLogToStderr(false);
       int null = ::open("/dev/null", O_RDWR);
@@ -118,6 +121,7 @@ int RunDaemon(const DaemonOptions& options, bool foreground, StartupChannel& cha
     return Status::OK();
   };
   Status served = ServeFuse(fs, options.settings, ready);
+  parity_resync.reset();
   reload_on_hangup.reset();
   control.Stop();
   Status stopped = fs.Stop();

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -144,6 +145,37 @@ def test_a_group_on_devices_that_held_other_data_survives_losing_three(archive):
     archive.umount()
     archive.fsck()  # every parity relation holds
     check_tree_without(archive, [devices[p] for p in (0, 2, 12)], digests)  # bucket 0, its hP and its vP
+
+
+def test_a_lost_journal_is_re_derived_in_the_background_of_the_mount(archive):
+    """Without its journal the group's parity cannot be trusted: the next mount says so and
+    re-derives all of it in the background (reads go on meanwhile), the parity then covers a
+    tree that reads back after losing a bucket with its hP and vP."""
+    make_lonestar(archive)
+    source = archive.s("source")
+    digests = make_tree(source)
+    sh(f"tar -C {source} -cf - . | tar -C {archive.m('cold')} -xf -")
+    archive.evict()
+    archive.umount()
+    os.unlink(os.path.join(archive.arch, "lonestar-cold.journal"))
+    r = archive.mount()
+    assert "the parity of the group cannot be trusted and is re-derived" in r.stdout + r.stderr, r
+    check_tree(archive.m("cold"), digests)  # from the buckets, while the parity is re-derived
+    deadline = time.monotonic() + 120
+    while True:
+        cold = next(g for g in archive.status()["groups"] if g["name"] == "cold")
+        if cold["defective_bytes"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert cold["defective_bytes"] == 0, f"parity not re-derived in 120 s: {cold}"
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        text = log.read()
+    assert "2.0 GiB of its disks are not covered by their parity yet" in text, text[-2000:]
+    assert re.search(r"lonestar group cold: re-deriving 2\.0 GiB of parity in the background", text), text[-2000:]
+    assert "lonestar group cold: parity re-derived" in text, text[-2000:]
+    archive.umount()
+    archive.fsck()  # every parity relation holds
+    check_tree_without(archive, [image(archive, disk(p)) for p in (0, 2, 12)], digests)
 
 
 @pytest.mark.parametrize("mode,steps", [

@@ -263,6 +263,18 @@ TEST_CASE("LoneStarArray: a replaced disk reads through its parity until rebuilt
   g.CheckBuckets();
 }
 
+TEST_CASE("LoneStarArray: steps that leave replaced disks to cairn rebuild leave them alone", "[array]") {
+  Group g(ArrayWriteMode::kSerialized);
+  g.WriteRandom(10, 9);
+  g.Open(false, {}, {1});  // bucket 1 replaced, nothing else defective
+  CHECK(g.array->defective_bytes(false) == 0);
+  uint64_t before = g.array->io_totals().disk_bytes_read;
+  CHECK(*g.array->RebuildStep(1 << 20, false) == 0);
+  CHECK(g.array->io_totals().disk_bytes_read == before);
+  CHECK(g.array->defective_bytes() == kDiskSize - kDataStart);
+  g.CheckBuckets();  // still read through its parity
+}
+
 TEST_CASE("LoneStarArray: a lost journal means all parity is re-derived, never trusted", "[array]") {
   Group g(ArrayWriteMode::kDelayed);
   g.WriteRandom(20, 7);  // their deltas are pending: the journal holds the only record of them
@@ -278,9 +290,11 @@ TEST_CASE("LoneStarArray: a lost journal means all parity is re-derived, never t
   }
   g.Open();
   CHECK(g.array->defective_bytes() == g.geometry.parity_disk_count() * (kDiskSize - kDataStart));
+  CHECK(g.array->defective_bytes(false) == g.array->defective_bytes());  // no disk awaits a rebuild
   g.CheckBuckets();  // from the buckets themselves
-  while (*g.array->RebuildStep(1 << 20) > 0) {
+  while (*g.array->RebuildStep(1 << 20, false) > 0) {  // as a mount's background resync does
   }
+  CHECK(g.array->defective_bytes() == 0);
   g.CheckParityClean();
   CHECK(std::filesystem::exists(journal));
   bool set_aside = false;
