@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include <fmt/format.h>
@@ -74,6 +75,12 @@ int RunDaemon(const DaemonOptions& options, bool foreground, StartupChannel& cha
     open.wrap_disk = [gate = std::string(gate)](std::unique_ptr<Disk> disk, size_t) {
       return GateDiskOnFile(std::move(disk), gate);
     };
+  }
+  // What opening finds (a journal set aside, a disk missing) belongs in the archive's log too,
+  // if this is an archive (never a cairn.log left in some other directory).
+  std::error_code unreadable;  // then Open says why
+  if (std::filesystem::is_regular_file(options.archive + "/cairn.conf", unreadable)) {
+    SetLogFile(options.archive + "/cairn.log", ArchiveOptions{}.log_max_size);
   }
   auto archive = Archive::Open(options.archive, open);
   if (!archive.ok()) {
