@@ -16,8 +16,9 @@ namespace cairn {
 
 class ReadReply {
  public:
-  // At most `capacity` bytes of the reply's own memory (the size asked for).
-  explicit ReadReply(size_t capacity) : own_(std::make_unique_for_overwrite<uint8_t[]>(capacity)), room_(capacity) {}
+  // At most `capacity` bytes of the reply's own memory (the size asked for), allocated when
+  // first needed: a read served from decoded extents alone needs none.
+  explicit ReadReply(size_t capacity) : room_(capacity) {}
 
   // The next n bytes of the reply, in its own memory, for the caller to fill.
   std::span<uint8_t> Own(size_t n);
@@ -41,6 +42,8 @@ class ReadReply {
 
 inline std::span<uint8_t> ReadReply::Own(size_t n) {
   assert(own_used_ + n <= room_);  // a read never returns more than was asked for
+  if (n == 0) return {};
+  if (!own_) own_ = std::make_unique_for_overwrite<uint8_t[]>(room_);
   std::span<uint8_t> room(own_.get() + own_used_, n);
   own_used_ += n;
   Append(room.data(), n);
@@ -48,6 +51,7 @@ inline std::span<uint8_t> ReadReply::Own(size_t n) {
 }
 
 inline void ReadReply::View(std::span<const uint8_t> bytes, std::shared_ptr<const void> keeper) {
+  if (bytes.empty()) return;
   Append(bytes.data(), bytes.size());
   keepers_.push_back(std::move(keeper));
 }
