@@ -73,7 +73,7 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
   uint64_t segment_size;
   uint64_t length;
   std::vector<std::optional<SegmentRecord>> segments;
-  std::optional<SegmentRecord> next;  // the segment after, when the read ends in the second half of one
+  std::optional<SegmentRecord> next;  // the segment after the last one read, if persisted
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
