@@ -935,11 +935,13 @@ Result<LoneStarArray::ParityReport> LoneStarArray::CheckParity(ByteRange range, 
   range = UnitsOf(std::max(range.offset, options_.data_start),
                   std::min(range.end(), options_.data_end) - std::max(range.offset, options_.data_start));
   uint64_t end = std::min(range.end(), WrittenEnd());  // past it every member reads as zeros
+  // One window of every member, reused from window to window: tens of MiB that would
+  // otherwise go back to the system and be faulted in again each time.
+  std::vector<ParityBuffer> bytes(g.disk_count());
   for (uint64_t at = range.offset; at < end; at += kWindow) {
     ByteRange w = UnitsOf(at, std::min(kWindow, end - at));
     auto held = LockUnits(w);
     std::set<uint32_t> erased = ErasedFor(w);
-    std::vector<ParityBuffer> bytes(g.disk_count());
     for (uint32_t p = 0; p < g.disk_count(); p++) {
       if (erased.contains(p)) continue;
       Status st = ReadMember(p, w, bytes[p]);

@@ -217,6 +217,11 @@ Result<std::vector<uint8_t>> ExtentStore::ReadChunk(const ExtentRecord& extent, 
   return bytes;
 }
 
+void ExtentStore::DropCachedChunk(const ExtentRecord& extent, size_t index) {
+  const ChunkPlacement& chunk = extent.chunks[index];
+  if (chunk.disk < stores_.size()) stores_[chunk.disk]->DropCached(chunk.locator());
+}
+
 Result<ExtentHeader> ExtentStore::ReadChunkHeader(const ExtentRecord& extent, size_t index) {
   const ChunkPlacement& chunk = extent.chunks[index];
   auto header = stores_[chunk.disk]->ReadHeader(chunk.locator());
@@ -270,6 +275,7 @@ std::vector<Status> ExtentStore::CheckChunks(const ExtentRecord& extent, ChunkSe
   for (size_t i = 0; i < extent.chunks.size(); i++) {
     bool idr_repaired = false;
     auto bytes = ReadChunk(extent, i, &idr_repaired);
+    DropCachedChunk(extent, i);  // fsck streams through every disk
     Status st = bytes.status();
     if (bytes.ok()) (*chunks)[i] = std::move(*bytes);  // good bytes, even if IDR had to mend them
     if (idr_repaired) {

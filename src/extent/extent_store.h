@@ -126,6 +126,8 @@ class ExtentStore {
   // header.
   Result<std::vector<uint8_t>> ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired = nullptr,
                                          ExtentHeader* header = nullptr);
+  // A hint that chunk `index` of `extent` will not be read again soon (see ChunkStore).
+  void DropCachedChunk(const ExtentRecord& extent, size_t index);
   // The header of chunk `index` (policy stamp, inode, ...), checked.
   Result<ExtentHeader> ReadChunkHeader(const ExtentRecord& extent, size_t index);
   // The first chunk header of `extent` that reads and checks: the template for rewriting

@@ -182,6 +182,7 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
     if (options_.rebuild && have == ChunksNeeded(r)) break;
     bool idr_repaired = false;
     auto bytes = archive_.extents().ReadChunk(extent, i, &idr_repaired, &header);
+    archive_.extents().DropCachedChunk(extent, i);  // a scrub or rebuild streams through the disks
     report.bytes_read += chunk_length;
     if (bytes.ok()) {
       chunks[i] = std::move(*bytes);

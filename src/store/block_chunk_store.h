@@ -32,6 +32,7 @@ class BlockChunkStore : public ChunkStore {
                                     std::vector<uint64_t>* repaired, ExtentHeader* header) override;
   Result<ExtentHeader> ReadHeader(const ChunkLocator& chunk) override;
   Status Sync() override { return disk_->Sync(); }
+  void DropCached(const ChunkLocator& chunk) override { disk_->DropCached(chunk.address, chunk.length); }
   std::string Describe(const ChunkLocator& chunk, uint64_t payload_offset) const override;
   std::string Locate(const ChunkLocator& chunk) const override;
   void CheckLayout(std::span<const PlacedChunk> chunks,

@@ -58,6 +58,9 @@ class ChunkStore {
                                             ExtentHeader* header = nullptr) = 0;
   // The chunk's header alone, checked for itself (not against the catalog).
   virtual Result<ExtentHeader> ReadHeader(const ChunkLocator& chunk) = 0;
+  // A hint that the chunk will not be read again soon (a scrub, rebuild or fsck streams
+  // through the store): its cached copy can go.
+  virtual void DropCached(const ChunkLocator& /*chunk*/) {}
   // Makes every write so far durable.
   virtual Status Sync() = 0;
 
