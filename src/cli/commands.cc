@@ -57,8 +57,10 @@ Status LoadPluginsOf(const std::string& dir) {
   return LoadArchivePlugins(plugin_dir);
 }
 
+void Tell(const std::string& line) { fmt::print(stderr, "cairn: {}\n", line); }
+
 int Fail(int code, const std::string& message) {
-  fmt::print(stderr, "cairn: {}\n", message);
+  Tell(message);
   return code;
 }
 
@@ -128,7 +130,7 @@ int CmdMkfs(const Args& args) {
     }
   }
   if (dir.empty() || !have_disks || !have_size) return Fail(2, usage);
-  mkfs.progress = [](const std::string& line) { fmt::print(stderr, "cairn: {}\n", line); };
+  mkfs.progress = Tell;
   Status st = CreateArchive(dir, mkfs);
   if (!st.ok()) return Fail(1, st.message());
   uint32_t disks = mkfs.disk_count;  // images of --disk-size; devices as large as the smallest of a group's

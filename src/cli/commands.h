@@ -58,7 +58,9 @@ Status LoadPluginsOf(const std::string& dir);
 // The cairn mounts of this system: (archive directory, mountpoint).
 std::vector<std::pair<std::string, std::string>> CairnMounts();
 
-// Prints "cairn: <message>" to stderr and returns `code`.
+// Prints "cairn: <line>" to stderr: progress and notes, kept apart from a command's output.
+void Tell(const std::string& line);
+// Tells `message` and returns `code`.
 int Fail(int code, const std::string& message);
 
 // Opens an archive to look at it, mounted or not: read-only, without its lock, missing disks

@@ -45,8 +45,7 @@ int Add(const Args& args) {
   auto id = ArchiveIdFromString(options->archive_id);
   if (!id.ok()) return Fail(1, id.status().message());
   size_t first = options->disks.size();
-  auto progress = [](const std::string& line) { fmt::print(stderr, "cairn: {}\n", line); };
-  if (Status st = AddGroup(dir, *id, *spec, disk_size, devices, *options, progress); !st.ok()) {
+  if (Status st = AddGroup(dir, *id, *spec, disk_size, devices, *options, Tell); !st.ok()) {
     return Fail(1, st.message());
   }
   if (Status st = SaveConfig(dir, *options); !st.ok()) return Fail(1, st.message());

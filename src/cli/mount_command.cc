@@ -60,8 +60,8 @@ Status WaitForArchive(const std::string& archive, int seconds) {
   struct sigaction interrupt {}, previous {};
   interrupt.sa_handler = [](int) { g_interrupted = 1; };
   ::sigaction(SIGINT, &interrupt, &previous);  // no SA_RESTART: the sleep below ends early
-  fmt::print(stderr, "cairn: waiting up to {} s for {} to finish persisting and release {} (Ctrl-C to give up)\n",
-             seconds, who, archive);
+  Tell(fmt::format("waiting up to {} s for {} to finish persisting and release {} (Ctrl-C to give up)", seconds, who,
+                   archive));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   Status result;
   while ((holder = Archive::LockHolder(archive)) != 0) {
