@@ -39,8 +39,9 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   }
 
   std::set<uint64_t> listed;  // directories whose entries without data a table of this batch holds
-  // Extents are made in order and transformed by up to `workers` threads at once, the newest
-  // while older ones are written, one at a time and in order (memory bounded by the window).
+  // Extents are made in order and transformed by `workers` threads, with one more queued so no
+  // worker waits while the oldest is written; they are written one at a time and in order
+  // (memory bounded by the window of `workers` + 1 extents).
   struct Job {
     ExtentKind kind;
     uint64_t ino;
@@ -116,7 +117,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
       ino = affinity;  // its header names the file (a pack too): recover looks up that key
     }
     Job job{kind, ino, file_offset, std::move(encoding), std::move(placements), {}};
-    while (ahead.size() >= workers) write_oldest();  // at most `workers` transforms at once
+    while (ahead.size() > workers) write_oldest();
     // The logical payload: the bytes, then the member table (built by the transform's thread).
     auto payload = [data, owned = std::move(owned), table = std::move(table)]() mutable {
       if (owned.size() == data.size() && owned.data() == data.data()) {
