@@ -63,11 +63,16 @@ class MemberView final : public Disk {
     return array_.Read(position_, offset, dst);
   }
   Status WriteAt(uint64_t offset, std::span<const uint8_t> src) override {
-    if (offset + src.size() <= data_start_) return device_.WriteAt(offset, src);  // the superblock
+    const std::span<const uint8_t> whole[] = {src};
+    return WriteGatherAt(offset, whole);
+  }
+  // An extent's header, payload and padding go to the array as they are, not joined.
+  Status WriteGatherAt(uint64_t offset, BytePieces pieces) override {
+    if (offset + TotalSize(pieces) <= data_start_) return device_.WriteGatherAt(offset, pieces);  // the superblock
     if (!bucket_ || offset < data_start_) {
       return Status::NotSupported(fmt::format("{}: a parity disk of a lonestar group holds no chunks", Name()));
     }
-    return array_.Write(position_, offset, src);
+    return array_.Write(position_, offset, pieces);
   }
   Status ReadRebuilt(uint64_t offset, std::span<uint8_t> dst) override {
     if (!bucket_ || offset < data_start_) return Disk::ReadRebuilt(offset, dst);
@@ -282,14 +287,14 @@ Status LoneStarArray::DiskRead(uint32_t position, uint64_t offset, std::span<uin
   return members_[position].device->ReadAt(offset, dst.first(stored));
 }
 
-Status LoneStarArray::DiskWrite(uint32_t position, uint64_t offset, std::span<const uint8_t> src) {
-  uint64_t end = offset + src.size();
+Status LoneStarArray::DiskWrite(uint32_t position, uint64_t offset, BytePieces src) {
+  uint64_t end = offset + TotalSize(src);
   if (end > high_water_[position]) CAIRN_RETURN_IF_ERROR(CoverWrites(std::span(&position, 1), end));
   for (uint64_t now = written_end_[position]; now < end && !written_end_[position].compare_exchange_weak(now, end);) {
   }
   if (options_.observer) options_.observer->WillAccess(members_[position].disk, ArrayIoObserver::Access::kWrite);
-  disk_bytes_written_ += src.size();
-  return members_[position].device->WriteAt(offset, src);
+  disk_bytes_written_ += end - offset;
+  return members_[position].device->WriteGatherAt(offset, src);
 }
 
 Status LoneStarArray::CoverWrites(std::span<const uint32_t> positions, uint64_t end) {
@@ -481,15 +486,16 @@ Status LoneStarArray::Rewrite(uint32_t position, uint64_t offset, std::span<cons
   return DiskWrite(position, offset, data);
 }
 
-Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const uint8_t> data) {
+Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data) {
   CAIRN_RETURN_IF_ERROR(Halted());
   const GridGeometry& g = options_.geometry;
-  if (g.role(position) != DiskRole::kData || offset < options_.data_start || offset + data.size() > options_.data_end) {
+  const uint64_t size = TotalSize(data);
+  if (g.role(position) != DiskRole::kData || offset < options_.data_start || offset + size > options_.data_end) {
     return Status::InvalidArgument(fmt::format("lonestar group {}: no bucket bytes {}..{} on disk {}", options_.name,
-                                               offset, offset + data.size(), members_[position].disk));
+                                               offset, offset + size, members_[position].disk));
   }
-  if (data.empty()) return Status::OK();
-  bytes_written_ += data.size();
+  if (size == 0) return Status::OK();
+  bytes_written_ += size;
   {
     std::lock_guard lock(mutex_);
     if (members_[position].lost) {
@@ -497,21 +503,38 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const 
                                          members_[position].disk));
     }
   }
-  ByteRange r = UnitsOf(offset, data.size());
-  ByteRange written{offset, data.size()};
+  const bool delayed = options_.mode == ArrayWriteMode::kDelayed;
+  ByteRange r = UnitsOf(offset, size);
+  ByteRange written{offset, size};
   auto held = LockUnits(r);
   ParityBuffer now;  // the units as they are, then as they will be
-  std::shared_ptr<const std::vector<uint8_t>> delta;
-  std::span<const uint8_t> after;  // the units as they will be
+  std::shared_ptr<const std::vector<uint8_t>> delta;  // null: `after` is its own (fresh space, delayed)
+  std::vector<uint8_t> zeros;                         // around the data in fresh space
+  std::vector<std::span<const uint8_t>> after;        // the units as they will be
   std::set<uint32_t> erased = ErasedFor(r);
   if (!erased.contains(position) && r.offset >= written_end_[position]) {
     // Fresh space: the units read as zeros, so as they will be they are their own delta.
-    if (IsAllZero(data)) return Status::OK();  // there already
-    std::vector<uint8_t> units(r.length);
-    std::copy(data.begin(), data.end(), Slice(std::span<uint8_t>(units), r, written).begin());
-    delta = std::make_shared<const std::vector<uint8_t>>(std::move(units));
-    after = *delta;
+    if (std::all_of(data.begin(), data.end(), [](auto piece) { return IsAllZero(piece); })) return Status::OK();
+    if (delayed) {  // written and journaled from where the pieces are: the parity waits
+      zeros.resize(std::max(offset - r.offset, r.end() - written.end()));
+      after.push_back(std::span<const uint8_t>(zeros).first(offset - r.offset));
+      after.insert(after.end(), data.begin(), data.end());
+      after.push_back(std::span<const uint8_t>(zeros).first(r.end() - written.end()));
+    } else {  // kept in memory for the parity
+      std::vector<uint8_t> units(r.length);
+      uint8_t* at = units.data() + (offset - r.offset);
+      for (std::span<const uint8_t> piece : data) at = std::copy(piece.begin(), piece.end(), at);
+      delta = std::make_shared<const std::vector<uint8_t>>(std::move(units));
+      after.push_back(*delta);
+    }
   } else {
+    std::vector<uint8_t> joined;
+    std::span<const uint8_t> whole = data.size() == 1 ? data[0] : std::span<const uint8_t>();
+    if (data.size() != 1) {
+      joined.reserve(size);
+      for (std::span<const uint8_t> piece : data) joined.insert(joined.end(), piece.begin(), piece.end());
+      whole = joined;
+    }
     if (erased.contains(position)) {
       std::map<uint32_t, ParityBuffer> rebuilt;
       CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
@@ -521,22 +544,32 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, std::span<const 
     }
     auto changes = std::make_shared<std::vector<uint8_t>>(r.length);  // zero where the units keep their bytes
     std::span<uint8_t> changed = Slice(std::span<uint8_t>(now), r, written);
-    ParityDelta(changed, data, Slice(std::span<uint8_t>(*changes), r, written));
+    ParityDelta(changed, whole, Slice(std::span<uint8_t>(*changes), r, written));
     if (IsAllZero(Slice(std::span<const uint8_t>(*changes), r, written))) return Status::OK();  // there already
-    std::copy(data.begin(), data.end(), changed.begin());
+    std::copy(whole.begin(), whole.end(), changed.begin());
     delta = std::move(changes);
-    after = now;
+    after.push_back(now);
   }
   std::array<uint32_t, kPromiseRoles> positions = g.WriteSet(position);
   CAIRN_RETURN_IF_ERROR(CoverWrites(positions, r.end()));
   std::array<uint32_t, kPromiseRoles> disks;
   for (size_t role = 0; role < kPromiseRoles; role++) disks[role] = members_[positions[role]].disk;
-  bool delayed = options_.mode == ArrayWriteMode::kDelayed;
-  auto promise = journal_->Begin(options_.mode, disks, r.offset, r.length,
-                                 delayed ? std::span<const uint8_t>(*delta) : std::span<const uint8_t>());
+  auto promise = journal_->Begin(options_.mode, disks, r.offset, r.length);
   if (!promise.ok()) return promise.status();
   if (Crash("begin")) return Halted();
+  // Delayed: the delta goes to the journal while the data goes to its disk. It counts once
+  // the data is marked written (Sync), after both.
+  const std::span<const uint8_t> delta_whole[] = {delta ? std::span<const uint8_t>(*delta) : std::span<const uint8_t>()};
+  BytePieces delta_pieces = delta ? BytePieces(delta_whole) : BytePieces(after);
+  std::future<Status> delta_kept;
+  if (delayed) {
+    delta_kept = std::async(std::launch::async, [&] { return journal_->KeepDelta(promise->txn, delta_pieces); });
+  }
   Status st = DiskWrite(position, r.offset, after);
+  if (delayed) {
+    Status kept = delta_kept.get();
+    if (st.ok()) st = kept;
+  }
   if (!st.ok()) {  // the range is undefined now: its parity knows what it held
     Status marked = AddDefect(position, r);
     if (marked.ok()) marked = journal_->Done(std::vector<uint64_t>{promise->txn});

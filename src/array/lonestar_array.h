@@ -26,6 +26,7 @@
 #include "array/unit_locks.h"
 #include "cairn/disk.h"
 #include "redundancy/parity_math.h"
+#include "util/coding.h"
 
 namespace cairn {
 
@@ -109,7 +110,11 @@ class LoneStarArray {
 
   // --- the data path, in disk offsets within [data_start, data_end)
   // A promise: `data` lands on bucket `position` and the parity follows as the mode says.
-  Status Write(uint32_t position, uint64_t offset, std::span<const uint8_t> data);
+  Status Write(uint32_t position, uint64_t offset, BytePieces data);
+  Status Write(uint32_t position, uint64_t offset, std::span<const uint8_t> data) {
+    const std::span<const uint8_t> whole[] = {data};
+    return Write(position, offset, BytePieces(whole));
+  }
   // Writes bytes the parity already agrees with (a repair of a damaged range): no promise.
   Status Rewrite(uint32_t position, uint64_t offset, std::span<const uint8_t> data);
   // Reads a member; a lost disk or a defective range is rebuilt from the parity groups.
@@ -204,7 +209,11 @@ class LoneStarArray {
   // A read past what the group wrote on the member is zeros and touches no disk; a write past
   // the member's high-water mark raises it first.
   Status DiskRead(uint32_t position, uint64_t offset, std::span<uint8_t> dst);
-  Status DiskWrite(uint32_t position, uint64_t offset, std::span<const uint8_t> src);
+  Status DiskWrite(uint32_t position, uint64_t offset, BytePieces src);
+  Status DiskWrite(uint32_t position, uint64_t offset, std::span<const uint8_t> src) {
+    const std::span<const uint8_t> whole[] = {src};
+    return DiskWrite(position, offset, BytePieces(whole));
+  }
   // Raises the high-water marks of `positions` to cover writes up to `end`: in the journal,
   // synced, in steps of kHighWaterStep, then here.
   Status CoverWrites(std::span<const uint32_t> positions, uint64_t end);

@@ -70,14 +70,16 @@ Status WriteAll(int fd, uint64_t offset, std::span<const uint8_t> data, const st
   return Status::OK();
 }
 
-// A record of `type` whose payload is `payload` then `tail`; the bytes returned end with
-// `payload`: the tail (a delta) is written from where it is (see Append).
-std::vector<uint8_t> EncodeRecord(uint8_t type, std::span<const uint8_t> payload, std::span<const uint8_t> tail = {}) {
+// A record of `type` whose payload is `payload` then the pieces of `tail`; the bytes
+// returned end with `payload`: the tail (a delta) is written from where it is (see Append).
+std::vector<uint8_t> EncodeRecord(uint8_t type, std::span<const uint8_t> payload, BytePieces tail = {}) {
   std::vector<uint8_t> record(kRecordHead + payload.size());
   record[8] = type;
   std::copy(payload.begin(), payload.end(), record.begin() + kRecordHead);
-  PutFixed32(&record[4], static_cast<uint32_t>(payload.size() + tail.size()));
-  PutFixed32(&record[0], MaskCrc(Crc32c(tail, Crc32c(std::span(record).subspan(8)))));
+  uint32_t crc = Crc32c(std::span(record).subspan(8));
+  for (std::span<const uint8_t> piece : tail) crc = Crc32c(piece, crc);
+  PutFixed32(&record[4], static_cast<uint32_t>(payload.size() + TotalSize(tail)));
+  PutFixed32(&record[0], MaskCrc(crc));
   return record;
 }
 
@@ -296,21 +298,22 @@ uint64_t PromiseJournal::file_bytes() const {
   return size_;
 }
 
-Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, std::span<const uint8_t> tail) {
+Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, BytePieces tail) {
   std::vector<uint8_t> bytes;
   for (const auto& r : records) bytes.insert(bytes.end(), r.begin(), r.end());
   CAIRN_RETURN_IF_ERROR(WriteAll(fd_, size_, bytes, path_));
-  CAIRN_RETURN_IF_ERROR(WriteAll(fd_, size_ + bytes.size(), tail, path_));
+  uint64_t at = size_ + bytes.size();
+  for (std::span<const uint8_t> piece : tail) {
+    CAIRN_RETURN_IF_ERROR(WriteAll(fd_, at, piece, path_));
+    at += piece.size();
+  }
   if (::fdatasync(fd_) != 0) return Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path_), errno);
-  size_ += bytes.size() + tail.size();
+  size_ = at;
   return Status::OK();
 }
 
 Result<Promise> PromiseJournal::Begin(ArrayWriteMode mode, const std::array<uint32_t, kPromiseRoles>& disks,
-                                      uint64_t offset, uint64_t length, std::span<const uint8_t> delta) {
-  if (!delta.empty() && delta.size() != length) {
-    return Status::InvalidArgument(fmt::format("lonestar journal: a delta of {} bytes for {}", delta.size(), length));
-  }
+                                      uint64_t offset, uint64_t length) {
   std::lock_guard lock(mutex_);
   Promise p;
   p.txn = next_txn_;
@@ -318,23 +321,32 @@ Result<Promise> PromiseJournal::Begin(ArrayWriteMode mode, const std::array<uint
   p.disks = disks;
   p.offset = offset;
   p.length = length;
-  p.has_delta = !delta.empty();
   Writer w;
   w.U64(p.txn).U8(static_cast<uint8_t>(mode));
   for (uint32_t d : disks) w.U32(d);
   w.U64(offset).U64(length);
-  std::vector<std::vector<uint8_t>> records{EncodeRecord(kBegin, w.bytes())};
-  uint64_t delta_at = size_ + records[0].size();
-  if (p.has_delta) {
-    Writer d;
-    d.U64(p.txn);
-    records.push_back(EncodeRecord(kDelta, d.bytes(), delta));
-  }
-  CAIRN_RETURN_IF_ERROR(Append(records, delta));
+  CAIRN_RETURN_IF_ERROR(Append({EncodeRecord(kBegin, w.bytes())}));
   next_txn_++;
   state_.open[p.txn] = p;
-  if (p.has_delta) delta_at_[p.txn] = delta_at;
   return p;
+}
+
+Status PromiseJournal::KeepDelta(uint64_t txn, BytePieces delta) {
+  std::lock_guard lock(mutex_);
+  auto it = state_.open.find(txn);
+  if (it == state_.open.end()) return Status::InvalidArgument(fmt::format("lonestar journal: no promise {}", txn));
+  if (it->second.has_delta || TotalSize(delta) != it->second.length) {
+    return Status::InvalidArgument(fmt::format("lonestar journal: a delta of {} bytes for promise {} of {}{}",
+                                               TotalSize(delta), txn, it->second.length,
+                                               it->second.has_delta ? ", which has one" : ""));
+  }
+  Writer w;
+  w.U64(txn);
+  uint64_t at = size_;
+  CAIRN_RETURN_IF_ERROR(Append({EncodeRecord(kDelta, w.bytes(), delta)}, delta));
+  it->second.has_delta = true;
+  delta_at_[txn] = at;
+  return Status::OK();
 }
 
 Status PromiseJournal::Mark(std::span<const uint64_t> txns, PromiseRole role, bool finished) {

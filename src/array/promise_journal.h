@@ -19,6 +19,7 @@
 
 #include "array/range_set.h"
 #include "cairn/status.h"
+#include "util/coding.h"
 
 namespace cairn {
 
@@ -76,10 +77,14 @@ class PromiseJournal {
   // A copy of what is open and defective now.
   State state() const;
 
-  // Records a new promise (its txn is assigned here) and returns it; with a `delta` (old ⊕
-  // new data, delayed mode), that too, kept until Done (LoadDelta reads it back). One sync.
+  // Records a new promise (its txn is assigned here) and returns it. One sync.
   Result<Promise> Begin(ArrayWriteMode mode, const std::array<uint32_t, kPromiseRoles>& disks, uint64_t offset,
-                        uint64_t length, std::span<const uint8_t> delta = {});
+                        uint64_t length);
+  // Records the delta (old ⊕ new data, delayed mode) of open promise `txn`, its pieces one
+  // after the other, kept until Done (LoadDelta reads it back). One sync. A promise whose
+  // delta never made it (a crash) has none: its data disk was not marked written, so
+  // recovery takes the parity's side.
+  Status KeepDelta(uint64_t txn, BytePieces delta);
   Result<std::vector<uint8_t>> LoadDelta(uint64_t txn);
   // Marks disk `role` of each promise in `txns` as started or finished, with one sync.
   Status Mark(std::span<const uint64_t> txns, PromiseRole role, bool finished);
@@ -101,7 +106,7 @@ class PromiseJournal {
   PromiseJournal(std::string path, std::string identity, int fd) : path_(std::move(path)), identity_(std::move(identity)), fd_(fd) {}
   // Appends records and syncs them; `tail` is the rest of the last record's payload (a delta,
   // not copied into `records`). REQUIRES: mutex_ held.
-  Status Append(const std::vector<std::vector<uint8_t>>& records, std::span<const uint8_t> tail = {});
+  Status Append(const std::vector<std::vector<uint8_t>>& records, BytePieces tail = {});
   // Reads the records into the state; a torn last record is cut off unless `read_only`.
   Status Replay(bool read_only);
   Status CompactLocked();

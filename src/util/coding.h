@@ -32,6 +32,14 @@ inline bool IsAllZero(std::span<const uint8_t> data) {
 
 uint32_t Crc32c(std::span<const uint8_t> data, uint32_t crc = 0);
 
+// Bytes in several places taken as one run, in order (a gathered write, a journaled delta).
+using BytePieces = std::span<const std::span<const uint8_t>>;
+inline uint64_t TotalSize(BytePieces pieces) {
+  uint64_t n = 0;
+  for (std::span<const uint8_t> piece : pieces) n += piece.size();
+  return n;
+}
+
 // Stored CRCs are masked so that a CRC computed over data that itself embeds CRCs
 // does not degenerate (same rationale as LevelDB's crc32c::Mask).
 constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;

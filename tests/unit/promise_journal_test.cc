@@ -67,13 +67,24 @@ TEST_CASE("PromiseJournal: promises, marks, deltas and defects survive a reopen;
     REQUIRE(j.Mark(txns, kDataRole, false).ok());
     REQUIRE(j.Mark(txns, kDataRole, true).ok());
     REQUIRE(j.Mark(txns, kHorizontalRole, false).ok());
-    auto b = j.Begin(ArrayWriteMode::kDelayed, kDisks, 1 << 20, delta.size(), delta);
+    auto b = j.Begin(ArrayWriteMode::kDelayed, kDisks, 1 << 20, delta.size());
     REQUIRE(b.ok());
     CHECK(b->txn == a->txn + 1);
+    CHECK(j.LoadDelta(b->txn).status().IsNotFound());
+    const std::span<const uint8_t> whole[] = {delta};
+    const std::span<const uint8_t> short_one[] = {std::span(delta).first(4096)};
+    // in pieces, as a write in fresh space keeps it: zeros, the data where it is, zeros
+    const std::span<const uint8_t> pieces[] = {std::span(delta).first(1000), std::span(delta).subspan(1000, 60000),
+                                               {}, std::span(delta).subspan(61000)};
+    CHECK(j.KeepDelta(b->txn, short_one).code() == Status::Code::kInvalidArgument);
+    REQUIRE(j.KeepDelta(b->txn, pieces).ok());
+    CHECK(j.KeepDelta(b->txn, whole).code() == Status::Code::kInvalidArgument);      // one per promise
+    CHECK(j.KeepDelta(b->txn + 1, whole).code() == Status::Code::kInvalidArgument);  // no such promise
     CHECK(*j.LoadDelta(b->txn) == delta);
     auto c = j.Begin(ArrayWriteMode::kDirect, kDisks, 0, 4096);
     REQUIRE(c.ok());
     REQUIRE(j.Done(std::vector<uint64_t>{c->txn}).ok());
+    REQUIRE(j.Begin(ArrayWriteMode::kDelayed, kDisks, 2 << 20, 4096).ok());  // its delta never came (a crash)
     REQUIRE(j.AddDefect(5, {0, 1 << 30}).ok());
     REQUIRE(j.RemoveDefect(5, {0, 64 << 20}).ok());
     kept = a->txn;
@@ -81,7 +92,7 @@ TEST_CASE("PromiseJournal: promises, marks, deltas and defects survive a reopen;
   }
   auto j = Reopen(path);
   auto state = j->state();
-  REQUIRE(state.open.size() == 2);
+  REQUIRE(state.open.size() == 3);
   const Promise& a = state.open.at(kept);
   CHECK(a.mode == ArrayWriteMode::kSerialized);
   CHECK(a.disks == kDisks);
@@ -91,11 +102,13 @@ TEST_CASE("PromiseJournal: promises, marks, deltas and defects survive a reopen;
   CHECK(a.finished == std::array<bool, 4>{true, false, false, false});
   CHECK(state.open.at(kept + 1).has_delta);
   CHECK(*j->LoadDelta(kept + 1) == delta);
+  CHECK_FALSE(state.open.at(kept + 3).has_delta);
+  CHECK(j->LoadDelta(kept + 3).status().IsNotFound());
   REQUIRE(state.defects.size() == 1);
   CHECK(state.defects.at(5).First(UINT64_MAX) == ByteRange{64 << 20, (1 << 30) - (64 << 20)});
   auto d = j->Begin(ArrayWriteMode::kSerialized, kDisks, 0, 4096);  // txns are never handed out twice
   REQUIRE(d.ok());
-  CHECK(d->txn == kept + 3);
+  CHECK(d->txn == kept + 4);
 }
 
 TEST_CASE("PromiseJournal: compaction keeps exactly what is open, deltas too", "[array]") {
@@ -107,8 +120,10 @@ TEST_CASE("PromiseJournal: compaction keeps exactly what is open, deltas too", "
   std::vector<uint8_t> delta = test::RandomBytes(8192, 2);
   uint64_t open_txn = 0;
   for (int i = 0; i < 100; i++) {
-    auto p = j.Begin(ArrayWriteMode::kDelayed, kDisks, i * 8192, 8192, delta);
+    auto p = j.Begin(ArrayWriteMode::kDelayed, kDisks, i * 8192, 8192);
     REQUIRE(p.ok());
+    const std::span<const uint8_t> whole[] = {delta};
+    REQUIRE(j.KeepDelta(p->txn, whole).ok());
     std::vector<uint64_t> txns{p->txn};
     if (i == 50) {
       open_txn = p->txn;
