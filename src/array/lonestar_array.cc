@@ -727,6 +727,10 @@ Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge)
       Delta& delta = deltas[txn];
       if (!delta) {
         auto loaded = DeltaOf(txn);
+        if (loaded.status().IsCorruption()) {  // the bucket is right: its parity is recomputed from it
+          CAIRN_RETURN_IF_ERROR(DropDamagedDelta(txn, loaded.status()));
+          continue;
+        }
         if (!loaded.ok()) return loaded.status();
         delta = std::move(*loaded);
       }
@@ -755,6 +759,25 @@ Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge)
     CAIRN_RETURN_IF_ERROR(journal_->Mark(marked, static_cast<PromiseRole>(role), true));
     if (Crash(kRoleNames[role])) return Halted();
   }
+  return Status::OK();
+}
+
+Status LoneStarArray::DropDamagedDelta(uint64_t txn, const Status& why) {
+  LogError("lonestar group {}: {}; the parity ranges it was owed are left to be recomputed from the buckets (by "
+           "cairn rebuild, or in the background of the next mount)",
+           options_.name, why.message());
+  std::vector<std::pair<uint32_t, ByteRange>> owed;
+  {
+    std::lock_guard lock(mutex_);
+    const Pending& p = pending_.at(txn);
+    for (size_t role = 1; role < kPromiseRoles; role++) {
+      if (!p.applied[role]) owed.emplace_back(p.positions[role], p.range());
+    }
+  }
+  for (const auto& [position, r] : owed) CAIRN_RETURN_IF_ERROR(AddDefect(position, r));
+  dropped_delta_ = true;
+  std::lock_guard lock(mutex_);  // readers of the parity stop adding it: the ranges are defects now
+  pending_.at(txn).applied.fill(true);
   return Status::OK();
 }
 
@@ -800,6 +823,8 @@ Status LoneStarArray::FlushParity() {
   if (txns.empty()) return Status::OK();
   CAIRN_RETURN_IF_ERROR(ApplyParity(txns, true));
   CAIRN_RETURN_IF_ERROR(journal_->Done(txns));
+  // A damaged record left in the journal would make the next open distrust all parity.
+  if (dropped_delta_.exchange(false)) CAIRN_RETURN_IF_ERROR(journal_->Compact());
   std::lock_guard lock(mutex_);
   for (uint64_t txn : txns) {
     delta_bytes_ -= pending_.at(txn).promise.length;

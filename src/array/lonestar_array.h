@@ -196,6 +196,9 @@ class LoneStarArray {
   Result<std::shared_ptr<const std::vector<uint8_t>>> DeltaOf(uint64_t txn);
   // Applies the parity of `txns` role by role, each disk synced and marked before the next role.
   Status ApplyParity(const std::vector<uint64_t>& txns, bool merge);
+  // A delta the journal no longer holds intact (`why`): the parity ranges it was owed become
+  // defects, recomputed from the buckets, and the promise owes nothing more.
+  Status DropDamagedDelta(uint64_t txn, const Status& why);
   Status AddDefect(uint32_t position, const ByteRange& r);
   Status RemoveDefect(uint32_t position, const ByteRange& r);
   // Rebuilds range `r` of every erased member that is there, a slice at a time, syncs them and
@@ -244,6 +247,7 @@ class LoneStarArray {
   std::atomic<uint64_t> disk_bytes_written_{0};
   // Delayed mode: the background flush.
   std::mutex flush_mutex_;                 // one FlushParity at a time; held across its I/O
+  std::atomic<bool> dropped_delta_{false};  // since the last flush: its record goes with a compaction
   std::mutex rebuild_mutex_;               // one RebuildStep at a time; held across its I/O
   std::condition_variable flush_asked_;    // with mutex_
   bool flush_wanted_ = false;              // guarded by mutex_

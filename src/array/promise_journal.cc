@@ -369,10 +369,19 @@ Result<std::vector<uint8_t>> PromiseJournal::LoadDelta(uint64_t txn) {
   auto it = delta_at_.find(txn);
   if (it == delta_at_.end()) return Status::NotFound(fmt::format("lonestar journal: promise {} has no delta", txn));
   uint64_t length = state_.open.at(txn).length;
+  std::array<uint8_t, kRecordHead + 8> head;  // then the txn
   std::vector<uint8_t> delta(length);
-  ssize_t n = ::pread(fd_, delta.data(), length, static_cast<off_t>(it->second + kRecordHead + 8));
-  if (n != static_cast<ssize_t>(length)) {
-    return Status::FromErrno(fmt::format("lonestar journal {}: read the delta of promise {}", path_, txn), errno);
+  for (auto [bytes, at] : {std::pair{std::span<uint8_t>(head), it->second},
+                           std::pair{std::span<uint8_t>(delta), it->second + head.size()}}) {
+    ssize_t n = ::pread(fd_, bytes.data(), bytes.size(), static_cast<off_t>(at));
+    if (n != static_cast<ssize_t>(bytes.size())) {
+      return Status::FromErrno(fmt::format("lonestar journal {}: read the delta of promise {}", path_, txn),
+                               n < 0 ? errno : EIO);
+    }
+  }
+  // Checked again at each load: the parity it goes into must not take damage from the journal.
+  if (UnmaskCrc(GetFixed32(head.data())) != Crc32c(delta, Crc32c(std::span(head).subspan(8)))) {
+    return Status::Corruption(fmt::format("lonestar journal {}: the delta of promise {} is damaged", path_, txn));
   }
   return delta;
 }
@@ -473,12 +482,13 @@ Status PromiseJournal::CompactLocked() {
       }
     }
     if (auto d = delta_at_.find(txn); d != delta_at_.end()) {
-      std::vector<uint8_t> payload(8 + p.length);
-      ssize_t n = ::pread(fd_, payload.data(), payload.size(), static_cast<off_t>(d->second + kRecordHead));
-      if (n != static_cast<ssize_t>(payload.size())) {
-        return Status::FromErrno(fmt::format("lonestar journal {}: read a delta to keep", path_), errno);
+      // Copied as it is, its CRC with it: a delta damaged since it was kept stays detectable.
+      std::vector<uint8_t> record(kRecordHead + 8 + p.length);
+      ssize_t n = ::pread(fd_, record.data(), record.size(), static_cast<off_t>(d->second));
+      if (n != static_cast<ssize_t>(record.size())) {
+        return Status::FromErrno(fmt::format("lonestar journal {}: read a delta to keep", path_), n < 0 ? errno : EIO);
       }
-      records.push_back(EncodeRecord(kDelta, payload));
+      records.push_back(std::move(record));
       delta_at[txn] = at;
       at += records.back().size();
     }

@@ -85,6 +85,7 @@ class PromiseJournal {
   // delta never made it (a crash) has none: its data disk was not marked written, so
   // recovery takes the parity's side.
   Status KeepDelta(uint64_t txn, BytePieces delta);
+  // The delta of `txn`; NotFound without one, Corruption when its record fails its CRC.
   Result<std::vector<uint8_t>> LoadDelta(uint64_t txn);
   // Marks disk `role` of each promise in `txns` as started or finished, with one sync.
   Status Mark(std::span<const uint64_t> txns, PromiseRole role, bool finished);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "array/promise_journal.h"
 #include "array/range_set.h"
@@ -109,6 +110,27 @@ TEST_CASE("PromiseJournal: promises, marks, deltas and defects survive a reopen;
   auto d = j->Begin(ArrayWriteMode::kSerialized, kDisks, 0, 4096);  // txns are never handed out twice
   REQUIRE(d.ok());
   CHECK(d->txn == kept + 4);
+}
+
+TEST_CASE("PromiseJournal: a delta damaged after it was kept loads as Corruption, compacted or not", "[array]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cold.journal";
+  auto created = PromiseJournal::Create(path, "archive-1/cold");
+  REQUIRE(created.ok());
+  auto& j = **created;
+  std::vector<uint8_t> delta = test::RandomBytes(8192, 3);
+  auto p = j.Begin(ArrayWriteMode::kDelayed, kDisks, 0, delta.size());
+  REQUIRE(p.ok());
+  const std::span<const uint8_t> whole[] = {delta};
+  REQUIRE(j.KeepDelta(p->txn, whole).ok());
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(j.file_bytes() - 100));
+    f.write("damage", 6);
+  }
+  CHECK(j.LoadDelta(p->txn).status().IsCorruption());
+  REQUIRE(j.Compact().ok());  // copied as it was, not re-sealed
+  CHECK(j.LoadDelta(p->txn).status().IsCorruption());
 }
 
 TEST_CASE("PromiseJournal: compaction keeps exactly what is open, deltas too", "[array]") {
