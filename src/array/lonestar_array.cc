@@ -611,12 +611,16 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
 }
 
 Status LoneStarArray::ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta) {
+  bool partly_defective = false;
   {
     std::lock_guard lock(mutex_);
     auto d = defects_.find(position);
     // A lost disk is rebuilt whole once replaced; a defective range is recomputed from its group.
-    if (members_[position].lost || (d != defects_.end() && d->second.Overlaps(r))) return Status::OK();
+    if (members_[position].lost || (d != defects_.end() && d->second.Contains(r))) return Status::OK();
+    partly_defective = d != defects_.end() && d->second.Overlaps(r);
   }
+  // The delta cannot go to part of the range only: all of it is recomputed from its group then.
+  if (partly_defective) return AddDefect(position, r);
   std::vector<uint8_t> parity(r.length);
   CAIRN_RETURN_IF_ERROR(DiskRead(position, r.offset, parity));
   XorInto(parity, delta);

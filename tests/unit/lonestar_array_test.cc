@@ -344,14 +344,23 @@ TEST_CASE("LoneStarArray: a delta damaged in the journal is never applied: its p
     f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(journal) - 1000));
     f.write("damage", 6);
   }
+  // The other bucket of its hPG, over one of those units and the next: its delta to their
+  // shared hP and vhP overlaps the damaged one's, so those are recomputed for all three units.
+  uint32_t beside = g.geometry.data_disks()[0];
+  auto more = test::RandomBytes(2 * LoneStarArray::kUnit, 10);
+  REQUIRE(g.array->Write(beside, kDataStart + LoneStarArray::kUnit, more).ok());
+  REQUIRE(g.array->Sync(beside).ok());
+  std::copy(more.begin(), more.end(), g.expected[beside].begin() + LoneStarArray::kUnit);
   REQUIRE(g.array->FlushParity().ok());  // logs it and leaves that parity to be recomputed
   CHECK(g.array->pending_delta_bytes() == 0);
-  CHECK(g.array->defective_bytes() == 3 * 2 * LoneStarArray::kUnit);  // hP, vP and vhP of two units
+  CHECK(g.array->defective_bytes() == (2 + 3 + 3) * LoneStarArray::kUnit);  // its vP; hP and vhP of both
+  g.CheckParityClean();
   g.CheckBuckets();
-  for (int steps = 0; *g.array->RebuildStep(512 << 10) > 0; steps++) REQUIRE(steps < 100);
+  g.Open();  // the journal was compacted without the damaged record: it is trusted
+  for (int steps = 0; *g.array->RebuildStep(64 << 20, false) > 0; steps++) REQUIRE(steps < 100);
   CHECK(g.array->defective_bytes() == 0);
   g.CheckParityClean();
-  g.Open();  // the journal was compacted without the damaged record: it is trusted
+  g.Open();
   CHECK(g.array->defective_bytes() == 0);
   g.CheckParityClean();
   g.CheckBuckets();
