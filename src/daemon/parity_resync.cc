@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 
 #include "util/log.h"
 #include "util/size.h"
@@ -13,21 +14,27 @@ namespace cairn {
 namespace {
 
 constexpr uint64_t kStep = 64ull << 20;  // between two steps the unmount may stop it
+// How often it looks for parity a failed write or a damaged delta left behind.
+constexpr auto kRecheck = std::chrono::seconds(5);
 
 }  // namespace
 
 ParityResync::ParityResync(Archive& archive) : archive_(archive) {
-  for (const auto& array : archive_.arrays()) {
-    if (array->defective_bytes(false) > 0) {
-      thread_ = std::thread([this] { Run(); });
-      return;
-    }
-  }
+  if (!archive_.arrays().empty()) thread_ = std::thread([this] { Run(); });
 }
 
 ParityResync::~ParityResync() {
-  stopping_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+bool ParityResync::stopping() {
+  std::lock_guard lock(mutex_);
+  return stopping_;
 }
 
 void ParityResync::Run() {
@@ -35,41 +42,51 @@ void ParityResync::Run() {
   if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10) != 0) {
     LogWarning("parity resync: cannot lower its priority: {}", std::strerror(errno));
   }
-  for (const auto& array : archive_.arrays()) {
-    const uint64_t total = array->defective_bytes(false);
-    if (total == 0) continue;
-    LogInfo("lonestar group {}: re-deriving {} of parity in the background", array->name(), FormatSize(total));
-    auto start = std::chrono::steady_clock::now();
-    for (uint64_t left = total; left > 0;) {
-      if (stopping_) {
-        LogInfo("lonestar group {}: parity resync stopped by the unmount, {} left for the next mount", array->name(),
-                FormatSize(left));
-        return;
-      }
-      auto after = array->RebuildStep(kStep, false);
-      if (!after.ok()) {
-        LogError("lonestar group {}: parity resync stopped, {} left (cairn rebuild retries): {}", array->name(),
-                 FormatSize(left), after.status().message());
-        break;
-      }
-      if (*after >= left) {  // nothing it can rebuild now: on missing disks
-        LogWarning("lonestar group {}: {} of parity waits for missing disks (cairn disk replace, cairn rebuild)",
-                   array->name(), FormatSize(*after));
-        break;
-      }
-      // A line per tenth done: a resync of large disks takes hours.
-      if ((total - *after) * 10 / total > (total - left) * 10 / total && *after > 0) {
-        LogInfo("lonestar group {}: parity resync {}% done, {} left", array->name(), (total - *after) * 100 / total,
-                FormatSize(*after));
-      }
-      left = *after;
-      if (left == 0) {
-        std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-        LogInfo("lonestar group {}: parity re-derived ({} in {:.1f} s)", array->name(), FormatSize(total),
-                took.count());
-      }
+  std::map<const LoneStarArray*, uint64_t> stuck;  // what a group had left when it could not go on
+  for (;;) {
+    for (const auto& array : archive_.arrays()) {
+      const uint64_t total = array->defective_bytes(false);
+      auto it = stuck.find(array.get());
+      if (total == 0 || (it != stuck.end() && it->second == total)) continue;  // tried already
+      auto left = Resync(*array, total);
+      if (!left) return;
+      stuck[array.get()] = *left;
     }
+    std::unique_lock lock(mutex_);
+    if (stop_.wait_for(lock, kRecheck, [this] { return stopping_; })) return;
   }
+}
+
+std::optional<uint64_t> ParityResync::Resync(LoneStarArray& array, uint64_t total) {
+  LogInfo("lonestar group {}: re-deriving {} of parity in the background", array.name(), FormatSize(total));
+  auto start = std::chrono::steady_clock::now();
+  for (uint64_t left = total; left > 0;) {
+    if (stopping()) {
+      LogInfo("lonestar group {}: parity resync stopped by the unmount, {} left for the next mount", array.name(),
+              FormatSize(left));
+      return std::nullopt;
+    }
+    auto after = array.RebuildStep(kStep, false);
+    if (!after.ok()) {
+      LogError("lonestar group {}: parity resync stopped, {} left (cairn rebuild retries): {}", array.name(),
+               FormatSize(left), after.status().message());
+      return left;
+    }
+    if (*after >= left) {  // nothing it can rebuild now: on missing disks
+      LogWarning("lonestar group {}: {} of parity waits for missing disks (cairn disk replace, cairn rebuild)",
+                 array.name(), FormatSize(*after));
+      return *after;
+    }
+    // A line per tenth done: a resync of large disks takes hours.
+    if ((total - *after) * 10 / total > (total - left) * 10 / total && *after > 0) {
+      LogInfo("lonestar group {}: parity resync {}% done, {} left", array.name(), (total - *after) * 100 / total,
+              FormatSize(*after));
+    }
+    left = *after;
+  }
+  std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  LogInfo("lonestar group {}: parity re-derived ({} in {:.1f} s)", array.name(), FormatSize(total), took.count());
+  return 0;
 }
 
 }  // namespace cairn
