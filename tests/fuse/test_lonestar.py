@@ -147,6 +147,17 @@ def test_a_group_on_devices_that_held_other_data_survives_losing_three(archive):
     check_tree_without(archive, [devices[p] for p in (0, 2, 12)], digests)  # bucket 0, its hP and its vP
 
 
+def wait_parity_covered(archive, seconds=120):
+    """Waits until group cold's parity covers all its disks (re-derived in the background)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        cold = next(g for g in archive.status()["groups"] if g["name"] == "cold")
+        if cold["defective_bytes"] == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert cold["defective_bytes"] == 0, f"parity not re-derived in {seconds} s: {cold}"
+
+
 def test_a_lost_journal_is_re_derived_in_the_background_of_the_mount(archive):
     """Without its journal the group's parity cannot be trusted: the next mount says so and
     re-derives all of it in the background (reads go on meanwhile), the parity then covers a
@@ -161,13 +172,7 @@ def test_a_lost_journal_is_re_derived_in_the_background_of_the_mount(archive):
     r = archive.mount()
     assert "the parity of the group cannot be trusted and is re-derived" in r.stdout + r.stderr, r
     check_tree(archive.m("cold"), digests)  # from the buckets, while the parity is re-derived
-    deadline = time.monotonic() + 120
-    while True:
-        cold = next(g for g in archive.status()["groups"] if g["name"] == "cold")
-        if cold["defective_bytes"] == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert cold["defective_bytes"] == 0, f"parity not re-derived in 120 s: {cold}"
+    wait_parity_covered(archive)
     with open(os.path.join(archive.arch, "cairn.log")) as log:
         text = log.read()
     assert "the parity of the group cannot be trusted and is re-derived" in text, text[-2000:]  # found at open
@@ -226,13 +231,7 @@ def test_a_damaged_delta_in_the_journal_is_never_applied_to_parity(archive):
                      r"ranges it was owed are left to be recomputed", text), text[-2000:]
     r = archive.mount()
     assert "cannot be trusted" not in r.stdout + r.stderr, r  # compacted without the damaged record
-    deadline = time.monotonic() + 120
-    while True:
-        cold = next(g for g in archive.status()["groups"] if g["name"] == "cold")
-        if cold["defective_bytes"] == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert cold["defective_bytes"] == 0, f"parity not re-derived in 120 s: {cold}"
+    wait_parity_covered(archive)
     check_tree(archive.m("cold"), digests)
     archive.umount()
     archive.fsck()  # every parity relation holds
@@ -260,8 +259,7 @@ def test_parity_a_damaged_delta_owed_is_re_derived_while_mounted(archive):
     text = wait_for_log(archive, r"lonestar group cold: parity re-derived", 60)
     assert re.search(damaged, text), text[-2000:]
     assert "lonestar group cold: parity re-derived" in text, text[-2000:]
-    cold = next(g for g in archive.status()["groups"] if g["name"] == "cold")
-    assert cold["defective_bytes"] == 0, cold
+    wait_parity_covered(archive, 0)
     check_tree(archive.m("cold"), digests)
     archive.umount()
     archive.fsck()  # every parity relation holds

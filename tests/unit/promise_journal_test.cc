@@ -16,6 +16,13 @@ namespace {
 
 constexpr std::array<uint32_t, kPromiseRoles> kDisks{3, 7, 12, 14};
 
+std::unique_ptr<PromiseJournal> Fresh(const std::string& path) {
+  auto journal = PromiseJournal::Create(path, "archive-1/cold");
+  INFO(journal.status().ToString());
+  REQUIRE(journal.ok());
+  return std::move(*journal);
+}
+
 std::unique_ptr<PromiseJournal> Reopen(const std::string& path) {
   auto journal = PromiseJournal::Open(path, "archive-1/cold");
   INFO(journal.status().ToString());
@@ -42,6 +49,10 @@ TEST_CASE("RangeSet: adds merge, removes split", "[array]") {
   std::vector<ByteRange> got;
   s.ForEach([&](ByteRange r) { got.push_back(r); });
   CHECK(got == std::vector<ByteRange>{{100, 20}, {130, 120}});
+  CHECK(s.Contains({100, 20}));
+  CHECK(s.Contains({135, 10}));
+  CHECK_FALSE(s.Contains({100, 21}));  // into the gap
+  CHECK_FALSE(s.Contains({90, 20}));
   CHECK(s.Overlaps({119, 1}));
   CHECK_FALSE(s.Overlaps({120, 10}));
   CHECK_FALSE(s.Overlaps({250, 10}));
@@ -59,9 +70,8 @@ TEST_CASE("PromiseJournal: promises, marks, deltas and defects survive a reopen;
   std::vector<uint8_t> delta = test::RandomBytes(70000, 1);
   uint64_t kept = 0;
   {
-    auto created = PromiseJournal::Create(path, "archive-1/cold");
-    REQUIRE(created.ok());
-    auto& j = **created;
+    auto journal = Fresh(path);
+    auto& j = *journal;
     auto a = j.Begin(ArrayWriteMode::kSerialized, kDisks, 4096, 69632);
     REQUIRE(a.ok());
     std::vector<uint64_t> txns{a->txn};
@@ -115,9 +125,8 @@ TEST_CASE("PromiseJournal: promises, marks, deltas and defects survive a reopen;
 TEST_CASE("PromiseJournal: a delta damaged after it was kept loads as Corruption, compacted or not", "[array]") {
   test::TempDir tmp;
   std::string path = tmp / "cold.journal";
-  auto created = PromiseJournal::Create(path, "archive-1/cold");
-  REQUIRE(created.ok());
-  auto& j = **created;
+  auto journal = Fresh(path);
+  auto& j = *journal;
   std::vector<uint8_t> delta = test::RandomBytes(8192, 3);
   auto p = j.Begin(ArrayWriteMode::kDelayed, kDisks, 0, delta.size());
   REQUIRE(p.ok());
@@ -136,9 +145,8 @@ TEST_CASE("PromiseJournal: a delta damaged after it was kept loads as Corruption
 TEST_CASE("PromiseJournal: compaction keeps exactly what is open, deltas too", "[array]") {
   test::TempDir tmp;
   std::string path = tmp / "cold.journal";
-  auto created = PromiseJournal::Create(path, "archive-1/cold");
-  REQUIRE(created.ok());
-  auto& j = **created;
+  auto journal = Fresh(path);
+  auto& j = *journal;
   std::vector<uint8_t> delta = test::RandomBytes(8192, 2);
   uint64_t open_txn = 0;
   for (int i = 0; i < 100; i++) {
@@ -172,9 +180,8 @@ TEST_CASE("PromiseJournal: high-water marks only go up, one sync for those that 
           "[array]") {
   test::TempDir tmp;
   std::string path = tmp / "cold.journal";
-  auto created = PromiseJournal::Create(path, "archive-1/cold");
-  REQUIRE(created.ok());
-  auto& j = **created;
+  auto journal = Fresh(path);
+  auto& j = *journal;
   CHECK(j.state().high_water.empty());  // not known: a disk is read whole
   std::vector<uint32_t> disks{3, 7};
   REQUIRE(j.RaiseHighWater(disks, 0).ok());
