@@ -767,8 +767,8 @@ Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge)
 }
 
 Status LoneStarArray::DropDamagedDelta(uint64_t txn, const Status& why) {
-  LogError("lonestar group {}: {}; the parity ranges it was owed are left to be recomputed from the buckets (by "
-           "cairn rebuild, or in the background of the next mount)",
+  LogError("lonestar group {}: {}; the parity ranges it was owed are left to be recomputed from the buckets (in "
+           "the background of the mount, or by cairn rebuild)",
            options_.name, why.message());
   std::vector<std::pair<uint32_t, ByteRange>> owed;
   {
