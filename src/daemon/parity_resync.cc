@@ -67,16 +67,23 @@ std::optional<uint64_t> ParityResync::Resync(LoneStarArray& array, uint64_t tota
       return std::nullopt;
     }
     auto after = array.RebuildStep(kStep, false);
+    if (after.ok() && *after >= left) {
+      // No progress: what is left is on missing disks, unless gaps came during the step,
+      // which a second one then takes on.
+      auto again = array.RebuildStep(kStep, false);
+      if (again.ok() && *again >= *after) {
+        LogWarning("lonestar group {}: {} of parity waits for missing disks (cairn disk replace, cairn rebuild)",
+                   array.name(), FormatSize(*again));
+        return *again;
+      }
+      after = std::move(again);
+    }
     if (!after.ok()) {
       LogError("lonestar group {}: parity resync stopped, {} left (cairn rebuild retries): {}", array.name(),
                FormatSize(left), after.status().message());
       return left;
     }
-    if (*after >= left) {  // nothing it can rebuild now: on missing disks
-      LogWarning("lonestar group {}: {} of parity waits for missing disks (cairn disk replace, cairn rebuild)",
-                 array.name(), FormatSize(*after));
-      return *after;
-    }
+    total = std::max(total, *after);  // gaps that came meanwhile count too
     // A line per tenth done: a resync of large disks takes hours.
     if ((total - *after) * 10 / total > (total - left) * 10 / total && *after > 0) {
       LogInfo("lonestar group {}: parity resync {}% done, {} left", array.name(), (total - *after) * 100 / total,
