@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -308,9 +307,7 @@ TEST_CASE("LoneStarArray: a lost journal means all parity is re-derived, never t
   bool damaged = GENERATE(false, true);
   std::string journal = g.tmp / "cold.journal";
   if (damaged) {  // a record in the middle no longer matches its checksum
-    std::fstream f(journal, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(std::filesystem::file_size(journal) / 2);
-    f.write("damage", 6);
+    test::Damage(journal, std::filesystem::file_size(journal) / 2);
   } else {
     std::filesystem::remove(journal);
   }
@@ -338,12 +335,9 @@ TEST_CASE("LoneStarArray: a delta damaged in the journal is never applied: its p
   REQUIRE(g.array->Sync(bucket).ok());
   std::copy(data.begin(), data.end(), g.expected[bucket].begin() + 8192);
   REQUIRE(g.array->pending_delta_bytes() > 0);
-  {  // on the fast storage, bytes of the delta (the journal's last big record) change
-    std::string journal = g.tmp / "cold.journal";
-    std::fstream f(journal, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(journal) - 1000));
-    f.write("damage", 6);
-  }
+  // On the fast storage, bytes of the delta (the journal's last big record) change.
+  std::string journal = g.tmp / "cold.journal";
+  test::Damage(journal, std::filesystem::file_size(journal) - 1000);
   // The other bucket of its hPG, over one of those units and the next: its delta to their
   // shared hP and vhP overlaps the damaged one's, so those are recomputed for all three units.
   uint32_t beside = g.geometry.data_disks()[0];

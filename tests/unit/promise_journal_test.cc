@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "array/promise_journal.h"
 #include "array/range_set.h"
@@ -132,11 +131,7 @@ TEST_CASE("PromiseJournal: a delta damaged after it was kept loads as Corruption
   REQUIRE(p.ok());
   const std::span<const uint8_t> whole[] = {delta};
   REQUIRE(j.KeepDelta(p->txn, whole).ok());
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(j.file_bytes() - 100));
-    f.write("damage", 6);
-  }
+  test::Damage(path, j.file_bytes() - 100);
   CHECK(j.LoadDelta(p->txn).status().IsCorruption());
   REQUIRE(j.Compact().ok());  // copied as it was, not re-sealed
   CHECK(j.LoadDelta(p->txn).status().IsCorruption());

@@ -1,8 +1,9 @@
-// Helpers shared by the unit tests: temporary directories and random bytes.
+// Helpers shared by the unit tests: temporary directories, random bytes, damaged files.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +30,13 @@ inline std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
   std::vector<uint8_t> out(n);
   for (auto& b : out) b = static_cast<uint8_t>(rng());
   return out;
+}
+
+// Overwrites the bytes at `offset` of file `path` with "damage", as bit rot or a stray write would.
+inline void Damage(const std::string& path, uint64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write("damage", 6);
 }
 
 }  // namespace cairn::test
