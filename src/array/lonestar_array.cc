@@ -47,6 +47,25 @@ struct LoneStarArray::Pending {
   ByteRange range() const { return {promise.offset, promise.length}; }
 };
 
+class LoneStarArray::DefectWatch {
+ public:
+  explicit DefectWatch(LoneStarArray& array) : array_(array) {
+    std::lock_guard lock(array_.mutex_);
+    array_.defect_watches_.push_back(this);
+  }
+  ~DefectWatch() {
+    std::lock_guard lock(array_.mutex_);
+    std::erase(array_.defect_watches_, this);
+  }
+  DefectWatch(const DefectWatch&) = delete;
+  DefectWatch& operator=(const DefectWatch&) = delete;
+
+  std::map<uint32_t, RangeSet> added;  // by position; guarded by the array's mutex_
+
+ private:
+  LoneStarArray& array_;
+};
+
 // A member as a Disk for its chunk store (see View()).
 class MemberView final : public Disk {
  public:
@@ -255,7 +274,7 @@ Status LoneStarArray::Recover(const PromiseJournal::State& state) {
   }
   for (const auto& [position, r] : undefined) {
     if (members_[position].lost) continue;  // rebuilt with the rest of it once replaced
-    Status st = RebuildRange(r);
+    Status st = RebuildRange(r, DefectWatch(*this));
     if (!st.ok()) LogError("lonestar group {}: {}", options_.name, st.message());
   }
   return Status::OK();
@@ -457,6 +476,7 @@ Status LoneStarArray::ReadRebuilt(uint32_t position, uint64_t offset, std::span<
   CAIRN_RETURN_IF_ERROR(Halted());
   ByteRange r = UnitsOf(offset, dst.size());
   auto held = LockUnits(r);
+  DefectWatch watch(*this);
   std::set<uint32_t> erased = ErasedFor(r);
   erased.insert(position);
   std::map<uint32_t, ParityBuffer> rebuilt;
@@ -475,7 +495,7 @@ Status LoneStarArray::ReadRebuilt(uint32_t position, uint64_t offset, std::span<
   // A defective range of a disk that is there: recovered in place, as a rebuild would.
   Status st = WriteMember(position, r, bytes);
   if (st.ok()) st = SyncMember(position);
-  if (st.ok()) st = RemoveDefect(position, r);
+  if (st.ok()) st = RemoveDefect(position, r, watch);
   if (!st.ok()) LogWarning("lonestar group {}: cannot recover a range in place: {}", options_.name, st.message());
   return Status::OK();
 }
@@ -611,16 +631,12 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
 }
 
 Status LoneStarArray::ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta) {
-  bool partly_defective = false;
   {
     std::lock_guard lock(mutex_);
-    auto d = defects_.find(position);
-    // A lost disk is rebuilt whole once replaced; a defective range is recomputed from its group.
-    if (members_[position].lost || (d != defects_.end() && d->second.Contains(r))) return Status::OK();
-    partly_defective = d != defects_.end() && d->second.Overlaps(r);
+    if (members_[position].lost) return Status::OK();  // rebuilt whole once replaced
   }
-  // The delta cannot go to part of the range only: all of it is recomputed from its group then.
-  if (partly_defective) return AddDefect(position, r);
+  // A defective range takes the delta too: a running rebuild may have rewritten it already
+  // (it clears the defect once all its range is synced); if not, it rewrites it after this.
   std::vector<uint8_t> parity(r.length);
   CAIRN_RETURN_IF_ERROR(DiskRead(position, r.offset, parity));
   XorInto(parity, delta);
@@ -851,20 +867,35 @@ void LoneStarArray::MarkLost(uint32_t position, const std::string& why) {
 }
 
 Status LoneStarArray::AddDefect(uint32_t position, const ByteRange& r) {
+  std::lock_guard ordered(defect_mutex_);
   CAIRN_RETURN_IF_ERROR(journal_->AddDefect(members_[position].disk, r));
   std::lock_guard lock(mutex_);
   defects_[position].Add(r);
+  for (DefectWatch* watch : defect_watches_) watch->added[position].Add(r);
   return Status::OK();
 }
 
-Status LoneStarArray::RemoveDefect(uint32_t position, const ByteRange& r) {
-  CAIRN_RETURN_IF_ERROR(journal_->RemoveDefect(members_[position].disk, r));
-  std::lock_guard lock(mutex_);
-  auto it = defects_.find(position);
-  if (it == defects_.end()) return Status::OK();
-  it->second.Remove(r);
-  if (it->second.empty()) defects_.erase(it);
-  return Status::OK();
+Status LoneStarArray::RemoveDefect(uint32_t position, const ByteRange& r, const DefectWatch& since) {
+  std::lock_guard ordered(defect_mutex_);  // none is added between the look at `since` and the removal
+  RangeSet removed;
+  removed.Add(r);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = since.added.find(position); it != since.added.end()) {
+      it->second.ForEach([&](ByteRange added) { removed.Remove(added); });
+    }
+  }
+  Status st;
+  removed.ForEach([&](ByteRange gone) {
+    if (st.ok()) st = journal_->RemoveDefect(members_[position].disk, gone);
+    if (!st.ok()) return;
+    std::lock_guard lock(mutex_);
+    auto it = defects_.find(position);
+    if (it == defects_.end()) return;
+    it->second.Remove(gone);
+    if (it->second.empty()) defects_.erase(it);
+  });
+  return st;
 }
 
 LoneStarArray::IoTotals LoneStarArray::io_totals() const {
@@ -888,6 +919,7 @@ std::map<uint32_t, RangeSet> LoneStarArray::defects() const {
 Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes, bool replaced_too) {
   CAIRN_RETURN_IF_ERROR(Halted());
   std::lock_guard rebuilding(rebuild_mutex_);  // two rebuilders would pick the same range
+  DefectWatch watch(*this);
   std::optional<std::pair<uint32_t, ByteRange>> next;
   {
     std::lock_guard lock(mutex_);
@@ -902,15 +934,15 @@ Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes, bool replaced_to
     auto [position, range] = *next;
     uint64_t top = WrittenEnd();
     if (range.offset >= top) {  // every member reads as zeros there: nothing to rebuild
-      CAIRN_RETURN_IF_ERROR(RemoveDefect(position, range));
+      CAIRN_RETURN_IF_ERROR(RemoveDefect(position, range, watch));
     } else {
-      CAIRN_RETURN_IF_ERROR(RebuildRange(UnitsOf(range.offset, std::min(range.end(), top) - range.offset)));
+      CAIRN_RETURN_IF_ERROR(RebuildRange(UnitsOf(range.offset, std::min(range.end(), top) - range.offset), watch));
     }
   }
   return defective_bytes(replaced_too);
 }
 
-Status LoneStarArray::RebuildRange(const ByteRange& r) {
+Status LoneStarArray::RebuildRange(const ByteRange& r, const DefectWatch& since) {
   // A slice at a time, each slice's writes overlapping the next one's reads: what one rebuild
   // holds in memory is two slices per member it reads or writes, whatever the range; what it
   // wrote leaves the page cache once synced.
@@ -967,7 +999,7 @@ Status LoneStarArray::RebuildRange(const ByteRange& r) {
     members_[position].device->DropCached(unsynced, writing_end - unsynced);
   }
   if (at > r.offset) {
-    for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(RemoveDefect(position, {r.offset, at - r.offset}));
+    for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(RemoveDefect(position, {r.offset, at - r.offset}, since));
   }
   return st;
 }

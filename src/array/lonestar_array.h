@@ -199,11 +199,15 @@ class LoneStarArray {
   // A delta the journal no longer holds intact (`why`): the parity ranges it was owed become
   // defects, recomputed from the buckets, and the promise owes nothing more.
   Status DropDamagedDelta(uint64_t txn, const Status& why);
+  // While it lives, the defects added to the group are recorded in it too: what rebuilt a
+  // range clears its defects there less those, which came after it had read the range.
+  class DefectWatch;
   Status AddDefect(uint32_t position, const ByteRange& r);
-  Status RemoveDefect(uint32_t position, const ByteRange& r);
+  // Removes `r` from the defects of `position`, but for what was added since `since` began.
+  Status RemoveDefect(uint32_t position, const ByteRange& r, const DefectWatch& since);
   // Rebuilds range `r` of every erased member that is there, a slice at a time, syncs them and
-  // removes their defects there.
-  Status RebuildRange(const ByteRange& r);
+  // removes their defects there (those added since `since` began stay).
+  Status RebuildRange(const ByteRange& r, const DefectWatch& since);
   // Writes the members rebuilt for window `w` (its units held) that are there; adds those it
   // wrote to *written.
   Status WriteRebuilt(const ByteRange& w, std::map<uint32_t, ParityBuffer>& rebuilt,
@@ -239,6 +243,7 @@ class LoneStarArray {
   std::map<uint64_t, Pending> pending_;        // by txn
   std::map<uint32_t, std::vector<uint64_t>> unsynced_;  // bucket position -> txns written, not synced
   std::map<uint32_t, RangeSet> defects_;       // by position: mirrors the journal's
+  std::vector<DefectWatch*> defect_watches_;   // the live ones
   uint64_t delta_bytes_ = 0;                   // deltas of delayed promises still pending
   // Since open: bytes written to buckets by Write, and the disk I/O done (logged at close:
   // the write amplification).
@@ -249,6 +254,9 @@ class LoneStarArray {
   std::mutex flush_mutex_;                 // one FlushParity at a time; held across its I/O
   std::atomic<bool> dropped_delta_{false};  // since the last flush: its record goes with a compaction
   std::mutex rebuild_mutex_;               // one RebuildStep at a time; held across its I/O
+  // One change of defects at a time, so the journal's order is defects_'s; held across the
+  // journal's append. Before mutex_.
+  std::mutex defect_mutex_;
   std::condition_variable flush_asked_;    // with mutex_
   bool flush_wanted_ = false;              // guarded by mutex_
   std::chrono::steady_clock::time_point last_write_;  // guarded by mutex_: of a bucket, delayed mode

@@ -380,7 +380,10 @@ Result<std::vector<uint8_t>> PromiseJournal::LoadDelta(uint64_t txn) {
     }
   }
   // Checked again at each load: the parity it goes into must not take damage from the journal.
-  if (UnmaskCrc(GetFixed32(head.data())) != Crc32c(delta, Crc32c(std::span(head).subspan(8)))) {
+  // (The CRC covers type, txn and delta, not the length, whose damage would cut the journal
+  // there at the next open: refused, the flush that drops it compacts the journal.)
+  if (GetFixed32(&head[4]) != 8 + length ||
+      UnmaskCrc(GetFixed32(head.data())) != Crc32c(delta, Crc32c(std::span(head).subspan(8)))) {
     return Status::Corruption(fmt::format("lonestar journal {}: the delta of promise {} is damaged", path_, txn));
   }
   return delta;
@@ -483,11 +486,13 @@ Status PromiseJournal::CompactLocked() {
     }
     if (auto d = delta_at_.find(txn); d != delta_at_.end()) {
       // Copied as it is, its CRC with it: a delta damaged since it was kept stays detectable.
+      // Its length, which the CRC does not cover, is written as it must be.
       std::vector<uint8_t> record(kRecordHead + 8 + p.length);
       ssize_t n = ::pread(fd_, record.data(), record.size(), static_cast<off_t>(d->second));
       if (n != static_cast<ssize_t>(record.size())) {
         return Status::FromErrno(fmt::format("lonestar journal {}: read a delta to keep", path_), n < 0 ? errno : EIO);
       }
+      PutFixed32(&record[4], static_cast<uint32_t>(8 + p.length));
       records.push_back(std::move(record));
       delta_at[txn] = at;
       at += records.back().size();

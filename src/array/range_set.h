@@ -60,11 +60,6 @@ class RangeSet {
     auto it = ranges_.lower_bound(r.end());
     return it != ranges_.begin() && std::prev(it)->second > r.offset && r.length > 0;
   }
-  // Whether every byte of `r` is in the set.
-  bool Contains(ByteRange r) const {
-    auto it = ranges_.upper_bound(r.offset);
-    return r.length == 0 || (it != ranges_.begin() && std::prev(it)->second >= r.end());
-  }
   bool empty() const { return ranges_.empty(); }
   // The first range, cut to at most `max_length` bytes.
   std::optional<ByteRange> First(uint64_t max_length) const {

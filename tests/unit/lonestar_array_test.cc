@@ -26,10 +26,14 @@ constexpr uint32_t kFirstDisk = 10;  // the group's disks are the archive's disk
 struct CountingObserver : ArrayIoObserver {
   std::mutex mutex;
   std::map<uint32_t, int> reads, writes;
+  std::function<void(uint32_t disk, Access access)> also;  // a test's own step, before the access
   void WillAccess(uint32_t disk, Access access) override {
-    std::lock_guard lock(mutex);
-    if (access == Access::kRead) reads[disk]++;
-    if (access == Access::kWrite) writes[disk]++;
+    {
+      std::lock_guard lock(mutex);
+      if (access == Access::kRead) reads[disk]++;
+      if (access == Access::kWrite) writes[disk]++;
+    }
+    if (also) also(disk, access);
   }
   void Clear() {
     reads.clear();
@@ -339,7 +343,7 @@ TEST_CASE("LoneStarArray: a delta damaged in the journal is never applied: its p
   std::string journal = g.tmp / "cold.journal";
   test::Damage(journal, std::filesystem::file_size(journal) - 1000);
   // The other bucket of its hPG, over one of those units and the next: its delta to their
-  // shared hP and vhP overlaps the damaged one's, so those are recomputed for all three units.
+  // shared hP and vhP overlaps the damaged one's ranges, and still goes to all of its own.
   uint32_t beside = g.geometry.data_disks()[0];
   auto more = test::RandomBytes(2 * LoneStarArray::kUnit, 10);
   REQUIRE(g.array->Write(beside, kDataStart + LoneStarArray::kUnit, more).ok());
@@ -347,7 +351,7 @@ TEST_CASE("LoneStarArray: a delta damaged in the journal is never applied: its p
   std::copy(more.begin(), more.end(), g.expected[beside].begin() + LoneStarArray::kUnit);
   REQUIRE(g.array->FlushParity().ok());  // logs it and leaves that parity to be recomputed
   CHECK(g.array->pending_delta_bytes() == 0);
-  CHECK(g.array->defective_bytes() == (2 + 3 + 3) * LoneStarArray::kUnit);  // its vP; hP and vhP of both
+  CHECK(g.array->defective_bytes() == 3 * 2 * LoneStarArray::kUnit);  // its hP, vP and vhP ranges
   g.CheckParityClean();
   g.CheckBuckets();
   g.Open();  // the journal was compacted without the damaged record: it is trusted
@@ -356,6 +360,47 @@ TEST_CASE("LoneStarArray: a delta damaged in the journal is never applied: its p
   g.CheckParityClean();
   g.Open();
   CHECK(g.array->defective_bytes() == 0);
+  g.CheckParityClean();
+  g.CheckBuckets();
+}
+
+TEST_CASE("LoneStarArray: what a running rebuild's finished slices see meanwhile outlives its end", "[array]") {
+  // A rebuild frees each slice once it is written, but clears the defects of its whole range
+  // only once all of it is synced. In between, a write behind it must still reach the parity it
+  // rebuilt, and a defect added there must stay.
+  bool damage = GENERATE(false, true);  // the write's delta is damaged in the journal: its parity is a defect
+  Group g(damage ? ArrayWriteMode::kDelayed : GENERATE(ArrayWriteMode::kDirect, ArrayWriteMode::kDelayed), 10 << 20);
+  const auto set = g.geometry.WriteSet(g.geometry.data_disks().front());
+  const uint32_t bucket = set[0], hp = set[1];
+  for (uint32_t p : g.geometry.data_disks()) {  // the buckets of its hPG, read by each slice of the rebuild
+    if (g.geometry.WriteSet(p)[1] != hp) continue;
+    auto data = test::RandomBytes(g.expected[p].size(), p);
+    REQUIRE(g.array->Write(p, kDataStart, data).ok());
+    REQUIRE(g.array->Sync(p).ok());
+    g.expected[p] = data;
+  }
+  REQUIRE(g.array->FlushParity().ok());
+  g.Open(false, {}, {hp});  // its hP replaced: rebuilt in three slices of 64 units
+  int reads = 0;
+  g.observer.also = [&](uint32_t disk, ArrayIoObserver::Access access) {
+    // The second slice reads the bucket: the first one is rebuilt (or being written).
+    if (disk != kFirstDisk + bucket || access != ArrayIoObserver::Access::kRead || ++reads != 2) return;
+    auto data = test::RandomBytes(1000, 77);
+    REQUIRE(g.array->Write(bucket, kDataStart + 4096, data).ok());
+    REQUIRE(g.array->Sync(bucket).ok());
+    std::copy(data.begin(), data.end(), g.expected[bucket].begin() + 4096);
+    if (damage) test::Damage(g.tmp / "cold.journal", std::filesystem::file_size(g.tmp / "cold.journal") - 1000);
+    if (g.mode == ArrayWriteMode::kDelayed) REQUIRE(g.array->FlushParity().ok());
+  };
+  auto left = g.array->RebuildStep(64 << 20);
+  g.observer.also = nullptr;
+  REQUIRE(left.ok());
+  CHECK(reads >= 3);
+  // The damaged delta's hP, vP and vhP ranges are still to be rebuilt, the hP's included.
+  CHECK(*left == (damage ? 3 * LoneStarArray::kUnit : 0));
+  g.CheckParityClean();
+  for (int steps = 0; *g.array->RebuildStep(64 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.Open();
   g.CheckParityClean();
   g.CheckBuckets();
 }
