@@ -14,12 +14,12 @@ namespace cairn {
 namespace {
 
 constexpr uint64_t kStep = 64ull << 20;  // between two steps the unmount may stop it
-// How often it looks for parity a failed write or a damaged delta left behind.
-constexpr auto kRecheck = std::chrono::seconds(5);
 
 }  // namespace
 
-ParityResync::ParityResync(Archive& archive) : archive_(archive) {
+ParityResync::ParityResync(Archive& archive) : ParityResync(archive, Timing{}) {}
+
+ParityResync::ParityResync(Archive& archive, Timing timing) : archive_(archive), timing_(timing) {
   if (!archive_.arrays().empty()) thread_ = std::thread([this] { Run(); });
 }
 
@@ -42,22 +42,31 @@ void ParityResync::Run() {
   if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10) != 0) {
     LogWarning("parity resync: cannot lower its priority: {}", std::strerror(errno));
   }
-  std::map<const LoneStarArray*, uint64_t> stuck;  // what a group had left when it could not go on
+  using Clock = std::chrono::steady_clock;
+  std::map<const LoneStarArray*, uint64_t> waiting;  // what a group had left when missing disks held it up
+  std::map<const LoneStarArray*, Clock::time_point> retry_at;  // of a group whose step failed
   for (;;) {
     for (const auto& array : archive_.arrays()) {
       const uint64_t total = array->defective_bytes(false);
-      auto it = stuck.find(array.get());
-      if (total == 0 || (it != stuck.end() && it->second == total)) continue;  // tried already
-      auto left = Resync(*array, total);
-      if (!left) return;
-      stuck[array.get()] = *left;
+      auto it = waiting.find(array.get());
+      if (total == 0 || (it != waiting.end() && it->second == total)) continue;  // tried already
+      if (auto retry = retry_at.find(array.get()); retry != retry_at.end() && Clock::now() < retry->second) continue;
+      auto outcome = Resync(*array, total);
+      if (!outcome) return;
+      waiting.erase(array.get());
+      retry_at.erase(array.get());
+      if (outcome->failed) {
+        retry_at[array.get()] = Clock::now() + timing_.after_error;
+      } else {
+        waiting[array.get()] = outcome->left;
+      }
     }
     std::unique_lock lock(mutex_);
-    if (stop_.wait_for(lock, kRecheck, [this] { return stopping_; })) return;
+    if (stop_.wait_for(lock, timing_.recheck, [this] { return stopping_; })) return;
   }
 }
 
-std::optional<uint64_t> ParityResync::Resync(LoneStarArray& array, uint64_t total) {
+std::optional<ParityResync::Outcome> ParityResync::Resync(LoneStarArray& array, uint64_t total) {
   LogInfo("lonestar group {}: re-deriving {} of parity in the background", array.name(), FormatSize(total));
   auto start = std::chrono::steady_clock::now();
   for (uint64_t left = total; left > 0;) {
@@ -74,14 +83,15 @@ std::optional<uint64_t> ParityResync::Resync(LoneStarArray& array, uint64_t tota
       if (again.ok() && *again >= *after) {
         LogWarning("lonestar group {}: {} of parity waits for missing disks (cairn disk replace, cairn rebuild)",
                    array.name(), FormatSize(*again));
-        return *again;
+        return Outcome{*again, false};
       }
       after = std::move(again);
     }
     if (!after.ok()) {
-      LogError("lonestar group {}: parity resync stopped, {} left (cairn rebuild retries): {}", array.name(),
-               FormatSize(left), after.status().message());
-      return left;
+      LogError("lonestar group {}: parity resync stopped, {} left (tried again in {} s, or by cairn rebuild): {}",
+               array.name(), FormatSize(left), std::chrono::duration_cast<std::chrono::seconds>(timing_.after_error).count(),
+               after.status().message());
+      return Outcome{left, true};
     }
     total = std::max(total, *after);  // gaps that came meanwhile count too
     // A line per tenth done: a resync of large disks takes hours.
@@ -93,7 +103,7 @@ std::optional<uint64_t> ParityResync::Resync(LoneStarArray& array, uint64_t tota
   }
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   LogInfo("lonestar group {}: parity re-derived ({} in {:.1f} s)", array.name(), FormatSize(total), took.count());
-  return 0;
+  return Outcome{0, false};
 }
 
 }  // namespace cairn
