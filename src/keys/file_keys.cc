@@ -74,8 +74,9 @@ Result<std::shared_ptr<const Keystore>> FileKeys::CurrentKeystore() {
   if (!loaded.ok()) return loaded.status();
   auto keystore = std::make_shared<const Keystore>(std::move(*loaded));
   std::lock_guard lock(mutex_);
-  // A version rotated out of the keystore leaves the daemon's memory too.
-  std::erase_if(masters_, [&](const auto& entry) { return !keystore->find(entry.first.first, entry.first.second); });
+  // Master keys are loaded again from the keystore as it is now: one deleted, or deleted and
+  // made again under the same name and version, does not live on in the daemon's memory.
+  masters_.clear();
   keystore_ = keystore;
   keystore_ino_ = st.st_ino;
   keystore_size_ = st.st_size;
@@ -84,12 +85,12 @@ Result<std::shared_ptr<const Keystore>> FileKeys::CurrentKeystore() {
 }
 
 Result<FileKeys::DataKey> FileKeys::Master(const std::string& name, uint32_t version) {
+  auto keystore = CurrentKeystore();  // first: a change of the file drops the cached keys
+  if (!keystore.ok()) return keystore.status();
   {
     std::lock_guard lock(mutex_);
     if (auto it = masters_.find({name, version}); it != masters_.end()) return it->second;
   }
-  auto keystore = CurrentKeystore();
-  if (!keystore.ok()) return keystore.status();
   const MasterKeySource* source = (*keystore)->find(name, version);
   if (!source) {
     return Status::NotFound(fmt::format("keystore {} has no key {} version {}", keystore_path_, name, version));
@@ -247,9 +248,19 @@ Result<uint64_t> FileKeys::Rewrap(const std::string& key_name) {
     auto wrapped = Wrap(**data_key, row.ino, key_name, version);
     if (!wrapped.ok()) return wrapped.status();
     std::lock_guard lock(catalog_mutex_);
-    CAIRN_RETURN_IF_ERROR(InTransaction(
-        catalog_, [&] { return catalog_.PutFileKey({row.ino, key_name, version, std::move(*wrapped)}); }));
-    rewrapped++;
+    bool still = false;
+    CAIRN_RETURN_IF_ERROR(InTransaction(catalog_, [&]() -> Status {
+      // The file may have been deleted (its key erased with it) or rewritten meanwhile: that stays so.
+      auto now = catalog_.GetFileKey(row.ino);
+      if (now.status().IsNotFound()) return Status::OK();
+      if (!now.ok()) return now.status();
+      if (now->key_name != row.key_name || now->master_version != row.master_version || now->wrapped != row.wrapped) {
+        return Status::OK();
+      }
+      still = true;
+      return catalog_.PutFileKey({row.ino, key_name, version, std::move(*wrapped)});
+    }));
+    rewrapped += still ? 1 : 0;
   }
   return rewrapped;
 }

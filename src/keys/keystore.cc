@@ -116,7 +116,8 @@ bool IsGrant(const std::string& who) {
 // Runs `source`'s command; its standard output (at most kMaxSourceOutput bytes) in secret
 // memory. The command has kCommandTimeoutMs in all, then it is killed.
 Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& source) {
-  std::string what = fmt::format("key {} version {}: command '{}'", source.name, source.version, source.location);
+  // Not the command itself: it may hold a token, and this goes into errors and logs.
+  std::string what = fmt::format("key {} version {}: its command", source.name, source.version);
   // Everything the child needs is made before fork: a threaded parent's child may only exec.
   std::vector<std::string> env_strings{"CAIRN_KEY_NAME=" + source.name,
                                        "CAIRN_KEY_VERSION=" + std::to_string(source.version)};
@@ -263,28 +264,45 @@ Result<Keystore> Keystore::Load(const std::string& path) {
 }
 
 Status Keystore::Save() const {
-  std::string text = "# cairn keystore: master keys and who may use them (cairn(8), KEYS). Keep it mode 0600.\n";
-  text.reserve(64 << 10);  // never reallocated (and freed uncleansed) with key digits in it, short of a huge store
-  char hex[2 * kMasterKeyBytes + 1];
+  // The text is made in secret memory: it holds the inline keys' digits.
+  std::vector<std::string> lines{"# cairn keystore: master keys and who may use them (cairn(8), KEYS). Keep it mode 0600.\n"};
+  size_t size = lines.front().size();
   for (const MasterKeySource& key : keys_) {
-    text += fmt::format("key {} {} {}", key.name, key.version, KindPrefix(key.kind));
-    if (key.kind == MasterKeySource::Kind::kInline) {
-      for (size_t i = 0; i < kMasterKeyBytes; i++) std::snprintf(hex + 2 * i, 3, "%02x", key.bytes->data()[i]);
-      text.append(hex, 2 * kMasterKeyBytes);
-      OPENSSL_cleanse(hex, sizeof hex);
-    } else {
-      text += key.location;
-    }
-    text += '\n';
+    lines.push_back(fmt::format("key {} {} {}", key.name, key.version, KindPrefix(key.kind)));
+    size += lines.back().size() + (key.kind == MasterKeySource::Kind::kInline ? 2 * kMasterKeyBytes : key.location.size()) + 1;
   }
   for (const auto& [name, who] : grants_) {
-    text += fmt::format("allow {}", name);
-    for (const std::string& w : who) text += " " + w;
-    text += '\n';
+    lines.push_back(fmt::format("allow {}", name));
+    for (const std::string& w : who) lines.back() += " " + w;
+    lines.back() += '\n';
+    size += lines.back().size();
   }
+  SecretBytes text(size);
+  char* at = reinterpret_cast<char*>(text.data());
+  auto append = [&](std::string_view s) { at = std::copy(s.begin(), s.end(), at); };
+  append(lines[0]);
+  for (size_t k = 0; k < keys_.size(); k++) {
+    const MasterKeySource& key = keys_[k];
+    append(lines[1 + k]);
+    if (key.kind == MasterKeySource::Kind::kInline) {
+      constexpr char kDigits[] = "0123456789abcdef";
+      for (size_t i = 0; i < kMasterKeyBytes; i++) {
+        *at++ = kDigits[key.bytes->data()[i] >> 4];
+        *at++ = kDigits[key.bytes->data()[i] & 15];
+      }
+    } else {
+      append(key.location);
+    }
+    *at++ = '\n';
+  }
+  for (size_t g = 1 + keys_.size(); g < lines.size(); g++) append(lines[g]);
   std::string temp = path_ + ".new";
   Status status;
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  // A fresh file of ours: not one someone left there (or linked) beforehand.
+  if (::unlink(temp.c_str()) != 0 && errno != ENOENT) {
+    return Status::IOError(fmt::format("keystore {}: {}", temp, std::strerror(errno)));
+  }
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     status = Status::IOError(fmt::format("keystore {}: {}", temp, std::strerror(errno)));
   } else {
@@ -302,7 +320,6 @@ Status Keystore::Save() const {
     }
     ::close(fd);
   }
-  OPENSSL_cleanse(text.data(), text.size());
   if (status.ok() && ::rename(temp.c_str(), path_.c_str()) != 0) {
     status = Status::IOError(fmt::format("keystore {}: rename: {}", path_, std::strerror(errno)));
   }

@@ -78,10 +78,16 @@ TEST_CASE("Keys: the keystore saves and loads root-only, and refuses a wider mod
   auto k1b = NewInlineMasterKey("k1");
   REQUIRE(store.AddVersion(*k1b).ok());
   REQUIRE(store.SetGrants("k1", {"uid:1000", "gid:50"}).ok());
+  // A file left where the new keystore is written, linked to another: never written through.
+  WriteFile(dir / "elsewhere", "untouched", 0644);
+  REQUIRE(::link((dir / "elsewhere").c_str(), (path + ".new").c_str()) == 0);
   REQUIRE(store.Save().ok());
   struct stat st;
   REQUIRE(::stat(path.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE(::stat((dir / "elsewhere").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);
+  CHECK(st.st_size == 9);
 
   auto loaded = Keystore::Load(path);
   REQUIRE(loaded.ok());
@@ -142,9 +148,10 @@ TEST_CASE("Keys: master keys come from a root-only file or a command, and a fail
   auto from_command = MasterKeyOf(source);
   REQUIRE(from_command.ok());
   CHECK(Hex(from_command->bytes()) == hex);
-  source.location = "exit 3";
-  CHECK(MasterKeyOf(source).status().message().find("key k version 1: command 'exit 3': it failed (status 3)") !=
-        std::string::npos);
+  source.location = "exit 3  # --token s3cr3t";  // a command's text stays out of messages: it may hold a secret
+  std::string failed = MasterKeyOf(source).status().message();
+  CHECK(failed.find("key k version 1: its command: it failed (status 3)") != std::string::npos);
+  CHECK(failed.find("s3cr3t") == std::string::npos);
   source.location = "echo not-a-key";
   CHECK(MasterKeyOf(source).status().message().find("gave neither 32 raw bytes nor 64 hex digits") !=
         std::string::npos);
@@ -229,4 +236,33 @@ TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation,
   CHECK(*erased == 2);
   CHECK(keys.ForReading(7).status().IsNotFound());
   CHECK((*catalog)->GetFileKey(7).status().IsNotFound());
+}
+
+TEST_CASE("Keys: a master key deleted and made again under its name is not served from the daemon's memory",
+          "[keys]") {
+  TempDir dir;
+  auto catalog = Catalog::Create(dir / "catalog.db", 0, 0, 1);
+  REQUIRE(catalog.ok());
+  std::mutex mutex;
+  std::array<uint8_t, 16> archive_id{};
+  Keystore store(dir / "keystore");
+  REQUIRE(store.AddVersion(*NewInlineMasterKey("k1")).ok());
+  REQUIRE(store.Save().ok());
+  InodeRecord file;
+  file.mode = 0100644;
+  file.nlink = 1;
+  auto first = (*catalog)->InsertInode(file);
+  auto second = (*catalog)->InsertInode(file);
+  REQUIRE((first.ok() && second.ok()));
+  FileKeys keys(**catalog, mutex, archive_id, dir / "keystore");
+  REQUIRE(keys.ForWriting(*first, "k1").ok());  // master k1 version 1 is in memory now
+  // cairn key delete k1, then cairn key create k1: version 1 again, other bytes.
+  Keystore again = *Keystore::Load(dir / "keystore");
+  again.Drop("k1");
+  REQUIRE(again.AddVersion(*NewInlineMasterKey("k1")).ok());
+  REQUIRE(again.Save().ok());
+  REQUIRE(keys.ForWriting(*second, "k1").ok());
+  FileKeys restarted(**catalog, mutex, archive_id, dir / "keystore");
+  CHECK(restarted.ForReading(*second).ok());  // wrapped by the key the keystore holds
+  CHECK(restarted.ForReading(*first).status().IsCorruption());
 }
