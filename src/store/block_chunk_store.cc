@@ -34,8 +34,15 @@ Status BlockChunkStore::Release(const ChunkLocator& chunk) {
 }
 
 Status BlockChunkStore::Free(const ChunkLocator& chunk) {
+  {
+    std::lock_guard lock(mutex_);
+    CAIRN_RETURN_IF_ERROR(allocator_.CheckUsed(chunk.address, chunk.length));
+  }
+  // Discarded while still reserved: once released, a new chunk may be written there, which
+  // a discard after it would wipe. (Frees are serialised by the extent store.)
+  Status discarded = disk_->Discard(chunk.address, chunk.length);
   CAIRN_RETURN_IF_ERROR(Release(chunk));
-  return disk_->Discard(chunk.address, chunk.length);
+  return discarded;
 }
 
 uint64_t BlockChunkStore::free_bytes() const {

@@ -43,21 +43,24 @@ Status SpaceAllocator::MarkUsed(uint64_t offset, uint64_t length) {
   return Status::OK();
 }
 
-Status SpaceAllocator::Release(uint64_t offset, uint64_t length) {
+Status SpaceAllocator::CheckUsed(uint64_t offset, uint64_t length) const {
   if (offset < start_ || offset + length > end_ || length == 0) {
     return Status::InvalidArgument(fmt::format("release of [{}, +{}) outside the disk", offset, length));
   }
   auto next = free_.lower_bound(offset);
-  if (next != free_.end() && next->first < offset + length) {
-    return Status::Corruption(fmt::format("double free of [{}, +{})", offset, length));
-  }
+  bool overlaps_next = next != free_.end() && next->first < offset + length;
+  bool overlaps_prev = next != free_.begin() && std::prev(next)->first + std::prev(next)->second > offset;
+  if (overlaps_next || overlaps_prev) return Status::Corruption(fmt::format("double free of [{}, +{})", offset, length));
+  return Status::OK();
+}
+
+Status SpaceAllocator::Release(uint64_t offset, uint64_t length) {
+  CAIRN_RETURN_IF_ERROR(CheckUsed(offset, length));
+  auto next = free_.lower_bound(offset);
   uint64_t new_start = offset;
   uint64_t new_length = length;
   if (next != free_.begin()) {
     auto prev = std::prev(next);
-    if (prev->first + prev->second > offset) {
-      return Status::Corruption(fmt::format("double free of [{}, +{})", offset, length));
-    }
     if (prev->first + prev->second == offset) {
       new_start = prev->first;
       new_length += prev->second;

@@ -23,6 +23,8 @@ class SpaceAllocator {
   Status MarkUsed(uint64_t offset, uint64_t length);
   // Returns a range to the free pool, merging it with free neighbours.
   Status Release(uint64_t offset, uint64_t length);
+  // OK when Release would take the range: inside the disk, no part of it free already.
+  Status CheckUsed(uint64_t offset, uint64_t length) const;
 
   uint64_t free_bytes() const { return free_bytes_; }
   uint64_t capacity() const { return end_ - start_; }

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <functional>
+#include <optional>
+
 #include "cairn/disk.h"
 #include "group/disk_group.h"
 #include "redundancy/striping.h"
@@ -122,6 +125,43 @@ TEST_CASE("BlockChunkStore: room is reserved, released, freed and rebuilt from t
   Status overlap = reopened->MarkUsed(ChunkLocator{taken[1].address + kBlockSize, kBlockSize});
   CHECK(overlap.IsCorruption());
   CHECK(reopened->MarkUsed(ChunkLocator{kDiskBytes, kBlockSize}).IsCorruption());  // outside the disk
+}
+
+// A disk whose discards run a test's step first.
+class DiscardHookDisk : public DiskWrapper {
+ public:
+  DiscardHookDisk(std::unique_ptr<Disk> target, std::function<void()> hook)
+      : DiskWrapper(std::move(target)), hook_(std::move(hook)) {}
+  Status Discard(uint64_t offset, uint64_t length) override {
+    hook_();
+    return DiskWrapper::Discard(offset, length);
+  }
+
+ private:
+  std::function<void()> hook_;
+};
+
+TEST_CASE("BlockChunkStore: a freed chunk is discarded before its room can be reserved again", "[store]") {
+  test::TempDir dir;
+  auto image = CreateImageDisk(dir / "disk.img", kDiskBytes);
+  REQUIRE(image.ok());
+  BlockChunkStore* store = nullptr;
+  int discards = 0;
+  std::optional<ChunkLocator> reserved_meanwhile;
+  auto disk = std::make_unique<DiscardHookDisk>(std::move(*image), [&] {
+    discards++;
+    reserved_meanwhile = store->Reserve(30000, 0);  // what a writer on another thread would get
+  });
+  BlockChunkStore owned(0, std::move(disk), kBlockSize, kDiskBytes);
+  store = &owned;
+  std::vector<ChunkLocator> taken;
+  while (auto at = store->Reserve(30000, 0)) taken.push_back(*at);
+  REQUIRE(store->Free(taken[3]).ok());
+  CHECK(discards == 1);
+  CHECK_FALSE(reserved_meanwhile);  // the discard would have wiped a chunk written there
+  CHECK(store->Free(taken[3]).IsCorruption());  // a double free is refused, and discards nothing
+  CHECK(discards == 1);
+  CHECK(store->Reserve(30000, 0) == taken[3]);
 }
 
 TEST_CASE("BlockChunkStore: intra-disk parity rebuilds a damaged block and says which", "[store]") {
