@@ -121,7 +121,8 @@ LoneStarArray::LoneStarArray(Options options, std::vector<Member> members)
     : options_(std::move(options)),
       members_(std::move(members)),
       high_water_(std::make_unique<std::atomic<uint64_t>[]>(members_.size())),
-      written_end_(std::make_unique<std::atomic<uint64_t>[]>(members_.size())) {}
+      written_end_(std::make_unique<std::atomic<uint64_t>[]>(members_.size())),
+      sync_mutexes_(std::make_unique<std::mutex[]>(members_.size())) {}
 
 Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std::vector<Member> members) {
   const GridGeometry& g = options.geometry;
@@ -228,6 +229,7 @@ Status LoneStarArray::Recover(const PromiseJournal::State& state) {
   for (uint32_t p = 0; p < members_.size(); p++) position_of[members_[p].disk] = p;
   std::vector<uint64_t> done;
   std::vector<std::pair<uint32_t, ByteRange>> undefined;
+  std::vector<Pending> rolled_back;  // buckets whose write had not finished: back to their parity
   for (const auto& [txn, promise] : state.open) {
     Pending pending{promise};
     for (size_t role = 0; role < kPromiseRoles; role++) {
@@ -243,8 +245,8 @@ Status LoneStarArray::Recover(const PromiseJournal::State& state) {
     if (!promise.finished[kDataRole]) {
       if (promise.mode == ArrayWriteMode::kDirect) {  // all four were being written: d stays, parity follows it
         for (size_t role = 1; role < kPromiseRoles; role++) undefined.emplace_back(pending.positions[role], r);
-      } else {  // no parity was touched yet: d goes back to what its parity says
-        undefined.emplace_back(pending.positions[kDataRole], r);
+      } else {  // no parity was touched yet: d goes back to what its parity says (below)
+        rolled_back.push_back(pending);
       }
     } else {
       pending.applied[kDataRole] = true;
@@ -264,6 +266,20 @@ Status LoneStarArray::Recover(const PromiseJournal::State& state) {
     } else {
       done.push_back(txn);
     }
+  }
+  // Unless an earlier promise on the same units was updating that parity when the crash came
+  // (its update follows its bucket's sync, so a later write can be under way meanwhile):
+  // then d stays, and the parity follows it, as in direct mode.
+  for (const Pending& p : rolled_back) {
+    bool parity_undefined = std::any_of(undefined.begin(), undefined.end(), [&](const auto& u) {
+      return std::find(p.positions.begin() + 1, p.positions.end(), u.first) != p.positions.end() &&
+             Intersect(u.second, p.range());
+    });
+    if (!parity_undefined) {
+      undefined.emplace_back(p.positions[kDataRole], p.range());
+      continue;
+    }
+    for (size_t role = 1; role < kPromiseRoles; role++) undefined.emplace_back(p.positions[role], p.range());
   }
   for (const auto& [position, r] : undefined) CAIRN_RETURN_IF_ERROR(AddDefect(position, r));
   CAIRN_RETURN_IF_ERROR(journal_->Done(done));
@@ -601,7 +617,8 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
   {
     std::lock_guard lock(mutex_);
     pending_.emplace(promise->txn, pending);
-    unsynced_[position].push_back(promise->txn);
+    // Direct: a Sync may complete it only once its parity is written too (below).
+    if (options_.mode != ArrayWriteMode::kDirect) unsynced_[position].push_back(promise->txn);
     if (delayed) {
       delta_bytes_ += r.length;
       last_write_ = std::chrono::steady_clock::now();
@@ -616,18 +633,23 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
       return ApplyDelta(positions[role], r, *delta);
     });
   }
+  Status unmarked;  // a parity range neither written nor recorded as a defect
   for (size_t role = 1; role < kPromiseRoles; role++) {
     Status applied = parity[role].get();
     if (!applied.ok()) {  // the data is safe; that parity range is rebuilt later
       LogError("lonestar group {}: {}", options_.name, applied.message());
       Status marked = AddDefect(positions[role], r);
-      if (!marked.ok()) return marked;
+      if (!marked.ok() && unmarked.ok()) unmarked = marked;
     }
     std::lock_guard lock(mutex_);
     pending_.at(promise->txn).applied[role] = true;
   }
+  {
+    std::lock_guard lock(mutex_);
+    unsynced_[position].push_back(promise->txn);
+  }
   if (Crash("parity")) return Halted();
-  return Status::OK();
+  return unmarked;
 }
 
 Status LoneStarArray::ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta) {
@@ -654,6 +676,9 @@ Status LoneStarArray::SyncMember(uint32_t position) {
 
 Status LoneStarArray::Sync(uint32_t position) {
   CAIRN_RETURN_IF_ERROR(Halted());
+  // One at a time per bucket: a Sync returns once every promise written before it is durable,
+  // those another Sync took included.
+  std::lock_guard syncing(sync_mutexes_[position]);
   std::vector<uint64_t> txns;
   {
     std::lock_guard lock(mutex_);
@@ -662,6 +687,25 @@ Status LoneStarArray::Sync(uint32_t position) {
       unsynced_.erase(it);
     }
   }
+  Status st = CompletePromises(position, txns);
+  if (!st.ok() && !txns.empty()) {  // still this bucket's: the next Sync tries them again
+    std::lock_guard lock(mutex_);
+    std::vector<uint64_t>& later = unsynced_[position];
+    later.insert(later.begin(), txns.begin(), txns.end());
+  }
+  if (!st.ok() || options_.mode != ArrayWriteMode::kDelayed) return st;
+  uint64_t owed;
+  {
+    std::lock_guard lock(mutex_);
+    owed = delta_bytes_;
+    if (owed > options_.delta_cache_bytes) flush_wanted_ = true;
+  }
+  if (owed > options_.delta_cache_bytes) flush_asked_.notify_one();
+  // Syncs that outrun the flush wait for it: the journal holds a few times the cache at most.
+  return owed > kMaxDeltasPerCache * options_.delta_cache_bytes ? FlushParity() : Status::OK();
+}
+
+Status LoneStarArray::CompletePromises(uint32_t position, std::vector<uint64_t>& txns) {
   CAIRN_RETURN_IF_ERROR(SyncMember(position));
   if (txns.empty()) return Status::OK();
   if (Crash("data-synced")) return Halted();
@@ -676,21 +720,15 @@ Status LoneStarArray::Sync(uint32_t position) {
   } else {
     CAIRN_RETURN_IF_ERROR(journal_->Mark(txns, kDataRole, true));
     if (Crash("data-marked")) return Halted();
-    if (options_.mode == ArrayWriteMode::kDelayed) {
-      uint64_t owed;
-      {
-        std::lock_guard lock(mutex_);
-        for (uint64_t txn : txns) {
-          Pending& p = pending_.at(txn);
-          p.data_synced = true;
-          p.delta.reset();  // kept in the journal; memory holds only what waits for a sync
-        }
-        owed = delta_bytes_;
-        if (owed > options_.delta_cache_bytes) flush_wanted_ = true;
+    if (options_.mode == ArrayWriteMode::kDelayed) {  // the flush completes them from here on
+      std::lock_guard lock(mutex_);
+      for (uint64_t txn : txns) {
+        Pending& p = pending_.at(txn);
+        p.data_synced = true;
+        p.delta.reset();  // kept in the journal; memory holds only what waits for a sync
       }
-      if (owed > options_.delta_cache_bytes) flush_asked_.notify_one();
-      // Syncs that outrun the flush wait for it: the journal holds a few times the cache at most.
-      return owed > kMaxDeltasPerCache * options_.delta_cache_bytes ? FlushParity() : Status::OK();
+      txns.clear();
+      return Status::OK();
     }
     CAIRN_RETURN_IF_ERROR(ApplyParity(txns, false));
   }
@@ -775,7 +813,13 @@ Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge)
       }
     }
     if (Crash(fmt::format("{}-written", kRoleNames[role]))) return Halted();
-    for (const auto& [target, list] : owed) CAIRN_RETURN_IF_ERROR(SyncMember(target));
+    for (const auto& [target, list] : owed) {
+      Status synced = SyncMember(target);
+      if (synced.ok()) continue;
+      // What was written there may not have reached the disk: those ranges are rebuilt.
+      LogError("lonestar group {}: {}", options_.name, synced.message());
+      for (const Owed& o : list) CAIRN_RETURN_IF_ERROR(AddDefect(target, o.range));
+    }
     CAIRN_RETURN_IF_ERROR(journal_->Mark(marked, static_cast<PromiseRole>(role), true));
     if (Crash(kRoleNames[role])) return Halted();
   }
@@ -864,6 +908,10 @@ void LoneStarArray::MarkLost(uint32_t position, const std::string& why) {
   members_[position].lost = true;
   LogWarning("lonestar group {}: disk {} is out of service ({}); its reads are rebuilt from its parity groups",
              options_.name, members_[position].disk, why);
+}
+
+Status LoneStarArray::Replacing(uint32_t position) {
+  return AddDefect(position, {options_.data_start, options_.data_end - options_.data_start});
 }
 
 Status LoneStarArray::AddDefect(uint32_t position, const ByteRange& r) {

@@ -133,6 +133,9 @@ class LoneStarArray {
   uint64_t pending_delta_bytes() const;
   // Takes a member out of service now (it failed): its reads are rebuilt from the others.
   void MarkLost(uint32_t position, const std::string& why);
+  // Member `position` is being replaced by a blank disk: all of its range is to be rebuilt
+  // (a defect in the journal), whatever was defective on the old one.
+  Status Replacing(uint32_t position);
   // Rebuilds up to `max_bytes` of defect ranges (replaced disks, ranges a crash or a failed
   // write left undefined, parity to re-derive) on members that are there, smaller intact
   // group first; without `replaced_too`, not those of disks replaced and awaiting cairn
@@ -192,6 +195,10 @@ class LoneStarArray {
   // Applies `delta` to parity member `position` over `r` (read, XOR, write). REQUIRES: units locked.
   Status ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta);
   Status SyncMember(uint32_t position);
+  // Sync's work for the promises it took from bucket `position`: makes them durable with their
+  // parity as the mode says. Empties `txns` once they are no longer the bucket's to retry
+  // (delayed: handed to the flush).
+  Status CompletePromises(uint32_t position, std::vector<uint64_t>& txns);
   // The delta of a pending promise, from memory or the journal.
   Result<std::shared_ptr<const std::vector<uint8_t>>> DeltaOf(uint64_t txn);
   // Applies the parity of `txns` role by role, each disk synced and marked before the next role.
@@ -254,6 +261,7 @@ class LoneStarArray {
   std::mutex flush_mutex_;                 // one FlushParity at a time; held across its I/O
   std::atomic<bool> dropped_delta_{false};  // since the last flush: its record goes with a compaction
   std::mutex rebuild_mutex_;               // one RebuildStep at a time; held across its I/O
+  std::unique_ptr<std::mutex[]> sync_mutexes_;  // by position: one Sync at a time; held across its I/O
   // One change of defects at a time, so the journal's order is defects_'s; held across the
   // journal's append. Before mutex_.
   std::mutex defect_mutex_;

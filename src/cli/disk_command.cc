@@ -100,10 +100,20 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
   uint64_t size = 0;
   for (size_t i = 0; i < (*archive)->disk_count(); i++) size = std::max(size, (*archive)->disk(i).Size());
   auto id = ArchiveIdFromString(options.archive_id);
-  archive->reset();  // release the lock before the config changes
   if (!id.ok()) return Fail(1, id.status().message());
   if (::access(path.c_str(), F_OK) == 0) return Fail(1, fmt::format("{} exists; give a new path", path));
   if (Status st = FormatDisk(path, *index, *id, size); !st.ok()) return Fail(1, st.message());
+  // A lonestar member is rebuilt whole, not only where the old disk had defects.
+  for (const auto& array : (*archive)->arrays()) {
+    for (uint32_t p = 0; p < array->geometry().disk_count(); p++) {
+      if (array->disk_of(p) != *index) continue;
+      if (Status st = array->Replacing(p); !st.ok()) {
+        std::filesystem::remove(path);
+        return Fail(1, st.message());
+      }
+    }
+  }
+  archive->reset();  // release the lock before the config changes
   auto saved = LoadConfig(dir + "/cairn.conf");  // without the -o overrides
   if (!saved.ok()) return Fail(1, saved.status().message());
   saved->disks[*index] = path;
