@@ -178,9 +178,11 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
       // Decided by the policy at first persist; until then the whole file is dirty.
       dirty.all_cached = true;
     } else {
-      for (uint64_t i = offset / inode->segment_size; i <= (offset + src.size() - 1) / inode->segment_size; i++) {
-        dirty.segments.insert(i);
-      }
+      // The segments a write past the end skips are holes now, dirty as after a truncate
+      // that grows the file: a clean file has a row for every segment.
+      uint64_t old_count = (inode->size + inode->segment_size - 1) / inode->segment_size;
+      uint64_t from = std::min(old_count, offset / inode->segment_size);
+      for (uint64_t i = from; i <= (offset + src.size() - 1) / inode->segment_size; i++) dirty.segments.insert(i);
     }
     dirty.last_write_ns = now;
     state_.last_activity_ns = now;
@@ -297,16 +299,25 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
     uint64_t old_count = (old_size + segment_size - 1) / segment_size;
     uint64_t new_count = (new_size + segment_size - 1) / segment_size;
     DirtyFile& dirty = state_.dirty[ino];
+    if (new_size < old_size) {
+      // A persist in flight must not commit the bytes cut off: the file may grow over them
+      // again. A first persist's segment size is not known here: none of it is kept, and
+      // all_cached has the whole file persisted again.
+      uint64_t kept = inode.segment_size == 0 ? 0 : new_count;
+      dirty.persisting.erase(dirty.persisting.lower_bound(kept), dirty.persisting.end());
+    }
     if (inode.segment_size == 0) {
       dirty.all_cached = true;  // segment size not decided yet (see Write)
     } else if (new_size < old_size) {
       CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(archive_, ino, new_count));
-      for (auto it = dirty.segments.lower_bound(new_count); it != dirty.segments.end();) it = dirty.segments.erase(it);
+      dirty.segments.erase(dirty.segments.lower_bound(new_count), dirty.segments.end());
       if (new_size % segment_size != 0) dirty.segments.insert(new_size / segment_size);
     } else {
       for (uint64_t i = old_count; i < new_count; i++) dirty.segments.insert(i);
     }
-    if (dirty.segments.empty() && !dirty.all_cached) {
+    // Segments still being persisted keep it dirty, durably: only their commit makes it
+    // clean, and a crash before that commit must find their cache copy still wanted.
+    if (dirty.segments.empty() && dirty.persisting.empty() && !dirty.all_cached) {
       state_.EraseDirty(ino);
       inode.dirty = false;
     } else {

@@ -32,6 +32,9 @@ struct LiveInode {
 
 struct DirtyFile {
   std::set<uint64_t> segments;  // segment indexes whose cache copy is newer than the disks
+  // Taken out of `segments` by a persist that has not committed them yet: the file is not
+  // clean before that commit. Truncate takes out those it cuts off, and the commit skips them.
+  std::set<uint64_t> persisting;
   bool all_cached = false;      // after a crash: every cache-resident segment is suspect
   int64_t last_write_ns = 0;
   uint64_t written_bytes = 0;   // bytes written since it was last clean (space it may need)

@@ -352,7 +352,10 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
   std::lock_guard lock(archive_.catalog_mutex());
   auto dirty_it = state_.dirty.find(ino);
   if (dirty_it != state_.dirty.end()) {
-    for (size_t i = 0; i < taken; i++) dirty_it->second.segments.erase(candidates[i]);
+    for (size_t i = 0; i < taken; i++) {
+      dirty_it->second.segments.erase(candidates[i]);
+      dirty_it->second.persisting.insert(candidates[i]);
+    }
   }
   return taken < candidates.size() || candidates.size() == kPiecesPerCommit;
 }
@@ -365,7 +368,10 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   Catalog& catalog = archive_.catalog();
   auto retry_later = [&]() {
     for (const SegmentPiece& piece : pieces) {
-      if (piece.index != kMarker) state_.dirty[piece.ino].segments.insert(piece.index);
+      auto dirty = state_.dirty.find(piece.ino);
+      if (dirty != state_.dirty.end() && dirty->second.persisting.erase(piece.index)) {
+        dirty->second.segments.insert(piece.index);
+      }
       state_.persist_queue[piece.ino] = NowNs() + kRetryDelayNs;
     }
   };
@@ -380,12 +386,10 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   for (const auto& p : written->placements) {
     if (!st.ok()) break;
     const SegmentPiece& piece = pieces[p.piece];
-    auto inode = catalog.GetInode(piece.ino);
-    if (!inode.ok() && !inode.status().IsNotFound()) {
-      st = inode.status();
-      break;
-    }
-    if (!inode.ok() || piece.index * piece.segment_size >= inode->size) continue;  // deleted or truncated meanwhile
+    // Deleted or truncated away meanwhile: its bytes are stale even if the file has grown
+    // over the segment again.
+    auto dirty = state_.dirty.find(piece.ino);
+    if (dirty == state_.dirty.end() || !dirty->second.persisting.contains(piece.index)) continue;
     st = update.Replace({piece.ino, piece.index, piece.length(), p.extent, p.offset, p.hole});
   }
   if (st.ok()) st = update.InsertReferenced();
@@ -406,9 +410,9 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     }
     st = update.SetLayout(*inode, *piece.plan);
     if (!st.ok()) break;
+    // What it has persisting is all in this batch (a file's slice is never split).
     auto dirty = state_.dirty.find(piece.ino);
     inode->dirty = dirty != state_.dirty.end() && (dirty->second.all_cached || !dirty->second.segments.empty());
-    if (!inode->dirty && dirty != state_.dirty.end()) state_.EraseDirty(piece.ino);
     st = catalog.UpdateInode(*inode);
     inodes[piece.ino] = *inode;
   }
@@ -423,6 +427,8 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   st = archive_.Commit(Archive::SyncWhen::kIfWaiting, &pending);
   std::vector<uint64_t> clean;
   for (const auto& [ino, inode] : inodes) {
+    if (auto dirty = state_.dirty.find(ino); dirty != state_.dirty.end()) dirty->second.persisting.clear();
+    if (!inode.dirty) state_.EraseDirty(ino);
     auto live = state_.live.find(ino);
     bool writing = live != state_.live.end() && live->second.nwriters > 0;
     if (!inode.dirty && !writing) clean.push_back(ino);

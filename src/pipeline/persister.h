@@ -52,8 +52,9 @@ class Persister {
   // The write plan of `inode`: its layout's, or, at first persist, its policy's; refused
   // when it names a disk group the archive does not have.
   Result<std::shared_ptr<const WritePlan>> PlanOf(const InodeRecord& inode);
-  // Reads a slice of the dirty segments of `ino` out of the staging cache (clearing their
-  // dirty marks); holes are found without reading them. Returns whether more are left.
+  // Reads a slice of the dirty segments of `ino` out of the staging cache (moving their
+  // dirty marks to DirtyFile::persisting until the commit); holes are found without reading
+  // them. Returns whether more are left.
   Result<bool> Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);
   // Writes pieces as extents, syncs the disks, commits the catalog.
   Status WriteAndCommit(std::vector<SegmentPiece>& pieces);

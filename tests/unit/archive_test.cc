@@ -142,6 +142,27 @@ TEST_CASE("Filesystem: truncate down and up keeps the right bytes") {
   CHECK(segments[2].extent_id == kHoleExtent);  // an all-zero segment takes no space
 }
 
+TEST_CASE("Filesystem: a write past the end of a persisted file records the segments it skips as holes") {
+  Fixture f;
+  auto data = test::RandomBytes(kSegment + 500, 8);
+  uint64_t ino = f.WriteFile("sparse", data);
+  REQUIRE(f.fs->PersistAll().ok());
+  auto fh = f.fs->Open(ino, O_RDWR, Caller{});
+  REQUIRE(fh.ok());
+  auto tail = test::RandomBytes(100, 9);
+  REQUIRE(f.fs->Write(*fh, 4 * kSegment, tail).ok());
+  f.fs->Release(*fh);
+  data.resize(4 * kSegment, 0);
+  data.insert(data.end(), tail.begin(), tail.end());
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());  // a clean file with a segment row missing would not open
+  CHECK(f.ReadFile(ino, data.size()) == data);
+  auto segments = f.Segments(ino);
+  REQUIRE(segments.size() == 5);
+  CHECK(segments[2].extent_id == kHoleExtent);
+  CHECK(segments[3].extent_id == kHoleExtent);
+}
+
 TEST_CASE("fsck: reports damaged, leaked and double-owned extents precisely") {
   Fixture f;
   f.WriteFile("x", test::RandomBytes(kSegment, 5));
