@@ -17,7 +17,12 @@ namespace cairn {
 std::string StagingCache::PathOf(uint64_t ino) const { return fmt::format("{}/{}", dir_, ino); }
 
 Result<int> StagingCache::OpenFd(uint64_t ino, int flags) const {
-  int fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CLOEXEC | flags, 0600);
+  int fd = -1;
+  if (flags & O_CREAT) {  // a new name is durable only once the directory is synced
+    fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CLOEXEC | flags | O_EXCL, 0600);
+    if (fd >= 0) *names_unsynced_ = true;
+  }
+  if (fd < 0) fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CLOEXEC | flags, 0600);
   if (fd >= 0) return fd;
   if (errno == ENOENT) return Status::NotFound(fmt::format("staging cache: no {}", PathOf(ino)));
   return Status::FromErrno(fmt::format("staging cache: cannot open {}", PathOf(ino)), errno);
@@ -32,6 +37,19 @@ Result<SharedFile> StagingCache::OpenForWriting(uint64_t ino, bool* pinned) cons
 }
 
 void StagingCache::Unpin(uint64_t ino) const { open_files_->Unpin(ino); }
+
+Status StagingCache::SyncNames() const {
+  if (!names_unsynced_->exchange(false)) return Status::OK();
+  int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    int err = errno;
+    if (fd >= 0) ::close(fd);
+    *names_unsynced_ = true;  // the next one tries again
+    return Status::FromErrno(fmt::format("staging cache: cannot sync directory {}", dir_), err);
+  }
+  ::close(fd);
+  return Status::OK();
+}
 
 Result<SharedFile> StagingCache::OpenExisting(uint64_t ino) const {
   return open_files_->Get(ino, [&] { return OpenFd(ino, 0); });

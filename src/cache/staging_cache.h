@@ -3,6 +3,7 @@
 // descriptors are shared and bounded by an FdCache.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +34,9 @@ class StagingCache {
   // its write itself.
   Result<SharedFile> OpenForWriting(uint64_t ino, bool* pinned) const;
   void Unpin(uint64_t ino) const;
+  // Makes the names of the cache files created so far durable (fsync of the directory), if
+  // any was created since the last call: before an fsync of a file is acknowledged.
+  Status SyncNames() const;
   // The cache file of `ino` if it exists (NotFound if not): reads and fsync of a file
   // with nothing staged create nothing.
   Result<SharedFile> OpenExisting(uint64_t ino) const;
@@ -61,6 +65,8 @@ class StagingCache {
   Result<int> OpenFd(uint64_t ino, int flags) const;
   std::string dir_;
   std::unique_ptr<FdCache> open_files_;
+  // A file was created since the last SyncNames (behind a pointer: the cache is movable).
+  std::unique_ptr<std::atomic<bool>> names_unsynced_ = std::make_unique<std::atomic<bool>>(false);
 };
 
 }  // namespace cairn

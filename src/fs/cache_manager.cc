@@ -96,9 +96,15 @@ Status CacheManager::EvictFiles(const std::vector<uint64_t>& inos) {
       if (evicted.empty()) continue;
       CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
     }
-    // The catalog must stop pointing at the cache, durably, before the cache copies go.
+    // The catalog must stop pointing at the cache, durably, before the cache copies go (no
+    // write may come between). The space others freed in that commit is discarded after the
+    // files' locks are dropped: discards may wait for disks.
+    std::vector<ExtentRecord> freed = std::move(pending.freed);
+    pending.freed.clear();
     CAIRN_RETURN_IF_ERROR(archive_.MakeDurable(std::move(pending)));
     for (uint64_t ino : evicted) CAIRN_RETURN_IF_ERROR(archive_.cache().Remove(ino));
+    held.clear();
+    archive_.extents().FreeCommitted(freed);
   }
   return Status::OK();
 }

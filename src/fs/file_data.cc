@@ -220,6 +220,7 @@ Status FileData::Fsync(FileHandle* fh) {
   if (file.ok() && ::fdatasync((*file)->fd()) != 0) {
     return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
   }
+  if (file.ok()) CAIRN_RETURN_IF_ERROR(archive_.cache().SyncNames());
   Archive::PendingSync pending;
   {
     std::lock_guard lock(archive_.catalog_mutex());

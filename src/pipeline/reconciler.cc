@@ -428,10 +428,12 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
       (batch.jobs[j].failed ? progress->files_failed : progress->files_busy)++;
     }
   }
-  // Durable before the old extents' space can be reused.
+  // Durable before the old extents' space can be reused. The swap is committed: the files
+  // are free for writes and reads (of the new extents) while the catalog syncs.
   Archive::PendingSync pending;
   CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
   lock.unlock();
+  held.clear();
   return archive_.MakeDurable(std::move(pending));
 }
 
