@@ -271,12 +271,17 @@ Status Archive::RecordExtentIdCeiling(uint64_t ceiling) {
   return CommitDurably();
 }
 
-Result<uint64_t> Archive::ChangeFileKeys(const std::string& action, const std::string& key_name) {
+Result<uint64_t> Archive::ChangeFileKeys(const std::string& action, const std::string& key_name,
+                                         std::vector<uint64_t>* erased) {
   if (action == "count") return file_keys_->CountUnder(key_name);
-  auto changed = action == "rewrap"  ? file_keys_->Rewrap(key_name)
-                 : action == "erase" ? file_keys_->EraseUnder(key_name)
-                                     : Result<uint64_t>(Status::InvalidArgument(
-                                           fmt::format("'{}' is not count, rewrap or erase", action)));
+  Result<uint64_t> changed = Status::InvalidArgument(fmt::format("'{}' is not count, rewrap or erase", action));
+  if (action == "rewrap") {
+    changed = file_keys_->Rewrap(key_name);
+  } else if (action == "erase") {
+    auto inodes = file_keys_->EraseUnder(key_name);
+    changed = inodes.ok() ? Result<uint64_t>(inodes->size()) : Result<uint64_t>(inodes.status());
+    if (inodes.ok() && erased) erased->insert(erased->end(), inodes->begin(), inodes->end());
+  }
   if (!changed.ok()) return changed;
   CAIRN_RETURN_IF_ERROR(CommitDurably());
   return changed;

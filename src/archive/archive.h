@@ -92,14 +92,16 @@ class Archive {
   // first use (options().transform_workers of them, or one per core).
   TransformPool& transform_pool();
   // The data keys of encrypted files and the keystore that wraps them. Thread-safe; call
-  // it without holding the catalog mutex.
+  // it without holding the catalog mutex (except where FileKeys says otherwise).
   FileKeys& file_keys() { return *file_keys_; }
   // options().keystore, or ARCHIVE/keystore.
   std::string keystore_path() const;
   // For cairn key: counts ("count"), re-wraps with the newest version ("rewrap") or
   // crypto-erases ("erase") the data keys master key `key_name` wraps, the change durable
-  // when it returns; how many. REQUIRES: catalog_mutex NOT held.
-  Result<uint64_t> ChangeFileKeys(const std::string& action, const std::string& key_name);
+  // when it returns; how many. An erase adds the inodes whose keys it dropped to `*erased`
+  // (when given), also when making that durable fails. REQUIRES: catalog_mutex NOT held.
+  Result<uint64_t> ChangeFileKeys(const std::string& action, const std::string& key_name,
+                                  std::vector<uint64_t>* erased = nullptr);
   // The extent store's disks and groups (see there). Thread-safe.
   size_t disk_count() const { return extents_->disk_count(); }
   Disk& disk(size_t index) { return extents_->disk(index); }

@@ -259,8 +259,7 @@ Status ControlServer::Handle(const ControlRequest& request, const SendFn& send, 
     }
     case ControlVerb::kRepair: return Repair(request, send, fd);
     case ControlVerb::kKeys: {
-      auto files = fs_.archive().ChangeFileKeys(request.key_action, request.key_name);
-      if (request.key_action == "erase") fs_.ForgetDecodedData();  // what the erased keys decrypted goes too
+      auto files = fs_.ChangeFileKeys(request.key_action, request.key_name);
       if (!files.ok()) return files.status();
       if (request.key_action != "count") {
         LogInfo("cairn key: {} of the {} file key(s) under key {}", request.key_action, *files, request.key_name);

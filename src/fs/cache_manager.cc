@@ -66,6 +66,12 @@ Status CacheManager::EvictAll() {
   return EvictFiles(inos);
 }
 
+Status CacheManager::DropPersistedCopies(const std::vector<uint64_t>& inos) {
+  CAIRN_RETURN_IF_ERROR(EvictFiles(inos));  // whole files: closed, clean and persisted
+  for (uint64_t ino : inos) CAIRN_RETURN_IF_ERROR(EvictCleanSegments(ino));  // the persisted parts of the rest
+  return Status::OK();
+}
+
 Status CacheManager::EvictFiles(const std::vector<uint64_t>& inos) {
   constexpr size_t kGroup = 256;  // files per durable commit
   std::lock_guard batch(persister_.batch_mutex());

@@ -28,6 +28,10 @@ class CacheManager {
   void EvictOverBudget();
   // Persists everything, then drops all clean files from the staging cache (cairn evict).
   Status EvictAll();
+  // Drops the staging cache's copies of the persisted, unchanged segments of `inos`, open
+  // files too (cairn key delete --erase: their extents no longer decrypt, and these copies
+  // must not be read instead). Data not persisted yet stays.
+  Status DropPersistedCopies(const std::vector<uint64_t>& inos);
 
  private:
   // Evicts the clean files among `inos` from the staging cache, a durable commit per group.

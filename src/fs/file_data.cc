@@ -57,16 +57,6 @@ Result<FileHandle*> FileData::Open(uint64_t ino, int flags) {
   return handle.release();
 }
 
-Result<FileHandle*> FileData::Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
-                                     const Caller& caller, InodeRecord* attr) {
-  auto node = names_.MakeNode(parent, name, S_IFREG | (mode & 07777), 0, caller);
-  if (!node.ok()) return node.status();
-  *attr = *node;
-  auto handle = Open(node->ino, flags);
-  if (!handle.ok()) names_.Forget(node->ino, 1);
-  return handle;
-}
-
 Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& reply) {
   // Shared: a segment's cache copy cannot be evicted between the lookup and the read.
   std::shared_lock data(state_.data_lock(fh->ino));

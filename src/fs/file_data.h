@@ -24,8 +24,6 @@ class FileData {
       : archive_(archive), state_(state), store_(store), names_(names), cache_(cache) {}
 
   Result<FileHandle*> Open(uint64_t ino, int flags);
-  Result<FileHandle*> Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
-                             const Caller& caller, InodeRecord* attr);
   // Up to `size` bytes at `offset` (fewer at the end of the file) into `reply`.
   Status Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& reply);
   Result<size_t> Write(FileHandle* fh, uint64_t offset, std::span<const uint8_t> src);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "catalog/record_checks.h"
+#include "fs/key_guards.h"
 #include "util/log.h"
 
 namespace cairn {
@@ -28,19 +29,73 @@ Filesystem::Filesystem(Archive& archive)
 
 Filesystem::~Filesystem() = default;
 
-Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags, const Caller& caller) {
-  if (caller.uid != 0) {  // root may use every key
-    auto key = archive_.file_keys().KeyNameOf(ino);
-    if (!key.ok()) return key.status();
-    if (*key) {
-      Status allowed = archive_.file_keys().Authorize(**key, caller.uid, caller.groups());
-      if (!allowed.ok()) {
-        LogWarning("open of inode {} refused: {}", ino, allowed.message());
-        return allowed;
-      }
+Status Filesystem::CheckKeyGrants(uint64_t ino, const Caller& caller, const char* operation) {
+  if (caller.uid == 0) return Status::OK();  // root may use every key
+  auto keys = [&] {
+    std::lock_guard lock(archive_.catalog_mutex());
+    return KeysGuarding(archive_, ino);
+  }();
+  if (!keys.ok()) return keys.status();
+  if (keys->empty()) return Status::OK();
+  std::vector<uint32_t> groups = caller.groups();
+  for (const std::string& key : *keys) {
+    Status allowed = archive_.file_keys().Authorize(key, caller.uid, groups);
+    if (!allowed.ok()) {
+      LogWarning("{} of inode {} refused: {}", operation, ino, allowed.message());
+      return allowed;
     }
   }
+  return Status::OK();
+}
+
+Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags, const Caller& caller) {
+  CAIRN_RETURN_IF_ERROR(CheckKeyGrants(ino, caller, "open"));
   return data_.Open(ino, flags);
+}
+
+Result<FileHandle*> Filesystem::Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
+                                       const Caller& caller, InodeRecord* attr) {
+  auto node = names_.MakeNode(parent, name, S_IFREG | (mode & 07777), 0, caller);
+  if (!node.ok()) return node.status();
+  *attr = *node;
+  // The new file's policy (its directory's, or a rule's) may encrypt under a key the caller
+  // may not use: nothing of theirs is to be sealed with it, and the file goes again.
+  Status allowed = CheckKeyGrants(node->ino, caller, "create");
+  auto handle = allowed.ok() ? data_.Open(node->ino, flags) : Result<FileHandle*>(allowed);
+  if (!handle.ok()) names_.Forget(node->ino, 1);
+  if (!allowed.ok()) {
+    Status removed = names_.UnlinkIf(parent, name, node->ino);
+    if (!removed.ok()) LogWarning("inode {}, refused to its creator, stays: {}", node->ino, removed.message());
+  }
+  return handle;
+}
+
+Result<uint64_t> Filesystem::ChangeFileKeys(const std::string& action, const std::string& key_name) {
+  std::vector<uint64_t> erased;
+  auto files = archive_.ChangeFileKeys(action, key_name, &erased);
+  if (action != "erase") return files;
+  // What the erased keys decrypted must not be served from anywhere else: the kernel's
+  // copy goes last, or it could read the staging cache's again.
+  store_.ForgetAll();
+  Status dropped = cache_.DropPersistedCopies(erased);
+  {
+    std::lock_guard lock(kernel_cache_mutex_);
+    if (drop_kernel_cache_) {
+      for (uint64_t ino : erased) drop_kernel_cache_(ino);
+    }
+  }
+  if (!files.ok()) return files;
+  if (!dropped.ok()) {
+    return Status::IOError(fmt::format("the data keys of {} file(s) under key {} are erased, but the staging cache "
+                                       "still holds some of their data: {} (cairn evict drops it once they are "
+                                       "closed)", erased.size(), key_name, dropped.message()));
+  }
+  return files;
+}
+
+void Filesystem::SetKernelCacheDropper(std::function<void(uint64_t ino)> drop) {
+  std::lock_guard lock(kernel_cache_mutex_);
+  drop_kernel_cache_ = std::move(drop);
 }
 
 Status Filesystem::Recover() {

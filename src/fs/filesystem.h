@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -73,12 +74,12 @@ class Filesystem {
   Result<uint64_t> LookupPath(const std::string& path) { return names_.LookupPath(path); }
 
   // The data path (FileData).
-  // EACCES when the file's data is sealed with a master key the caller is not allowed to use.
+  // EACCES when a master key guarding the file (fs/key_guards.h: the one its data is sealed
+  // with, the one its policy encrypts under) is one the caller is not allowed to use.
   Result<FileHandle*> Open(uint64_t ino, int flags, const Caller& caller);
+  // Makes the file and opens it; EACCES, and no file, as Open refuses it.
   Result<FileHandle*> Create(uint64_t parent, const std::string& name, uint32_t mode, int flags,
-                             const Caller& caller, InodeRecord* attr) {
-    return data_.Create(parent, name, mode, flags, caller, attr);
-  }
+                             const Caller& caller, InodeRecord* attr);
   Status Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& reply) {
     return data_.Read(fh, offset, size, reply);
   }
@@ -91,8 +92,16 @@ class Filesystem {
   Status SyncMetadata() { return data_.SyncMetadata(); }
   void Release(FileHandle* fh) { data_.Release(fh); }
 
-  // Drops the decoded extents kept for reads (cairn key delete --erase).
-  void ForgetDecodedData() { store_.ForgetAll(); }
+  // cairn key: counts ("count"), re-wraps ("rewrap") or crypto-erases ("erase") the data
+  // keys master key `key_name` wraps (Archive::ChangeFileKeys); how many. An erase also drops
+  // what was kept of those files' plaintext for reads: the decoded extents, the staging
+  // cache's copies of their persisted segments, and the kernel's pages (see
+  // SetKernelCacheDropper). Their dirty data stays, never encrypted: persisting it fails
+  // while the keystore lacks the key (cairn(8), KEYS).
+  Result<uint64_t> ChangeFileKeys(const std::string& action, const std::string& key_name);
+  // Set by the FUSE front end once mounted, and cleared (after a call under way returns)
+  // before it unmounts: makes the kernel drop the pages and attributes it caches of an inode.
+  void SetKernelCacheDropper(std::function<void(uint64_t ino)> drop);
 
   // Extended attributes (Xattrs). Names outside the namespaces cairn stores are EOPNOTSUPP
   // (see xattr_namespace.h).
@@ -104,7 +113,9 @@ class Filesystem {
   }
   // trusted.* names are listed to root only, as ext4 lists them to CAP_SYS_ADMIN only.
   Result<std::vector<std::string>> ListXattrs(uint64_t ino, const Caller& caller) { return xattrs_.List(ino, caller); }
-  Status RemoveXattr(uint64_t ino, const std::string& name) { return xattrs_.Remove(ino, name); }
+  Status RemoveXattr(uint64_t ino, const std::string& name, const Caller& caller) {
+    return xattrs_.Remove(ino, name, caller);
+  }
 
   Result<FsStats> StatFs();
 
@@ -130,6 +141,9 @@ class Filesystem {
   Archive& archive() { return archive_; }
 
  private:
+  // EACCES, logged with `operation`, unless `caller` may use every master key guarding `ino`.
+  Status CheckKeyGrants(uint64_t ino, const Caller& caller, const char* operation);
+
   Archive& archive_;
   FileState state_;
   SegmentStore store_;
@@ -142,6 +156,8 @@ class Filesystem {
   FileData data_;
   Xattrs xattrs_;
   AdminWalks admin_;
+  std::mutex kernel_cache_mutex_;  // held while the dropper runs, so clearing it waits
+  std::function<void(uint64_t)> drop_kernel_cache_;  // guarded by kernel_cache_mutex_
 };
 
 }  // namespace cairn

@@ -211,7 +211,7 @@ Result<InodeRecord> Namespace::Link(uint64_t ino, uint64_t new_parent, const std
   return inode;
 }
 
-Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool directory) {
+Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool directory, uint64_t expected) {
   CAIRN_RETURN_IF_ERROR(CheckName(name));
   if (directory && name == ".") return Status::Posix(EINVAL, "cannot remove '.'");
   std::lock_guard lock(archive_.catalog_mutex());
@@ -222,6 +222,9 @@ Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool dire
     if (!dir.ok()) return dir.status();
     auto ino = LookupOrENOENT(catalog, parent, name);
     if (!ino.ok()) return ino.status();
+    if (expected != 0 && *ino != expected) {
+      return Status::Busy(fmt::format("{} names inode {} now, not inode {}", name, *ino, expected));
+    }
     auto inode = catalog.GetInode(*ino);
     if (!inode.ok()) return inode.status();
     if (IsDir(*inode) != directory) return Status::Posix(directory ? ENOTDIR : EISDIR, name);

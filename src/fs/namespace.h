@@ -41,6 +41,10 @@ class Namespace {
                                const Caller& caller, const std::string& target = {});
   Result<InodeRecord> Link(uint64_t ino, uint64_t new_parent, const std::string& new_name);
   Status Unlink(uint64_t parent, const std::string& name) { return RemoveName(parent, name, false); }
+  // Unlink, but only while `name` still names `ino` (Busy otherwise): takes back a file just made.
+  Status UnlinkIf(uint64_t parent, const std::string& name, uint64_t ino) {
+    return RemoveName(parent, name, false, ino);
+  }
   Status Rmdir(uint64_t parent, const std::string& name) { return RemoveName(parent, name, true); }
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
   Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name,
@@ -54,8 +58,8 @@ class Namespace {
   Status MaybeDelete(uint64_t ino);
 
  private:
-  // unlink (directory = false) or rmdir (directory = true).
-  Status RemoveName(uint64_t parent, const std::string& name, bool directory);
+  // unlink (directory = false) or rmdir (directory = true); of inode `expected` only, unless 0.
+  Status RemoveName(uint64_t parent, const std::string& name, bool directory, uint64_t expected = 0);
   // Adds a kernel reference. REQUIRES: catalog mutex.
   void AddLookup(uint64_t ino) { state_.live[ino].nlookup++; }
   // Unlinks one name of `ino` (already removed from its directory); a persisted file that

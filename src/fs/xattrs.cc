@@ -3,10 +3,13 @@
 #include <sys/xattr.h>
 
 #include <cerrno>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "fs/catalog_lookups.h"
+#include "fs/key_guards.h"
 #include "fs/posix_acl.h"
 #include "fs/xattr_namespace.h"
 #include "policy/vocabulary.h"
@@ -14,6 +17,49 @@
 #include "util/log.h"
 
 namespace cairn {
+namespace {
+
+// The caller of a change that can alter how an inode's data is encrypted, and the keystore
+// as it was when they asked: read before the catalog lock (a file, and groups from /proc).
+class KeyCheck {
+ public:
+  KeyCheck(FileKeys& keys, const Caller& caller)
+      : keys_(keys), uid_(caller.uid), gids_(caller.groups()), keystore_(keys.CurrentKeystore()) {}
+
+  // OK when the caller may use every key of `before` (those guarding `ino` before the
+  // change) and every key guarding it now; else EACCES naming the key and the caller, logged
+  // with `operation`. REQUIRES: catalog mutex held.
+  Status Check(Archive& archive, uint64_t ino, std::vector<std::string> before, const std::string& operation) {
+    auto after = KeysGuarding(archive, ino);
+    if (!after.ok()) return after.status();
+    before.insert(before.end(), after->begin(), after->end());
+    if (before.empty()) return Status::OK();  // a keystore that cannot be read matters no more
+    if (!keystore_.ok() && !keystore_.status().IsNotFound()) return keystore_.status();
+    for (const std::string& key : before) {
+      Status allowed = keys_.Authorize(keystore_.ok() ? keystore_->get() : nullptr, key, uid_, gids_);
+      if (!allowed.ok()) {
+        LogWarning("{} on inode {} refused: {}", operation, ino, allowed.message());
+        return allowed;
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  FileKeys& keys_;
+  const uid_t uid_;
+  const std::vector<gid_t> gids_;
+  const Result<std::shared_ptr<const Keystore>> keystore_;
+};
+
+// The check a change of `name` by `caller` needs: none for root (who may use every key) nor
+// for an attribute that cannot change encryption.
+std::optional<KeyCheck> KeyCheckFor(FileKeys& keys, const std::string& name, const Caller& caller) {
+  if (caller.uid == 0 || !DecidesEncryption(name)) return std::nullopt;
+  return std::optional<KeyCheck>(std::in_place, keys, caller);
+}
+
+}  // namespace
 
 Result<std::vector<uint8_t>> Xattrs::Get(uint64_t ino, const std::string& name) {
   CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
@@ -43,12 +89,15 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
       }
     }
   }
+  std::optional<KeyCheck> key_check = KeyCheckFor(archive_.file_keys(), name, caller);
   std::vector<uint8_t> canonical;
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {
     auto inode = GetInodeOrENOENT(catalog, ino);
     if (!inode.ok()) return inode.status();
+    auto guarding = key_check ? KeysGuarding(archive_, ino) : std::vector<std::string>();
+    if (!guarding.ok()) return guarding.status();
     if (policy_key) {
       auto checked = policy_.Check(ino, name, value);
       if (!checked.ok()) return checked.status();
@@ -80,6 +129,8 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
       if (AclPermissionBits(bytes) < 0) return Status::Posix(EINVAL, "malformed POSIX ACL");
     }
     CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, name, bytes));
+    // Refused, the transaction takes the change back.
+    if (key_check) CAIRN_RETURN_IF_ERROR(key_check->Check(archive_, ino, std::move(*guarding), "setxattr " + name));
     inode->ctime_ns = NowNs();
     return catalog.UpdateInode(*inode);
   });
@@ -96,20 +147,24 @@ Result<std::vector<std::string>> Xattrs::List(uint64_t ino, const Caller& caller
   return names;
 }
 
-Status Xattrs::Remove(uint64_t ino, const std::string& name) {
+Status Xattrs::Remove(uint64_t ino, const std::string& name, const Caller& caller) {
   CAIRN_RETURN_IF_ERROR(CheckXattrNamespace(name));
   if (name.starts_with(kPolicyPrefix) && IsComputedPolicyKey(std::string_view(name).substr(kPolicyPrefix.size()))) {
     return Status::Posix(EPERM, fmt::format("{} is computed by cairn and cannot be removed", name));
   }
   bool policy_key = IsPolicyXattr(name);
+  std::optional<KeyCheck> key_check = KeyCheckFor(archive_.file_keys(), name, caller);
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {
     auto inode = GetInodeOrENOENT(catalog, ino);
     if (!inode.ok()) return inode.status();
+    auto guarding = key_check ? KeysGuarding(archive_, ino) : std::vector<std::string>();
+    if (!guarding.ok()) return guarding.status();
     Status st = catalog.RemoveXattr(ino, name);
     if (st.IsNotFound()) return Status::Posix(ENODATA, name);
     CAIRN_RETURN_IF_ERROR(st);
+    if (key_check) CAIRN_RETURN_IF_ERROR(key_check->Check(archive_, ino, std::move(*guarding), "removexattr " + name));
     if (policy_key || (name.starts_with("user.") && inode->layout_id != 0)) {
       CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
     }

@@ -390,7 +390,9 @@ void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  Guarded(req, "removexattr", [&] { fuse_reply_err(req, ErrnoFor(Fs(req).RemoveXattr(ino, name), "removexattr")); });
+  Guarded(req, "removexattr", [&] {
+    fuse_reply_err(req, ErrnoFor(Fs(req).RemoveXattr(ino, name, CallerOf(req)), "removexattr"));
+  });
 }
 
 fuse_lowlevel_ops MakeOperations() {
@@ -453,6 +455,14 @@ Status ServeFuse(Filesystem& fs, const MountSettings& settings, const std::funct
     if (fuse_session_mount(se, settings.mountpoint.c_str()) != 0) {
       result = Status::IOError(fmt::format("cannot mount on {} (see the message above)", settings.mountpoint));
     } else {
+      // open() asks the kernel to keep a file's pages; a crypto-erase must be able to take
+      // them back (Filesystem::ChangeFileKeys).
+      fs.SetKernelCacheDropper([se](uint64_t ino) {
+        int rc = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+        if (rc != 0 && rc != -ENOENT) {  // ENOENT: the kernel has nothing of it
+          LogWarning("inode {}: the kernel's cached pages were not dropped: {}", ino, std::strerror(-rc));
+        }
+      });
       result = ready();
       if (result.ok()) {
         LogInfo("mounted {} on {}", fs.archive().dir(), settings.mountpoint);
@@ -468,6 +478,7 @@ Status ServeFuse(Filesystem& fs, const MountSettings& settings, const std::funct
         }
         if (rc != 0) LogWarning("FUSE loop ended with {}", rc);
       }
+      fs.SetKernelCacheDropper(nullptr);
       fuse_session_unmount(se);
     }
     fuse_remove_signal_handlers(se);

@@ -210,11 +210,16 @@ Result<std::optional<std::string>> FileKeys::KeyNameOf(uint64_t ino) {
 Status FileKeys::Authorize(const std::string& key_name, uid_t uid, std::span<const gid_t> gids) {
   if (uid == 0) return Status::OK();
   auto keystore = CurrentKeystore();
-  if (!keystore.ok()) return keystore.status();
-  if ((*keystore)->Allows(key_name, uid, gids)) return Status::OK();
+  if (!keystore.ok() && !keystore.status().IsNotFound()) return keystore.status();
+  return Authorize(keystore.ok() ? keystore->get() : nullptr, key_name, uid, gids);
+}
+
+Status FileKeys::Authorize(const Keystore* keystore, const std::string& key_name, uid_t uid,
+                           std::span<const gid_t> gids) const {
+  if (uid == 0 || (keystore && keystore->Allows(key_name, uid, gids))) return Status::OK();
   return Status::Posix(EACCES, fmt::format("key {}: uid {} (gid {}) is not allowed to use it (see the 'allow {}' "
-                                           "line of {})", key_name, uid, fmt::join(gids, ","), key_name,
-                                           keystore_path_));
+                                           "line of {}{})", key_name, uid, fmt::join(gids, ","), key_name,
+                                           keystore_path_, keystore ? "" : ", which does not exist"));
 }
 
 Status FileKeys::CheckSelectable(const std::string& key_name, uid_t uid, std::span<const gid_t> gids) {
@@ -272,14 +277,14 @@ Result<uint64_t> FileKeys::CountUnder(const std::string& key_name) {
   return rows->size();
 }
 
-Result<uint64_t> FileKeys::EraseUnder(const std::string& key_name) {
+Result<std::vector<uint64_t>> FileKeys::EraseUnder(const std::string& key_name) {
   std::lock_guard writing(writing_mutex_);
-  uint64_t erased = 0;
+  std::vector<uint64_t> erased;
   {
     std::lock_guard lock(catalog_mutex_);
     auto rows = catalog_.FileKeysUnder(key_name);
     if (!rows.ok()) return rows.status();
-    erased = rows->size();
+    for (const FileKeyRecord& row : *rows) erased.push_back(row.ino);
     CAIRN_RETURN_IF_ERROR(InTransaction(catalog_, [&] { return catalog_.DeleteFileKeysUnder(key_name); }));
   }
   std::lock_guard lock(mutex_);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cairn/status.h"
 #include "catalog/catalog.h"
@@ -51,8 +52,14 @@ class FileKeys {
   Result<std::optional<std::string>> KeyNameOf(uint64_t ino);
   // OK when a caller of `uid` in groups `gids` (primary, then supplementary) may use master
   // key `key_name` (select it in a policy, read through it); Permission (EACCES) naming the
-  // key and the caller otherwise.
+  // key and the caller otherwise, also when there is no keystore.
   Status Authorize(const std::string& key_name, uid_t uid, std::span<const gid_t> gids);
+  // The keystore as the file is now (read again when it changed); NotFound when there is none.
+  Result<std::shared_ptr<const Keystore>> CurrentKeystore();
+  // Authorize() by `keystore`, read before by CurrentKeystore() (null: there is none). Reads
+  // no file, so the caller may hold the catalog mutex.
+  Status Authorize(const Keystore* keystore, const std::string& key_name, uid_t uid,
+                   std::span<const gid_t> gids) const;
   // Authorize(), and InvalidArgument when the keystore has no key `key_name`: whether a
   // policy may name it (key=).
   Status CheckSelectable(const std::string& key_name, uid_t uid, std::span<const gid_t> gids);
@@ -63,15 +70,13 @@ class FileKeys {
   // How many files' data keys `key_name` wraps.
   Result<uint64_t> CountUnder(const std::string& key_name);
   // Crypto-erase: drops every data key `key_name` wraps (their files read EIO from now on);
-  // the number dropped.
-  Result<uint64_t> EraseUnder(const std::string& key_name);
+  // the inodes whose keys were dropped.
+  Result<std::vector<uint64_t>> EraseUnder(const std::string& key_name);
   // Drops `ino`'s key from memory (the catalog row goes with the inode). May be called
   // with the catalog mutex held.
   void Forget(uint64_t ino);
 
  private:
-  // The keystore as the file is now (read again when it changed).
-  Result<std::shared_ptr<const Keystore>> CurrentKeystore();
   Result<DataKey> Master(const std::string& name, uint32_t version);
   Result<std::vector<uint8_t>> Wrap(const SecretBytes& data_key, uint64_t ino, const std::string& name,
                                     uint32_t version);

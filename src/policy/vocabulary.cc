@@ -173,6 +173,13 @@ bool IsComputedPolicyKey(std::string_view suffix) {
          suffix == "digest" || suffix == "scrubbed";
 }
 
+bool DecidesEncryption(std::string_view name) {
+  bool trusted = name.starts_with(kTrustedPolicyPrefix);
+  if (!trusted && !name.starts_with(kPolicyPrefix)) return false;
+  std::string_view suffix = name.substr(trusted ? kTrustedPolicyPrefix.size() : kPolicyPrefix.size());
+  return suffix == "encrypt" || suffix == "key" || suffix == "policy" || (trusted && suffix == "lock");
+}
+
 std::string_view PolicyKeyName(PolicyKey key) {
   switch (key) {
     case PolicyKey::kRaid: return "raid";

@@ -19,6 +19,12 @@ inline constexpr std::string_view kTrustedPolicyPrefix = "trusted.cairn.";
 inline bool IsPolicyXattr(std::string_view name) {
   return name.starts_with(kPolicyPrefix) || name.starts_with(kTrustedPolicyPrefix);
 }
+// Whether setting or removing attribute `name` can change whether, and under which master
+// key, the data of the inode it is on (or, on a directory, of what inherits from it) is
+// encrypted: encrypt, key and policy (a named policy may set both) as user.cairn. settings
+// and trusted.cairn. pins, and trusted.cairn.lock (it decides whether users' settings count).
+// No other key can: plugins= refuses encrypt plugins.
+bool DecidesEncryption(std::string_view name);
 
 // Settable keys, in the order `user.cairn.effective` prints them.
 enum class PolicyKey { kRaid, kIdr, kCompress, kEncrypt, kKey, kChecksum, kPlacement, kSegmentSize, kPlugins, kPolicy };

@@ -1,6 +1,7 @@
 """encrypt=aes-256-gcm through the mount: master keys made with `cairn key`, no plaintext on the
-disks, rebuild and scrub of encrypted rs-4-2 data, key rotation, who may use a key, crypto-erase,
-and recover keeping the files' keys."""
+disks, rebuild and scrub of encrypted rs-4-2 data, key rotation, who may use a key (to read, to
+change how a file is encrypted), crypto-erase (and the caches it empties), and recover keeping
+the files' keys."""
 import errno
 import json
 import os
@@ -215,6 +216,111 @@ def test_deleting_a_file_or_its_master_key_erases_the_data_keys(archive):
     assert e.value.errno == errno.EIO
     assert "data key of inode" in log_text(archive)
     os.remove(archive.m("e", "keep"))  # the name goes like any other; fsck is clean again
+
+
+def attempts_as_nobody(steps, *args):
+    """Runs `steps` (Python lines calling attempt(NAME, FUNCTION)) as nobody; returns NAME ->
+    "ok" or the errno's name."""
+    probe = "import errno, json, os, sys\nout = {}\n" \
+            "def attempt(what, fn):\n" \
+            "    try:\n        r = fn()\n        out[what] = r.decode() if isinstance(r, bytes) else 'ok'\n" \
+            "    except OSError as e:\n        out[what] = errno.errorcode[e.errno]\n" + steps + \
+            "\nprint(json.dumps(out))\n"
+    return run_as_nobody(probe, *args)
+
+
+def test_a_user_without_the_grant_cannot_change_how_a_file_is_encrypted(archive):
+    cairn("key", "create", archive.arch, "k1")
+    cairn("key", "create", archive.arch, "k2", "--allow", "*")
+    with open(os.path.join(archive.arch, "rules"), "w") as f:
+        f.write("policy plain selectable\n    set encrypt=off\ndefault\n")
+    cairn("rules", "reload", archive.arch)
+    encrypt_dir(archive, archive.m("e"))
+    os.chmod(archive.m("e"), 0o777)  # nobody may write the directory and the file, not use k1
+    data = b"for granted eyes only\n" * 10000
+    write_file(archive.m("e", "f"), data, mode=0o666)
+    archive.persist()
+    steps = """
+f, d = sys.argv[1], sys.argv[2]
+attempt("file encrypt=off", lambda: os.setxattr(f, "user.cairn.encrypt", b"off"))
+attempt("file key=k2", lambda: os.setxattr(f, "user.cairn.key", b"k2"))
+attempt("file policy=plain", lambda: os.setxattr(f, "user.cairn.policy", b"plain"))
+attempt("dir encrypt=off", lambda: os.setxattr(d, "user.cairn.encrypt", b"off"))
+attempt("dir -encrypt", lambda: os.removexattr(d, "user.cairn.encrypt"))
+attempt("dir -key", lambda: os.removexattr(d, "user.cairn.key"))
+attempt("file compress=lz4", lambda: os.setxattr(f, "user.cairn.compress", b"lz4"))
+attempt("read", lambda: open(f, "rb").read(64))
+"""
+    assert attempts_as_nobody(steps, archive.m("e", "f"), archive.m("e")) == {
+        "file encrypt=off": "EACCES", "file key=k2": "EACCES", "file policy=plain": "EACCES",
+        "dir encrypt=off": "EACCES", "dir -encrypt": "EACCES", "dir -key": "EACCES",
+        "file compress=lz4": "ok", "read": "EACCES"}
+    assert f"setxattr user.cairn.encrypt on inode" in log_text(archive)
+    assert f"key k1: uid {NOBODY} (gid {NOBODY}) is not allowed to use it" in log_text(archive)
+    # The reconciler keeps it sealed under k1 (and compresses it, as nobody may ask).
+    cairn("policy", "apply", archive.m("e"))
+    assert "compress=lz4 encrypt=aes-256-gcm key=k1" in os.getxattr(archive.m("e", "f"),
+                                                                     "user.cairn.effective").decode()
+    assert key_files(archive, "k1") == 1
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("e", "f")) == data
+
+
+def test_a_file_not_persisted_yet_is_guarded_by_the_key_its_policy_names(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    os.chmod(archive.m("e"), 0o777)
+    steps = """
+attempt("read", lambda: open(sys.argv[1], "rb").read())
+attempt("create", lambda: open(os.path.join(os.path.dirname(sys.argv[1]), "new"), "wb").close())
+"""
+    # Written to within persist_idle (5 s), an open file is not persisted: its plaintext is in
+    # the staging cache, and it has no data key yet.
+    fd = os.open(archive.m("e", "f"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"not sealed yet\n")
+        assert key_files(archive, "k1") == 0
+        assert attempts_as_nobody(steps, archive.m("e", "f")) == {"read": "EACCES", "create": "EACCES"}
+    finally:
+        os.close(fd)
+    assert f"open of inode" in log_text(archive) and f"create of inode" in log_text(archive)
+    assert not os.path.exists(archive.m("e", "new"))
+    cairn("key", "allow", archive.arch, "k1", f"uid:{NOBODY}")
+    assert attempts_as_nobody(steps, archive.m("e", "f")) == {"read": "not sealed yet\n", "create": "ok"}
+
+
+def test_a_crypto_erase_leaves_no_plaintext_in_any_cache(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    data = random_bytes(3 * MiB, 31)
+    write_file(archive.m("e", "f"), data)
+    archive.persist()
+    assert read_file(archive.m("e", "f")) == data  # in the staging cache and the kernel's pages
+    held = os.open(archive.m("e", "f"), os.O_RDONLY)
+    # Written to (and so left dirty) across the erase: the data it holds was never sealed.
+    marker = b"UNSEALED-DIRTY-DATA-" * 4096
+    dirty = os.open(archive.m("e", "g"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        assert os.pread(held, 4096, 0) == data[:4096]
+        os.write(dirty, marker)
+        r = cairn("key", "delete", archive.arch, "k1", "--erase")
+        assert "1 file(s) crypto-erased" in r.stdout
+        # Neither evicted nor dropped by hand: nothing of it may still be served.
+        for read in (lambda: os.pread(held, 4096, 0), lambda: read_file(archive.m("e", "f"))):
+            with pytest.raises(OSError) as e:
+                read()
+            assert e.value.errno == errno.EIO
+    finally:
+        os.close(held)
+        os.close(dirty)
+    assert "data key of inode" in log_text(archive)
+    # The dirty file cannot be sealed any more, and does not go to the disks in clear.
+    r = cairn("persist", archive.arch, check=False)
+    assert r.returncode != 0 and "no data key: keystore" in r.stderr and "has no key k1" in r.stderr, r
+    assert not any(image_contains(path, marker[:4096]) for path in images(archive))
+    os.remove(archive.m("e", "g"))
+    os.remove(archive.m("e", "f"))
 
 
 def test_rules_that_encrypt_need_a_key_the_keystore_holds(archive):

@@ -233,7 +233,7 @@ TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation,
   // Crypto-erase: the data keys under k1 are gone, from memory too.
   auto erased = keys.EraseUnder("k1");
   REQUIRE(erased.ok());
-  CHECK(*erased == 2);
+  CHECK(*erased == std::vector<uint64_t>{7, 8});
   CHECK(keys.ForReading(7).status().IsNotFound());
   CHECK((*catalog)->GetFileKey(7).status().IsNotFound());
 }
