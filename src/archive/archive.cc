@@ -23,6 +23,7 @@
 #include "util/clock.h"
 #include "util/coding.h"
 #include "util/log.h"
+#include "util/sync_directory.h"
 
 namespace cairn {
 namespace {
@@ -59,7 +60,7 @@ Status WriteFileDurably(const std::string& dir, const std::string& name, const s
   if (!owned.ok()) return owned;
   if (!ok) return Status::FromErrno(fmt::format("cannot write {}", tmp), err);
   if (::rename(tmp.c_str(), path.c_str()) != 0) return Status::FromErrno(fmt::format("cannot rename {}", tmp), errno);
-  return Status::OK();
+  return SyncDirectory(dir);  // or a power loss could bring back the old file
 }
 
 std::string ResolveDiskPath(const std::string& archive_dir, const std::string& path) {

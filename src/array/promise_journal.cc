@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "util/coding.h"
+#include "util/sync_directory.h"
 
 namespace cairn {
 namespace {
@@ -95,16 +96,6 @@ std::vector<uint8_t> HeaderPayload(const std::string& identity, uint64_t next_tx
       .Bytes({reinterpret_cast<const uint8_t*>(identity.data()), identity.size()})
       .U64(next_txn);
   return {w.bytes().begin(), w.bytes().end()};
-}
-
-Status SyncDirectoryOf(const std::string& path) {
-  std::string dir = path.substr(0, path.find_last_of('/') + 1);
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(fmt::format("lonestar journal: open {}", dir), errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::OK() : Status::FromErrno(fmt::format("lonestar journal: fsync {}", dir), err);
 }
 
 // Writes a new journal file at `path` holding `records`, synced, with its directory.

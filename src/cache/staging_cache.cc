@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "util/sync_directory.h"
+
 namespace cairn {
 
 std::string StagingCache::PathOf(uint64_t ino) const { return fmt::format("{}/{}", dir_, ino); }
@@ -40,15 +42,9 @@ void StagingCache::Unpin(uint64_t ino) const { open_files_->Unpin(ino); }
 
 Status StagingCache::SyncNames() const {
   if (!names_unsynced_->exchange(false)) return Status::OK();
-  int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    int err = errno;
-    if (fd >= 0) ::close(fd);
-    *names_unsynced_ = true;  // the next one tries again
-    return Status::FromErrno(fmt::format("staging cache: cannot sync directory {}", dir_), err);
-  }
-  ::close(fd);
-  return Status::OK();
+  Status synced = SyncDirectory(dir_);
+  if (!synced.ok()) *names_unsynced_ = true;  // the next one tries again
+  return synced;
 }
 
 Result<SharedFile> StagingCache::OpenExisting(uint64_t ino) const {

@@ -357,8 +357,12 @@ Status Catalog::Commit() {
   if (txn_depth_ == 0) return Status::InvalidArgument("catalog: commit without begin");
   if (--txn_depth_ > 0) return Status::OK();
   Status st = Prepare("RELEASE op", /*journaled=*/false).Bind().Run();
-  journal_.EndOperation(st.ok());
-  if (!st.ok()) return KeepBatch(st);
+  if (!st.ok()) {  // undone as by Rollback, its listeners told: what it freed stays in use
+    txn_depth_ = 1;
+    Rollback();
+    return KeepBatch(st);
+  }
+  journal_.EndOperation(true);
   if (listener_.op_committed) listener_.op_committed();
   return st;
 }

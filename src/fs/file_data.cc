@@ -214,6 +214,9 @@ Status FileData::Fsync(FileHandle* fh) {
   Archive::PendingSync pending;
   {
     std::lock_guard lock(archive_.catalog_mutex());
+    if (state_.writeback_failed.erase(fh->ino)) {
+      return Status::IOError(fmt::format("staging cache file of inode {}: an earlier write-back failed", fh->ino));
+    }
     CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
     if (state_.dirty.contains(fh->ino)) {
       state_.persist_queue[fh->ino] = NowNs();
@@ -367,7 +370,12 @@ Status FileData::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t la
     fetched.push_back(index);
   }
   if (fetched.empty()) return Status::OK();
-  if (::fdatasync(fd) != 0) return Status::FromErrno("staging cache: fdatasync", errno);
+  if (::fdatasync(fd) != 0) {  // it may be about the file's earlier writes, which Fsync vouches for
+    int err = errno;
+    std::lock_guard lock(archive_.catalog_mutex());
+    state_.writeback_failed.insert(ino);
+    return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", ino), err);
+  }
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {

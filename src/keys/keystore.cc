@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <regex>
 #include <string_view>
 #include <vector>
@@ -21,6 +20,7 @@
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 
+#include "util/sync_directory.h"
 
 namespace cairn {
 namespace {
@@ -327,11 +327,7 @@ Status Keystore::Save() const {
     ::unlink(temp.c_str());
     return status;
   }
-  std::string dir = std::filesystem::path(path_).parent_path().string();
-  int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0 || ::fsync(dir_fd) != 0) status = Status::IOError(fmt::format("keystore {}: syncing its directory: {}", path_, std::strerror(errno)));
-  if (dir_fd >= 0) ::close(dir_fd);
-  return status;
+  return SyncDirectoryOf(path_);
 }
 
 std::vector<std::string> Keystore::names() const {

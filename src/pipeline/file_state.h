@@ -66,6 +66,9 @@ struct FileState {
   int64_t last_activity_ns = 0;
   // The file the reconciler is re-encoding (0: none), for user.cairn.state.
   uint64_t migrating = 0;
+  // Files whose cache file reported a write-back error to a sync other than their Fsync
+  // (the kernel reports it once per descriptor): their next Fsync fails with it.
+  std::set<uint64_t> writeback_failed;
 
   // Clean files resident in the staging cache: LRU order and bytes.
   uint64_t lru_clock = 0;

@@ -83,3 +83,17 @@ TEST_CASE("Catalog: a failing segment or extent-id query is an error, not 'none'
   CHECK_FALSE(c.FailWith("FROM segments WHERE ino = ? AND idx = ?", [&] { return StatusOf(c.catalog->GetSegment(c.f, 0)); }).ok());
   CHECK_FALSE(c.FailWith("FROM sqlite_sequence WHERE name = 'extents'", [&] { return StatusOf(c.catalog->MaxExtentIdEverUsed()); }).ok());
 }
+
+TEST_CASE("Catalog: an operation whose release fails is rolled back, and its listeners told so") {
+  FailingCatalog c;
+  int committed = 0, rolled_back = 0;
+  c.catalog->SetListener({[&] { committed++; }, [&] { rolled_back++; }});
+  REQUIRE(c.catalog->Begin().ok());
+  REQUIRE(c.catalog->PutSegment({c.f, 0, 0, 0, 10, true}).ok());
+  CHECK_FALSE(c.FailWith("RELEASE op", [&] { return c.catalog->Commit(); }).ok());
+  CHECK(committed == 0);
+  CHECK(rolled_back == 1);  // the archive frees nothing it queued during the operation
+  c.catalog->Rollback();    // what InTransaction does then: nothing more
+  CHECK(rolled_back == 1);
+  CHECK_FALSE(c.catalog->GetSegment(c.f, 0)->has_value());
+}
