@@ -48,6 +48,22 @@ std::string VmFlagsOf(const void* p) {
   return "";
 }
 
+// A catalog, and a keystore holding master key k1: what FileKeys works with.
+struct KeyedCatalog {
+  TempDir dir;
+  std::unique_ptr<Catalog> catalog = std::move(*Catalog::Create(dir / "catalog.db", 0, 0, 1));
+  std::mutex mutex;
+  std::array<uint8_t, 16> archive_id{3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+  std::string keystore = dir / "keystore";
+
+  KeyedCatalog() {
+    Keystore store(keystore);
+    REQUIRE(store.AddVersion(*NewInlineMasterKey("k1")).ok());
+    REQUIRE(store.Save().ok());
+  }
+  std::unique_ptr<FileKeys> Keys() { return std::make_unique<FileKeys>(*catalog, mutex, archive_id, keystore); }
+};
+
 }  // namespace
 
 TEST_CASE("Keys: secret memory is left out of core dumps, locked when allowed, and zeroed", "[keys]") {
@@ -159,24 +175,17 @@ TEST_CASE("Keys: master keys come from a root-only file or a command, and a fail
 
 TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation, is bound to its file, and erased",
           "[keys]") {
-  TempDir dir;
-  auto catalog = Catalog::Create(dir / "catalog.db", 0, 0, 1);
-  REQUIRE(catalog.ok());
-  std::mutex mutex;
-  std::array<uint8_t, 16> archive_id{};
-  archive_id.fill(3);
-  Keystore store(dir / "keystore");
-  REQUIRE(store.AddVersion(*NewInlineMasterKey("k1")).ok());
-  REQUIRE(store.Save().ok());
-
-  FileKeys keys(**catalog, mutex, archive_id, dir / "keystore");
+  KeyedCatalog c;
+  auto& catalog = c.catalog;
+  auto owned_keys = c.Keys();
+  FileKeys& keys = *owned_keys;
   CHECK(keys.ForWriting(7, "k1").status().IsNotFound());  // no such inode: no key is made for it
   InodeRecord file;
   file.mode = 0100644;
   file.nlink = 1;
   for (uint64_t want : {7, 8}) {
     while (true) {
-      auto ino = (*catalog)->InsertInode(file);
+      auto ino = catalog->InsertInode(file);
       REQUIRE(ino.ok());
       if (*ino == want) break;
       REQUIRE(*ino < want);
@@ -186,22 +195,22 @@ TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation,
   REQUIRE(made.ok());
   CHECK((*made)->size() == kDataKeyBytes);
   CHECK(keys.ForWriting(7, "k1")->get() == made->get());  // the same key, not a new one
-  auto row = (*catalog)->GetFileKey(7);
+  auto row = catalog->GetFileKey(7);
   REQUIRE(row.ok());
   CHECK(row->key_name == "k1");
   CHECK(row->master_version == 1);
   CHECK(Hex(row->wrapped).find(Hex((*made)->bytes())) == std::string::npos);  // never in clear
   CHECK(keys.ForWriting(8, "k9").status().message().find("has no key k9") != std::string::npos);
   // Another key= later does not move the file to another master key (nor to its users).
-  Keystore two = *Keystore::Load(dir / "keystore");
+  Keystore two = *Keystore::Load(c.keystore);
   REQUIRE(two.AddVersion(*NewInlineMasterKey("k2")).ok());
   REQUIRE(two.Save().ok());
   CHECK(keys.ForWriting(7, "k2")->get() == made->get());
-  CHECK((*catalog)->GetFileKey(7)->key_name == "k1");
+  CHECK(catalog->GetFileKey(7)->key_name == "k1");
 
   // Rotation: a new version, every data key re-wrapped, the old version dropped; a fresh
   // reader (nothing cached) still gets the same key.
-  auto rotated = Keystore::Load(dir / "keystore");
+  auto rotated = Keystore::Load(c.keystore);
   REQUIRE(rotated.ok());
   REQUIRE(rotated->AddVersion(*NewInlineMasterKey("k1")).ok());
   REQUIRE(rotated->Save().ok());
@@ -210,16 +219,17 @@ TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation,
   CHECK(*rewrapped == 1);
   rotated->DropVersionsBefore("k1", 2);
   REQUIRE(rotated->Save().ok());
-  CHECK((*catalog)->GetFileKey(7)->master_version == 2);
+  CHECK(catalog->GetFileKey(7)->master_version == 2);
   {
-    FileKeys fresh(**catalog, mutex, archive_id, dir / "keystore");
+    auto fresh_keys = c.Keys();
+    FileKeys& fresh = *fresh_keys;
     auto read = fresh.ForReading(7);
     REQUIRE(read.ok());
     CHECK(Hex((*read)->bytes()) == Hex((*made)->bytes()));
     // The wrapped key of file 7 put on file 8 does not unwrap: it is bound to its file.
-    FileKeyRecord moved = *(*catalog)->GetFileKey(7);
+    FileKeyRecord moved = *catalog->GetFileKey(7);
     moved.ino = 8;
-    REQUIRE(InTransaction(**catalog, [&] { return (*catalog)->PutFileKey(moved); }).ok());
+    REQUIRE(InTransaction(*catalog, [&] { return catalog->PutFileKey(moved); }).ok());
     CHECK(fresh.ForReading(8).status().IsCorruption());
   }
 
@@ -235,34 +245,29 @@ TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation,
   REQUIRE(erased.ok());
   CHECK(*erased == std::vector<uint64_t>{7, 8});
   CHECK(keys.ForReading(7).status().IsNotFound());
-  CHECK((*catalog)->GetFileKey(7).status().IsNotFound());
+  CHECK(catalog->GetFileKey(7).status().IsNotFound());
 }
 
 TEST_CASE("Keys: a master key deleted and made again under its name is not served from the daemon's memory",
           "[keys]") {
-  TempDir dir;
-  auto catalog = Catalog::Create(dir / "catalog.db", 0, 0, 1);
-  REQUIRE(catalog.ok());
-  std::mutex mutex;
-  std::array<uint8_t, 16> archive_id{};
-  Keystore store(dir / "keystore");
-  REQUIRE(store.AddVersion(*NewInlineMasterKey("k1")).ok());
-  REQUIRE(store.Save().ok());
+  KeyedCatalog c;
+  auto& catalog = c.catalog;
   InodeRecord file;
   file.mode = 0100644;
   file.nlink = 1;
-  auto first = (*catalog)->InsertInode(file);
-  auto second = (*catalog)->InsertInode(file);
+  auto first = catalog->InsertInode(file);
+  auto second = catalog->InsertInode(file);
   REQUIRE((first.ok() && second.ok()));
-  FileKeys keys(**catalog, mutex, archive_id, dir / "keystore");
+  auto owned_keys = c.Keys();
+  FileKeys& keys = *owned_keys;
   REQUIRE(keys.ForWriting(*first, "k1").ok());  // master k1 version 1 is in memory now
   // cairn key delete k1, then cairn key create k1: version 1 again, other bytes.
-  Keystore again = *Keystore::Load(dir / "keystore");
+  Keystore again = *Keystore::Load(c.keystore);
   again.Drop("k1");
   REQUIRE(again.AddVersion(*NewInlineMasterKey("k1")).ok());
   REQUIRE(again.Save().ok());
   REQUIRE(keys.ForWriting(*second, "k1").ok());
-  FileKeys restarted(**catalog, mutex, archive_id, dir / "keystore");
-  CHECK(restarted.ForReading(*second).ok());  // wrapped by the key the keystore holds
-  CHECK(restarted.ForReading(*first).status().IsCorruption());
+  auto restarted = c.Keys();
+  CHECK(restarted->ForReading(*second).ok());  // wrapped by the key the keystore holds
+  CHECK(restarted->ForReading(*first).status().IsCorruption());
 }
