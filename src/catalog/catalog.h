@@ -187,6 +187,8 @@ class Catalog {
   // Assigns ino: numbers only grow while the catalog is open, whatever is rolled back,
   // so none the kernel may still hold comes back; and generation.
   Result<uint64_t> InsertInode(const InodeRecord& record);
+  // The generation InsertInode records for the inodes it makes now.
+  uint64_t new_inode_generation() const { return epoch_; }
   Status RestoreInode(const InodeRecord& record);  // keeps record.ino (cairn recover)
   // Makes later InsertInode / extent ids start above these (cairn recover: ids seen on the
   // disks are never handed out again, even those of extents it did not keep).

@@ -59,13 +59,14 @@ Result<FileHandle*> Filesystem::Create(uint64_t parent, const std::string& name,
   if (!node.ok()) return node.status();
   *attr = *node;
   // The new file's policy (its directory's, or a rule's) may encrypt under a key the caller
-  // may not use: nothing of theirs is to be sealed with it, and the file goes again.
+  // may not use: nothing of theirs is to be sealed with it. Refused or not opened, the file
+  // goes again: the kernel, told the create failed, keeps the name as absent.
   Status allowed = CheckKeyGrants(node->ino, caller, "create");
   auto handle = allowed.ok() ? data_.Open(node->ino, flags) : Result<FileHandle*>(allowed);
-  if (!handle.ok()) names_.Forget(node->ino, 1);
-  if (!allowed.ok()) {
+  if (!handle.ok()) {
+    names_.Forget(node->ino, 1);
     Status removed = names_.UnlinkIf(parent, name, node->ino);
-    if (!removed.ok()) LogWarning("inode {}, refused to its creator, stays: {}", node->ino, removed.message());
+    if (!removed.ok()) LogWarning("inode {}, not created after all, stays: {}", node->ino, removed.message());
   }
   return handle;
 }

@@ -47,7 +47,8 @@ Result<InodeRecord> Namespace::Lookup(uint64_t parent, const std::string& name) 
   CAIRN_RETURN_IF_ERROR(CheckName(name));
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
-  auto dir = GetDir(catalog, parent);
+  // "." of any inode: how the kernel finds a file by an NFS handle once it has forgotten it.
+  auto dir = name == "." ? GetInodeOrENOENT(catalog, parent) : GetDir(catalog, parent);
   if (!dir.ok()) return dir.status();
   uint64_t ino;
   if (name == ".") {
@@ -167,6 +168,9 @@ Result<InodeRecord> Namespace::MakeNode(uint64_t parent, const std::string& name
     auto ino = catalog.InsertInode(node);
     if (!ino.ok()) return ino.status();
     node.ino = *ino;
+    // What the kernel is told now must be what lookups and listings say later: it takes an
+    // inode whose generation changed for a stale one and fails its I/O.
+    node.generation = catalog.new_inode_generation();
     CAIRN_RETURN_IF_ERROR(catalog.InsertEntry(parent, name, node.ino));
     if (!access_acl.empty() && !AclIsMinimal(access_acl)) {
       CAIRN_RETURN_IF_ERROR(catalog.SetXattr(node.ino, kAclAccessXattr, access_acl));

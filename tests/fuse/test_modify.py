@@ -1,5 +1,6 @@
 """6. Modifying a persisted, evicted file in place: pwrite, append, truncate down/up."""
 import os
+import subprocess
 
 from conftest import MiB, assert_files_identical, random_bytes, write_file
 
@@ -55,3 +56,24 @@ def test_modify_persisted_evicted_file(archive):
     assert_files_identical(ref, path)
     archive.evict()
     assert_files_identical(ref, path)
+
+
+def test_a_file_being_written_survives_a_listing_of_its_directory(archive):
+    """The entry a listing (readdirplus) gives for a new file or directory is the one its creation
+    gave: the kernel marks an inode whose generation changed as stale, and fails its I/O."""
+    os.mkdir(archive.m("d"))
+    data = [random_bytes(MiB, 70 + i) for i in range(3)]
+    with open(archive.m("d", "f"), "wb") as f:
+        f.write(data[0])
+        os.mkdir(archive.m("d", "sub"))
+        os.chdir(archive.m("d", "sub"))
+        try:
+            listed = subprocess.run(["ls", "-l", archive.m("d")], capture_output=True, text=True, check=True)
+            assert " f\n" in listed.stdout
+            f.write(data[1])
+            os.stat(".")  # the working directory is still a directory
+        finally:
+            os.chdir("/")
+        f.write(data[2])
+    with open(archive.m("d", "f"), "rb") as f:
+        assert f.read() == b"".join(data)

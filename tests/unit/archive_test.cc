@@ -470,3 +470,25 @@ TEST_CASE("Filesystem: reading and fsyncing a file with nothing staged creates n
   f.fs->Release(*fh);
   CHECK_FALSE(std::filesystem::exists(cache_file));
 }
+
+TEST_CASE("Filesystem: a new inode's entry has the generation its lookups give later") {
+  test::ArchiveFixture a;
+  for (uint32_t mode : {S_IFREG | 0644u, S_IFDIR | 0755u}) {
+    std::string name = S_ISDIR(mode) ? "d" : "f";
+    auto made = a.fs->MakeNode(kRootInode, name, mode, 0, Caller{});
+    REQUIRE(made.ok());
+    auto looked_up = a.fs->Lookup(kRootInode, name);
+    REQUIRE(looked_up.ok());
+    CHECK(made->generation > 0);
+    CHECK(made->generation == looked_up->generation);
+  }
+}
+
+TEST_CASE("Filesystem: '.' of a file looks up the file (the kernel's way back from an NFS handle)") {
+  test::ArchiveFixture a;
+  uint64_t ino = a.WriteFile("f", test::RandomBytes(100, 1));
+  auto found = a.fs->Lookup(ino, ".");
+  REQUIRE(found.ok());
+  CHECK(found->ino == ino);
+  CHECK(a.fs->Lookup(ino, "x").status().sys_errno() == ENOTDIR);
+}
