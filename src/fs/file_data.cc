@@ -248,8 +248,7 @@ void FileData::Release(FileHandle* fh) {
                    !state_.cached.contains(handle->ino);
   if (live.nopen == 0 && live.nlookup == 0) {
     state_.live.erase(it);
-    Status st = names_.MaybeDelete(handle->ino);
-    if (!st.ok()) LogError("inode {}: cannot free: {}", handle->ino, st.message());
+    names_.FreeIfUnreferenced(handle->ino);
   }
   lock.unlock();
   if (clean_now) cache_.TouchCached({handle->ino});

@@ -75,8 +75,7 @@ void Namespace::Forget(uint64_t ino, uint64_t count) {
   it->second.nlookup -= std::min(count, it->second.nlookup);
   if (it->second.nlookup == 0 && it->second.nopen == 0) {
     state_.live.erase(it);
-    Status st = MaybeDelete(ino);
-    if (!st.ok()) LogError("inode {}: cannot free: {}", ino, st.message());
+    FreeIfUnreferenced(ino);
   }
 }
 
@@ -241,7 +240,8 @@ Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool dire
     victim = *ino;
     return catalog.UpdateInode(*dir);
   }));
-  return MaybeDelete(victim);
+  FreeIfUnreferenced(victim);  // the name is gone, committed: that is the answer
+  return Status::OK();
 }
 
 Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
@@ -329,7 +329,8 @@ Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_
     to_dir->mtime_ns = to_dir->ctime_ns = now;
     return catalog.UpdateInode(*to_dir);
   }));
-  return victim ? MaybeDelete(victim) : Status::OK();
+  if (victim) FreeIfUnreferenced(victim);  // the rename is committed: that is the answer
+  return Status::OK();
 }
 
 Result<std::vector<DirEntry>> Namespace::ReadDir(uint64_t dir, uint64_t cookie, size_t limit) {
@@ -364,6 +365,11 @@ Result<uint64_t> Namespace::LookupPath(const std::string& path) {
     ino = *next;
   }
   return ino;
+}
+
+void Namespace::FreeIfUnreferenced(uint64_t ino) {
+  Status st = MaybeDelete(ino);
+  if (!st.ok()) LogError("inode {}: cannot free it now (the next mount does): {}", ino, st.message());
 }
 
 Status Namespace::MaybeDelete(uint64_t ino) {

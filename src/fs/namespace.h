@@ -56,6 +56,9 @@ class Namespace {
 
   // Frees an inode with no names left once nothing references it. REQUIRES: catalog mutex.
   Status MaybeDelete(uint64_t ino);
+  // MaybeDelete after what made the inode unreferenced has happened: a failure is logged
+  // (the next mount frees the orphan), not answered. REQUIRES: catalog mutex.
+  void FreeIfUnreferenced(uint64_t ino);
 
  private:
   // unlink (directory = false) or rmdir (directory = true); of inode `expected` only, unless 0.
