@@ -653,12 +653,18 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
 }
 
 Status LoneStarArray::ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta) {
+  bool blank;
   {
     std::lock_guard lock(mutex_);
     if (members_[position].lost) return Status::OK();  // rebuilt whole once replaced
+    auto d = defects_.find(position);
+    blank = members_[position].replaced && d != defects_.end() && d->second.Overlaps(r);
   }
-  // A defective range takes the delta too: a running rebuild may have rewritten it already
-  // (it clears the defect once all its range is synced); if not, it rewrites it after this.
+  // A replaced disk's defective range stays as its rebuild expects it (zeros where it writes
+  // none): the range is a defect again, so a rebuild under way does not clear it.
+  if (blank) return AddDefect(position, r);
+  // Any other defective range takes the delta too: a running rebuild may have rewritten it
+  // already (it clears the defect once all its range is synced); if not, it does after this.
   std::vector<uint8_t> parity(r.length);
   CAIRN_RETURN_IF_ERROR(DiskRead(position, r.offset, parity));
   XorInto(parity, delta);
