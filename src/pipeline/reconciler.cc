@@ -258,6 +258,7 @@ struct Reconciler::Job {
   std::vector<SegmentRecord> old;  // its segments as planned
   std::shared_ptr<const WritePlan> plan;  // the new policy's
   bool failed = false;             // its data could not be read: it stays as it is
+  bool had_key = false;            // it had a data key row when planned
 };
 
 // Files being re-encoded together: pieces read and not yet written, extents written and
@@ -332,6 +333,14 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     LogError("reconciler: inode {}: {}", ino, segments_now.status().message());
     return false;
   }
+  // Commit checks that a key row is still there: a crypto-erase while the plaintext is
+  // being rewritten must not be undone by the new extents.
+  auto key = catalog.GetFileKey(ino);
+  if (!key.ok() && !key.status().IsNotFound()) {  // stays queued
+    LogError("reconciler: inode {}: {}", ino, key.status().message());
+    return false;
+  }
+  job->had_key = key.ok();
   job->inode = *record;
   job->old = std::move(*segments_now);
   job->plan = std::move(*plan);
@@ -377,19 +386,40 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   Catalog& catalog = archive_.catalog();
   state_.migrating = 0;
   std::vector<bool> swap(batch.jobs.size());
+  std::vector<bool> erased(batch.jobs.size());
   for (size_t j = 0; j < batch.jobs.size(); j++) {
-    const Job& job = batch.jobs[j];
+    Job& job = batch.jobs[j];
     auto now = catalog.GetInode(job.inode.ino);
     auto segments = catalog.GetSegments(job.inode.ino);
     if (!segments.ok()) LogError("reconciler: inode {} stays queued: {}", job.inode.ino, segments.status().message());
-    swap[j] = !job.failed && now.ok() && now->size == job.inode.size && now->mtime_ns == job.inode.mtime_ns &&
-              now->layout_id == job.inode.layout_id && !now->dirty && !state_.dirty.contains(job.inode.ino) &&
-              segments.ok() && SameSegments(*segments, job.old);
+    bool unchanged = now.ok() && now->size == job.inode.size && now->mtime_ns == job.inode.mtime_ns &&
+                     now->layout_id == job.inode.layout_id && !now->dirty && !state_.dirty.contains(job.inode.ino) &&
+                     segments.ok() && SameSegments(*segments, job.old);
+    // A crypto-erase meanwhile: the new extents hold what the erased data key sealed, and
+    // swapping them in would undo the erase.
+    if (job.had_key) {
+      auto key = catalog.GetFileKey(job.inode.ino);
+      if (key.status().IsNotFound()) {
+        LogInfo("reconciler: inode {} stays as it is: its data key was erased", job.inode.ino);
+        erased[j] = unchanged;  // else it is re-planned, without a key now
+        unchanged = false;
+      } else if (!key.ok()) {
+        LogError("reconciler: inode {} stays out of policy: {}", job.inode.ino, key.status().message());
+        job.failed = true;
+      }
+    }
+    swap[j] = !job.failed && unchanged;
   }
   SegmentMapUpdate update(archive_, batch.extents, false);  // read from the disks: not in the cache
   Status st = InTransaction(catalog, [&]() -> Status {
     for (size_t j = 0; j < batch.jobs.size(); j++) {
       const Job& job = batch.jobs[j];
+      // Its data is gone for good: every later pass would fail to read it, and back off
+      // only to fail again.
+      if (erased[j]) {
+        CAIRN_RETURN_IF_ERROR(catalog.DequeuePolicyCheck(job.inode.ino));
+        continue;
+      }
       if (!swap[j]) {  // changed meanwhile, or unreadable: stays queued, the latter backs off
         if (job.failed) retry_after_[job.inode.ino] = NowNs() + kFailedRetryNs;
         CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(job.inode.ino));
@@ -425,7 +455,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
       progress->files_done++;
       if (!batch.jobs[j].plan->chain.needs_key()) archive_.file_keys().Forget(batch.jobs[j].inode.ino);
     } else {
-      (batch.jobs[j].failed ? progress->files_failed : progress->files_busy)++;
+      (batch.jobs[j].failed || erased[j] ? progress->files_failed : progress->files_busy)++;
     }
   }
   // Durable before the old extents' space can be reused. The swap is committed: the files

@@ -1,0 +1,107 @@
+// The reconciler re-encoding files while other things happen to them, through Filesystem:
+// its extent writes held at a gated disk while the change happens.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "archive_fixture.h"
+#include "codec/plugin_loader.h"
+#include "fault_disk.h"
+#include "keys/keystore.h"
+
+using namespace cairn;
+
+namespace {
+
+using test::DiskGate;
+using namespace std::chrono_literals;
+
+constexpr auto kPatience = 20s;  // what takes milliseconds, unless it waits for the gate
+
+std::span<const uint8_t> Bytes(std::string_view text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
+// Disk writes can be held at `gate`; master key k1 is in the keystore.
+struct GatedKeyArchive : test::ArchiveFixture {
+  DiskGate gate;
+  GatedKeyArchive() {
+    Close();
+    wrap_disk = [this](std::unique_ptr<Disk> disk, size_t) -> std::unique_ptr<Disk> {
+      return std::make_unique<test::GateDisk>(std::move(disk), gate);
+    };
+    Open();
+    REQUIRE(LoadPlugins(CAIRN_BUILD_PLUGIN_DIR).ok());  // aes-256-gcm
+    Keystore store(dir + "/keystore");
+    REQUIRE(store.AddVersion(*NewInlineMasterKey("k1")).ok());
+    REQUIRE(store.Save().ok());
+  }
+  ~GatedKeyArchive() { gate.Open(); }
+
+  Status Set(uint64_t ino, const std::string& name, std::string_view value) {
+    return fs->SetXattr(ino, name, Bytes(value), 0, Caller{});
+  }
+  // Starts `policy apply /` on another thread and returns once it is held at its first
+  // disk write.
+  std::future<Status> ApplyHeld() {
+    gate.Close(DiskGate::kWrite);
+    auto apply = std::async(std::launch::async, [this] {
+      return fs->ApplyPolicy("/", [](const Reconciler::Progress&) { return true; });
+    });
+    REQUIRE(gate.WaitUntilHolding(kPatience));
+    return apply;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Reconciler: a crypto-erase while a file is rewritten in clear is not undone", "[reconciler][keys]") {
+  GatedKeyArchive a;
+  auto dir = a.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  REQUIRE(a.Set(dir->ino, "user.cairn.encrypt", "aes-256-gcm").ok());
+  REQUIRE(a.Set(dir->ino, "user.cairn.key", "k1").ok());
+  const auto data = test::RandomBytes(200 << 10, 1);
+  uint64_t file = a.WriteFile("f", data, dir->ino);
+  REQUIRE(a.fs->PersistAll().ok());
+  const auto sealed = a.Segments(file);
+  REQUIRE(a.Set(file, "user.cairn.encrypt", "off").ok());  // queued to be rewritten in clear
+
+  auto apply = a.ApplyHeld();  // its plaintext read, the clear extents on their way to the disks
+  auto erase = std::async(std::launch::async, [&] { return a.fs->ChangeFileKeys("erase", "k1"); });
+  if (erase.wait_for(kPatience) != std::future_status::ready) {
+    a.gate.Open();
+    FAIL("the erase waited for the held re-encode");
+  }
+  auto erased = erase.get();
+  REQUIRE(erased.ok());
+  CHECK(*erased == 1);
+  a.gate.Open();
+  REQUIRE(apply.get().ok());
+
+  // Still the sealed extents, whose data key is gone: nothing to read.
+  auto now = a.Segments(file);
+  REQUIRE(now.size() == sealed.size());
+  for (size_t i = 0; i < now.size(); i++) CHECK(now[i].extent_id == sealed[i].extent_id);
+  auto fh = a.fs->Open(file, O_RDONLY, Caller{});
+  REQUIRE(fh.ok());
+  auto read = test::ReadBytes(*a.fs, *fh, 0, data.size());
+  a.fs->Release(*fh);
+  INFO(read.status().ToString());
+  CHECK(read.status().IsCorruption());
+  // Left alone, not retried forever: its data cannot be read again.
+  std::lock_guard lock(a.archive->catalog_mutex());
+  auto queued = a.archive->catalog().PolicyQueue(16);
+  REQUIRE(queued.ok());
+  CHECK(std::find(queued->begin(), queued->end(), file) == queued->end());
+}
