@@ -601,9 +601,9 @@ Status Catalog::DequeuePolicyCheck(uint64_t ino) {
   return Prepare("DELETE FROM policy_queue WHERE ino = ?").Bind(ino).Run();
 }
 
-Result<std::vector<uint64_t>> Catalog::PolicyQueue(size_t limit) {
-  auto& s = Prepare("SELECT ino FROM policy_queue ORDER BY ino LIMIT ?");
-  s.Bind(static_cast<uint64_t>(limit));
+Result<std::vector<uint64_t>> Catalog::PolicyQueue(uint64_t after, size_t limit) {
+  auto& s = Prepare("SELECT ino FROM policy_queue WHERE ino > ? ORDER BY ino LIMIT ?");
+  s.Bind(after, static_cast<uint64_t>(limit));
   return Rows(s, [](Statement& row) { return row.UInt(0); });
 }
 

@@ -241,7 +241,8 @@ class Catalog {
   // may have changed since they were persisted: the reconciler's persistent to-do list
   Status QueuePolicyCheck(uint64_t ino);
   Status DequeuePolicyCheck(uint64_t ino);
-  Result<std::vector<uint64_t>> PolicyQueue(size_t limit);
+  // Up to `limit` queued inodes above `after`, in order: a pass pages through the queue.
+  Result<std::vector<uint64_t>> PolicyQueue(uint64_t after, size_t limit);
 
   // --- segments and extents
   Result<std::vector<SegmentRecord>> GetSegments(uint64_t ino);

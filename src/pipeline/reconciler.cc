@@ -62,15 +62,15 @@ void Reconciler::Run() {
       if (stopping_) return;
     }
     QueueAgeScan();
-    for (;;) {
+    for (uint64_t after = 0;;) {  // a pass through the queue
       {
         std::lock_guard lock(archive_.catalog_mutex());
         int64_t quiet_ns = static_cast<int64_t>(archive_.options().reconcile_idle_seconds) * 1'000'000'000;
         if (NowNs() - state_.last_activity_ns < quiet_ns) break;  // the user comes first
       }
-      auto removed = RunQueue(kQueueBatch);
-      if (!removed.ok()) LogError("reconciler: {}", removed.status().message());
-      if (!removed.ok() || *removed == 0 || cancel_) break;
+      auto looked = RunQueue(&after, kQueueBatch);
+      if (!looked.ok()) LogError("reconciler: {}", looked.status().message());
+      if (!looked.ok() || *looked == 0 || cancel_) break;
     }
   }
 }
@@ -113,29 +113,36 @@ Result<bool> Reconciler::InPolicy(const InodeRecord& inode, ResolvedPolicy* reso
   return matches;
 }
 
-Result<size_t> Reconciler::RunQueue(size_t limit) {
+Result<size_t> Reconciler::RunQueue(uint64_t* after, size_t limit) {
   struct Work {
     uint64_t ino;
     uint32_t disk;
     uint64_t position;  // of its first chunk, in that disk's store
   };
   std::vector<Work> work;
-  size_t removed = 0;
   Catalog& catalog = archive_.catalog();
   Result<std::vector<uint64_t>> queued = Status::NotFound("");
   {
     std::lock_guard lock(archive_.catalog_mutex());
-    queued = catalog.PolicyQueue(limit);
+    queued = catalog.PolicyQueue(*after, limit);
   }
   if (!queued.ok()) return queued.status();
+  if (queued->empty()) return 0;
+  *after = queued->back();
+  auto log_failure = [](uint64_t ino, const Status& st) {  // it stays queued, for the next pass
+    LogError("reconciler: inode {}: {}", ino, st.message());
+  };
   for (uint64_t ino : *queued) {  // the catalog mutex is let go between entries
     std::unique_lock lock(archive_.catalog_mutex());
     auto inode = catalog.GetInode(ino);
-    if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();  // stays queued
+    if (!inode.ok() && !inode.status().IsNotFound()) {
+      log_failure(ino, inode.status());
+      continue;
+    }
     if (inode.ok() && S_ISDIR(inode->mode)) {
       lock.unlock();
-      CAIRN_RETURN_IF_ERROR(QueueChildren(ino));
-      removed++;
+      Status st = QueueChildren(ino);
+      if (!st.ok()) log_failure(ino, st);
       continue;
     }
     {
@@ -160,8 +167,7 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
         work.push_back(w);
         return Status::OK();
       });
-      if (!st.ok()) return st;
-      if (work.empty() || work.back().ino != ino) removed++;
+      if (!st.ok()) log_failure(ino, st);
     }
   }
   // One batch visits each disk once, in the order of its store's layout.
@@ -175,8 +181,7 @@ Result<size_t> Reconciler::RunQueue(size_t limit) {
   if (progress.files_done > 0) {
     LogInfo("reconciler: {} file(s) re-encoded ({} bytes)", progress.files_done, progress.bytes_done);
   }
-  removed += progress.files_done;
-  return removed;
+  return queued->size();
 }
 
 Status Reconciler::QueueChildren(uint64_t dir) {

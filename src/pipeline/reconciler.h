@@ -49,10 +49,13 @@ class Reconciler {
   // Rules on mtime or atime change their answer as time passes: with such rules the whole
   // tree is queued for a check once a day (the last time is kept in the catalog).
   void QueueAgeScan();
-  // Works through up to `limit` queue entries: directories are replaced by their children,
-  // files in policy leave the queue, the rest are re-encoded (sorted by disk, so a batch
-  // wakes each disk once). Returns how many entries it looked at.
-  Result<size_t> RunQueue(size_t limit);
+  // Works through up to `limit` queue entries above *after: directories are replaced by
+  // their children, files in policy leave the queue, the rest are re-encoded (sorted by
+  // disk, so a batch wakes each disk once). One that fails is logged and stays queued.
+  // Moves *after to the last entry looked at; returns how many it looked at (0: the end
+  // of the queue). Entries that stay queued (busy, failing) are passed over, so they
+  // cannot keep the rest of the queue waiting.
+  Result<size_t> RunQueue(uint64_t* after, size_t limit);
   // Queues the entries of a queued directory (what is below may have a new policy) and
   // takes the directory off the queue: a page of entries per hold of the catalog mutex
   // (an entry renamed meanwhile may be queued twice: harmless).

@@ -9,10 +9,14 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "archive_fixture.h"
 #include "codec/plugin_loader.h"
@@ -35,7 +39,7 @@ std::span<const uint8_t> Bytes(std::string_view text) {
 // Disk writes can be held at `gate`; master key k1 is in the keystore.
 struct GatedKeyArchive : test::ArchiveFixture {
   DiskGate gate;
-  GatedKeyArchive() {
+  explicit GatedKeyArchive(const std::function<void(MkfsOptions&)>& customize = {}) : ArchiveFixture(customize) {
     Close();
     wrap_disk = [this](std::unique_ptr<Disk> disk, size_t) -> std::unique_ptr<Disk> {
       return std::make_unique<test::GateDisk>(std::move(disk), gate);
@@ -101,7 +105,46 @@ TEST_CASE("Reconciler: a crypto-erase while a file is rewritten in clear is not 
   CHECK(read.status().IsCorruption());
   // Left alone, not retried forever: its data cannot be read again.
   std::lock_guard lock(a.archive->catalog_mutex());
-  auto queued = a.archive->catalog().PolicyQueue(16);
+  auto queued = a.archive->catalog().PolicyQueue(0, 16);
   REQUIRE(queued.ok());
   CHECK(std::find(queued->begin(), queued->end(), file) == queued->end());
+}
+
+TEST_CASE("Reconciler: files that stay queued do not keep the background from the rest of the queue",
+          "[reconciler]") {
+  GatedKeyArchive a([](MkfsOptions& mkfs) {
+    mkfs.options.reconcile_idle_seconds = 0;
+    mkfs.options.reconcile_rate = 0;
+    mkfs.options.persist_idle_seconds = 3600;  // files open for writing stay dirty
+  });
+  auto dir = a.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  std::vector<uint64_t> files;
+  for (int i = 0; i <= 256; i++) {
+    files.push_back(a.WriteFile(fmt::format("f{}", i), test::RandomBytes(1000, i), dir->ino));
+  }
+  REQUIRE(a.fs->PersistAll().ok());
+  REQUIRE(std::is_sorted(files.begin(), files.end()));
+  // The lowest 256 (a page of the queue) are being written: busy, they stay queued.
+  std::vector<FileHandle*> handles;
+  for (size_t i = 0; i < 256; i++) {
+    auto fh = a.fs->Open(files[i], O_RDWR, Caller{});
+    REQUIRE(fh.ok());
+    REQUIRE(a.fs->Write(*fh, 0, Bytes("x")).ok());
+    handles.push_back(*fh);
+  }
+  REQUIRE(a.Set(dir->ino, "user.cairn.encrypt", "aes-256-gcm").ok());
+  REQUIRE(a.Set(dir->ino, "user.cairn.key", "k1").ok());
+  REQUIRE(a.fs->StartBackground().ok());
+
+  auto sealed = [&] {
+    auto key = a.archive->file_keys().KeyNameOf(files.back());
+    REQUIRE(key.ok());
+    return key->has_value();
+  };
+  auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (!sealed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  CHECK(sealed());
+  CHECK_FALSE(a.archive->file_keys().KeyNameOf(files.front())->has_value());  // still being written
+  for (FileHandle* fh : handles) a.fs->Release(fh);
 }
