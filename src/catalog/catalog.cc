@@ -279,7 +279,7 @@ Status Catalog::StartEpoch() {
   s.Bind();
   if (!s.Step()) return s.status().ok() ? Status::Corruption("catalog: no highest inode number") : s.status();
   next_ino_ = s.UInt(0) + 1;
-  return Status::OK();
+  return FlushDurably();  // a power loss must not hand out this epoch again
 }
 
 Status Catalog::StartCheckpoints(std::mutex& mutex, std::chrono::milliseconds interval) {
@@ -327,7 +327,27 @@ Status Catalog::Exec(const char* sql) {
 Statement& Catalog::Prepare(const char* sql, bool journaled) {
   auto& slot = statements_[sql];
   if (!slot) slot = std::make_unique<Statement>(db_, sql, journaled ? &journal_ : nullptr);
+  // A change outside an operation joins the batch too, not a commit of its own: that one
+  // would not count in commit_sequence(), and a SyncThrough would not wait for it.
+  if (slot->writes() && commit_failure_.ok()) {
+    Status opened = OpenBatch();
+    if (!opened.ok()) LogError("catalog: a change outside an operation commits on its own: {}", opened.message());
+  }
   return *slot;
+}
+
+Status Catalog::OpenBatch() {
+  if (batch_open_ && sqlite3_get_autocommit(db_)) {
+    // SQLite rolled the batch back on an error (I/O, memory) of some statement: replayed.
+    CAIRN_RETURN_IF_ERROR(KeepBatch(Status::IOError("SQLite rolled back the open batch")));
+  }
+  if (batch_open_) return Status::OK();
+  // A read left on a row since the last batch would keep its snapshot into this one, and
+  // SQLite restarts the WAL only when a batch begins with no snapshot open.
+  ResetBusyStatements();
+  CAIRN_RETURN_IF_ERROR(Prepare("BEGIN IMMEDIATE", /*journaled=*/false).Bind().Run());
+  batch_open_ = true;
+  return Status::OK();
 }
 
 Status Catalog::Begin() {
@@ -339,13 +359,7 @@ Status Catalog::Begin() {
     return Status::Posix(EROFS, fmt::format("catalog is read-only until it can commit again ({})",
                                             commit_failure_.message()));
   }
-  if (!batch_open_) {
-    // A read left on a row since the last batch would keep its snapshot into this one, and
-    // SQLite restarts the WAL only when a batch begins with no snapshot open.
-    ResetBusyStatements();
-    CAIRN_RETURN_IF_ERROR(Prepare("BEGIN IMMEDIATE", /*journaled=*/false).Bind().Run());
-    batch_open_ = true;
-  }
+  CAIRN_RETURN_IF_ERROR(OpenBatch());
   Status st = Prepare("SAVEPOINT op", /*journaled=*/false).Bind().Run();
   if (!st.ok()) return KeepBatch(st);
   journal_.BeginOperation();
@@ -404,6 +418,9 @@ Status Catalog::SyncThrough(uint64_t sequence) {
 }
 
 Status Catalog::CommitBatch() {
+  if (batch_open_ && sqlite3_get_autocommit(db_)) {  // SQLite rolled it back: replayed first
+    CAIRN_RETURN_IF_ERROR(KeepBatch(Status::IOError("SQLite rolled back the open batch")));
+  }
   if (!batch_open_) CAIRN_RETURN_IF_ERROR(ReplayBatch());  // an earlier replay failed
   Status st = Exec("COMMIT");
   if (!st.ok()) return KeepBatch(st);

@@ -301,6 +301,8 @@ class Catalog {
   // After a failed statement or COMMIT: when SQLite dropped the batch, replays it and
   // refuses new operations until a commit succeeds. Returns `cause`.
   Status KeepBatch(Status cause);
+  // Opens the batch unless it is open (replayed first when SQLite rolled it back).
+  Status OpenBatch();
   Status ReplayBatch();
   void AbandonTransaction();
   // Resets statements left on a row: each holds a read transaction that stops checkpoints.

@@ -25,6 +25,8 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
 
   bool prepared() const { return stmt_ != nullptr; }
+  // Whether it may change the database (and so is journaled).
+  bool writes() const { return journal_ != nullptr; }
 
   // Binds parameters 1..n in order; resets the statement first. A failed bind is
   // remembered, and Step()/Run() then return it.

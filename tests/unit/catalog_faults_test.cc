@@ -97,3 +97,12 @@ TEST_CASE("Catalog: an operation whose release fails is rolled back, and its lis
   CHECK(rolled_back == 1);
   CHECK_FALSE(c.catalog->GetSegment(c.f, 0)->has_value());
 }
+
+TEST_CASE("Catalog: a change outside an operation joins the batch, whose commit a sync then waits for") {
+  FailingCatalog c;
+  REQUIRE(c.catalog->Flush().ok());
+  uint64_t before = c.catalog->commit_sequence();
+  REQUIRE(c.catalog->SetSegmentsCached(c.f, false).ok());  // as eviction does, outside an operation
+  REQUIRE(c.catalog->Flush().ok());
+  CHECK(c.catalog->commit_sequence() > before);  // else SyncThrough(commit_sequence()) would not sync it
+}
