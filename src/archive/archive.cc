@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -320,13 +319,10 @@ PolicyContext Archive::policy_context() const {
 Status Archive::LoadRules() {
   std::string text;
   auto rules = std::make_shared<RuleSet>(RuleSet::BuiltIn());
-  if (::access(rules_path().c_str(), F_OK) == 0) {
-    std::ifstream in(rules_path(), std::ios::binary);
-    if (!in) return Status::IOError(fmt::format("cannot read {}", rules_path()));
-    text.resize(RuleSet::kMaxFileBytes + 1);  // one byte more than Parse accepts
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    if (in.bad()) return Status::IOError(fmt::format("cannot read {}", rules_path()));
-    text.resize(static_cast<size_t>(in.gcount()));
+  auto read = RuleSet::ReadArchiveText(rules_path());
+  if (!read.ok() && read.status().sys_errno() != ENOENT) return read.status();
+  if (read.ok()) {
+    text = std::move(*read);
     auto parsed = RuleSet::Parse(text, rules_path());
     if (!parsed.ok()) return parsed.status();
     *rules = std::move(*parsed);

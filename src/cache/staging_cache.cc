@@ -12,22 +12,47 @@
 
 #include <fmt/format.h>
 
-#include "util/sync_directory.h"
-
 namespace cairn {
+
+StagingCache::StagingCache(std::string dir)
+    : dir_(std::move(dir)), open_files_(std::make_unique<FdCache>(kMaxOpenFiles, kMaxPinnedFiles)) {
+  int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  dir_errno_ = fd < 0 ? errno : 0;
+  dir_fd_ = std::shared_ptr<const int>(new int(fd), [](const int* p) {
+    if (*p >= 0) ::close(*p);
+    delete p;
+  });
+}
+
+Status StagingCache::DirOpen() const {
+  if (*dir_fd_ >= 0) return Status::OK();
+  return Status::FromErrno(fmt::format("staging cache: cannot open directory {}", dir_), dir_errno_);
+}
 
 std::string StagingCache::PathOf(uint64_t ino) const { return fmt::format("{}/{}", dir_, ino); }
 
 Result<int> StagingCache::OpenFd(uint64_t ino, int flags) const {
+  CAIRN_RETURN_IF_ERROR(DirOpen());
+  const std::string name = NameOf(ino);
+  flags |= O_RDWR | O_CLOEXEC | O_NOFOLLOW;
   int fd = -1;
   if (flags & O_CREAT) {  // a new name is durable only once the directory is synced
-    fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CLOEXEC | flags | O_EXCL, 0600);
+    fd = ::openat(*dir_fd_, name.c_str(), flags | O_EXCL, 0600);
     if (fd >= 0) *names_unsynced_ = true;
   }
-  if (fd < 0) fd = ::open(PathOf(ino).c_str(), O_RDWR | O_CLOEXEC | flags, 0600);
-  if (fd >= 0) return fd;
-  if (errno == ENOENT) return Status::NotFound(fmt::format("staging cache: no {}", PathOf(ino)));
-  return Status::FromErrno(fmt::format("staging cache: cannot open {}", PathOf(ino)), errno);
+  if (fd < 0) fd = ::openat(*dir_fd_, name.c_str(), flags, 0600);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound(fmt::format("staging cache: no {}", PathOf(ino)));
+    return Status::FromErrno(fmt::format("staging cache: cannot open {}", PathOf(ino)), errno);
+  }
+  // Only a file of its own: not a link to one elsewhere, which the daemon would write through.
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    ::close(fd);
+    return Status::Posix(EIO, fmt::format("staging cache: {} is not a regular file with one name; refused",
+                                          PathOf(ino)));
+  }
+  return fd;
 }
 
 Result<SharedFile> StagingCache::Open(uint64_t ino) const {
@@ -42,7 +67,8 @@ void StagingCache::Unpin(uint64_t ino) const { open_files_->Unpin(ino); }
 
 Status StagingCache::SyncNames() const {
   if (!names_unsynced_->exchange(false)) return Status::OK();
-  Status synced = SyncDirectory(dir_);
+  Status synced = *dir_fd_ < 0 ? DirOpen() : (::fsync(*dir_fd_) == 0 ? Status::OK()
+                                                : Status::FromErrno("staging cache: cannot sync directory " + dir_, errno));
   if (!synced.ok()) *names_unsynced_ = true;  // the next one tries again
   return synced;
 }
@@ -53,12 +79,13 @@ Result<SharedFile> StagingCache::OpenExisting(uint64_t ino) const {
 
 uint64_t StagingCache::Usage(uint64_t ino) const {
   struct stat st;
-  if (::stat(PathOf(ino).c_str(), &st) != 0) return 0;
+  if (*dir_fd_ < 0 || ::fstatat(*dir_fd_, NameOf(ino).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
   return static_cast<uint64_t>(st.st_blocks) * 512;
 }
 
 Status StagingCache::Remove(uint64_t ino) const {
-  if (::unlink(PathOf(ino).c_str()) != 0 && errno != ENOENT) {
+  CAIRN_RETURN_IF_ERROR(DirOpen());
+  if (::unlinkat(*dir_fd_, NameOf(ino).c_str(), 0) != 0 && errno != ENOENT) {
     return Status::FromErrno(fmt::format("staging cache: cannot remove {}", PathOf(ino)), errno);
   }
   open_files_->Forget(ino);  // after the unlink: a later Open creates the file anew
@@ -66,33 +93,40 @@ Status StagingCache::Remove(uint64_t ino) const {
 }
 
 Status StagingCache::Truncate(uint64_t ino, uint64_t size) const {
-  if (::truncate(PathOf(ino).c_str(), static_cast<off_t>(size)) != 0 && errno != ENOENT) {
-    return Status::FromErrno(fmt::format("staging cache: cannot truncate {}", PathOf(ino)), errno);
-  }
+  auto fd = OpenFd(ino, 0);
+  if (!fd.ok()) return fd.status().IsNotFound() ? Status::OK() : fd.status();
+  int rc = ::ftruncate(*fd, static_cast<off_t>(size));
+  int err = errno;
+  ::close(*fd);
+  if (rc != 0) return Status::FromErrno(fmt::format("staging cache: cannot truncate {}", PathOf(ino)), err);
   return Status::OK();
 }
 
 Status StagingCache::PunchHole(uint64_t ino, uint64_t offset, uint64_t length) const {
-  int fd = ::open(PathOf(ino).c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? Status::OK() : Status::FromErrno("staging cache: open " + PathOf(ino), errno);
-  int rc = ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+  auto fd = OpenFd(ino, 0);
+  if (!fd.ok()) return fd.status().IsNotFound() ? Status::OK() : fd.status();
+  int rc = ::fallocate(*fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
                        static_cast<off_t>(length));
   int err = errno;
-  ::close(fd);
+  ::close(*fd);
   if (rc != 0) return Status::FromErrno(fmt::format("staging cache: punch hole in {}", PathOf(ino)), err);
   return Status::OK();
 }
 
 void StagingCache::ForEach(const std::function<void(uint64_t, uint64_t, int64_t)>& fn) const {
-  DIR* dir = ::opendir(dir_.c_str());
-  if (!dir) return;
+  int fd = *dir_fd_ < 0 ? -1 : ::openat(*dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* dir = fd < 0 ? nullptr : ::fdopendir(fd);
+  if (!dir) {
+    if (fd >= 0) ::close(fd);
+    return;
+  }
   while (struct dirent* entry = ::readdir(dir)) {
     uint64_t ino = 0;
     const char* name = entry->d_name;
     auto [ptr, ec] = std::from_chars(name, name + std::strlen(name), ino);
     if (ec != std::errc() || *ptr != '\0') continue;
     struct stat st;
-    if (::fstatat(::dirfd(dir), name, &st, 0) != 0) continue;
+    if (::fstatat(::dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     fn(ino, static_cast<uint64_t>(st.st_blocks) * 512, st.st_mtim.tv_sec);
   }
   ::closedir(dir);

@@ -1,6 +1,8 @@
 // StagingCache is the directory on fast storage where file data lands before it is
 // persisted: one sparse file per inode, named by inode number. Thread-safe; open
-// descriptors are shared and bounded by an FdCache.
+// descriptors are shared and bounded by an FdCache. The directory is opened once and its
+// entries only through it, never following a symlink: the archive's owner, who may not be
+// the daemon's user, can change what is in it.
 #pragma once
 
 #include <atomic>
@@ -22,8 +24,8 @@ class StagingCache {
   static constexpr size_t kMaxOpenFiles = 512;
   static constexpr size_t kMaxPinnedFiles = 256;
 
-  explicit StagingCache(std::string dir)
-      : dir_(std::move(dir)), open_files_(std::make_unique<FdCache>(kMaxOpenFiles, kMaxPinnedFiles)) {}
+  // Opens `dir`; when it cannot be opened (or is a symlink), every call names the problem.
+  explicit StagingCache(std::string dir);
 
   // The cache file of `ino` (created if needed), open for reading and writing; shared, so
   // callers use it with positioned I/O only.
@@ -63,7 +65,14 @@ class StagingCache {
   std::string PathOf(uint64_t ino) const;
   // Opens the cache file of `ino` read-write with `flags` added.
   Result<int> OpenFd(uint64_t ino, int flags) const;
+  // The entry of `ino` relative to dir_fd_.
+  static std::string NameOf(uint64_t ino) { return std::to_string(ino); }
+  // OK when the directory is open, else why not.
+  Status DirOpen() const;
+
   std::string dir_;
+  std::shared_ptr<const int> dir_fd_;  // -1 when it could not be opened (dir_errno_ says why)
+  int dir_errno_ = 0;
   std::unique_ptr<FdCache> open_files_;
   // A file was created since the last SyncNames (behind a pointer: the cache is movable).
   std::unique_ptr<std::atomic<bool>> names_unsynced_ = std::make_unique<std::atomic<bool>>(false);

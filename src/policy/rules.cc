@@ -84,15 +84,24 @@ Result<RuleSet> RuleSet::Load(const std::string& path) {
   return Parse(*text, path);
 }
 
-Result<std::string> RuleSet::ReadText(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Result<std::string> RuleSet::ReadText(const std::string& path) { return ReadText(path, false); }
+
+Result<std::string> RuleSet::ReadArchiveText(const std::string& path) { return ReadText(path, true); }
+
+Result<std::string> RuleSet::ReadText(const std::string& path, bool regular_only) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (regular_only ? O_NOFOLLOW | O_NONBLOCK : 0));
   if (fd < 0) {
     int err = errno;
-    return Status::Posix(err, fmt::format("cannot open rules file {}: {}", path, std::strerror(err)));
+    return Status::Posix(err, fmt::format("cannot open rules file {}: {}", path,
+                                          err == ELOOP ? "it is a symbolic link" : std::strerror(err)));
   }
   std::string text;
   struct stat st = {};
   bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular_only && !regular) {
+    ::close(fd);
+    return Status::Posix(EINVAL, fmt::format("rules file {} is not a regular file", path));
+  }
   if (regular && static_cast<uint64_t>(st.st_size) <= kMaxFileBytes) text.reserve(static_cast<size_t>(st.st_size));
   char buffer[65536];
   while (text.size() <= kMaxFileBytes) {  // one byte past the limit is enough for Parse to refuse it

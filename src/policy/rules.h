@@ -100,6 +100,9 @@ class RuleSet {
   static Result<RuleSet> Load(const std::string& path);
   // The text of the rules file at `path` (Load's reading half), refused when too long.
   static Result<std::string> ReadText(const std::string& path);
+  // ReadText of an archive's own rules file, which its owner may change and the daemon (root)
+  // reads: a regular file, not reached through a symlink (nor a FIFO that would block).
+  static Result<std::string> ReadArchiveText(const std::string& path);
   // What an archive without a rules file uses: no policies, no rules, a default that sets nothing.
   static RuleSet BuiltIn();
 
@@ -116,6 +119,7 @@ class RuleSet {
   const std::string& file_name() const { return file_name_; }
 
  private:
+  static Result<std::string> ReadText(const std::string& path, bool regular_only);
   friend class RulesParser;
   RuleSet() : default_("default", 0, {}, {}) {}
 

@@ -2,6 +2,8 @@
 // exact position, the size limits, the shipped policies/ files, and a fuzz loop.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -627,4 +629,26 @@ TEST_CASE("Rules: fuzzed files never crash and every error has a position", "[ru
   CHECK(bad == 0);
   CHECK(parsed >= fuzz.iterations() / 200);  // many mutations (comments, blank lines) keep the file valid
   CHECK(failed >= fuzz.iterations() / 2);
+}
+
+TEST_CASE("RuleSet: an archive's own rules file is read only as a regular file, not through a link or a FIFO") {
+  test::TempDir dir;
+  std::string secret = dir / "secret";
+  {
+    std::ofstream f(secret);
+    f << "root:$y$j9T$not-for-the-archive-owner\n";
+  }
+  std::string link = dir / "rules-link";
+  std::filesystem::create_symlink(secret, link);
+  auto through_link = RuleSet::ReadArchiveText(link);
+  REQUIRE_FALSE(through_link.ok());
+  CHECK(through_link.status().message().find("symbolic link") != std::string::npos);
+  CHECK(through_link.status().message().find("not-for") == std::string::npos);
+  std::string fifo = dir / "rules-fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto from_fifo = RuleSet::ReadArchiveText(fifo);  // returns at once: nobody writes to it
+  REQUIRE_FALSE(from_fifo.ok());
+  CHECK(from_fifo.status().message().find("not a regular file") != std::string::npos);
+  CHECK(RuleSet::ReadArchiveText(dir / "none").status().sys_errno() == ENOENT);
+  CHECK(*RuleSet::ReadArchiveText(secret) == "root:$y$j9T$not-for-the-archive-owner\n");
 }

@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "cache/staging_cache.h"
 #include "test_util.h"
 
@@ -48,4 +51,30 @@ TEST_CASE("StagingCache: Open shares a descriptor; Remove forgets it") {
   uint8_t read = 7;
   REQUIRE(StagingCache::ReadAt((*c)->fd(), 0, {&read, 1}).ok());
   CHECK(read == 0);
+}
+
+TEST_CASE("StagingCache: a link put in the cache directory is never written through, nor a linked directory") {
+  test::TempDir dir;
+  std::filesystem::create_directory(dir / "cache");
+  std::string outside = dir / "outside";
+  {
+    std::ofstream f(outside);
+    f << "not the cache's";
+  }
+  // What the archive's owner, who owns the directory, could put there for the daemon (root).
+  std::filesystem::create_symlink(outside, dir / "cache/5");
+  REQUIRE(::link(outside.c_str(), (dir / "cache/6").c_str()) == 0);
+  StagingCache cache(dir / "cache");
+  for (uint64_t ino : {5, 6}) {
+    CHECK_FALSE(cache.Open(ino).ok());
+    CHECK_FALSE(cache.Truncate(ino, 0).ok());
+    CHECK_FALSE(cache.PunchHole(ino, 0, 4096).ok());
+  }
+  CHECK(std::filesystem::file_size(outside) == 15);
+  REQUIRE(cache.Remove(5).ok());  // the link goes, not what it points to
+  CHECK(std::filesystem::exists(outside));
+  CHECK(cache.Open(7).ok());  // its own files as ever
+  std::filesystem::create_directory_symlink(dir / "cache", dir / "linked");
+  StagingCache linked(dir / "linked");
+  CHECK_FALSE(linked.Open(8).ok());
 }
