@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -387,8 +388,13 @@ int CmdInspect(const Args& args) {
   if (args.size() != 5 || args[1] != "--disk" || args[3] != "--offset") return Fail(2, usage);
   auto archive = OpenToLook(args[0], /*check_only=*/true);
   if (!archive.ok()) return Fail(1, archive.status().message());
-  uint64_t disk = std::strtoull(args[2].c_str(), nullptr, 10);
-  uint64_t offset = std::strtoull(args[4].c_str(), nullptr, 10);
+  uint64_t disk = 0, offset = 0;
+  for (auto [text, out] : {std::pair{&args[2], &disk}, std::pair{&args[4], &offset}}) {
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), *out);
+    if (text->empty() || ec != std::errc() || end != text->data() + text->size()) {
+      return Fail(2, fmt::format("'{}' is not a number\n{}", *text, usage));
+    }
+  }
   if (disk >= (*archive)->disk_count()) return Fail(1, fmt::format("no disk {}", disk));
   std::vector<uint8_t> bytes(kExtentHeaderSize);
   Disk& d = (*archive)->disk(disk);

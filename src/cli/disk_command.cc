@@ -204,8 +204,10 @@ Result<int64_t> ParseDuration(const std::string& text) {
   double value = std::strtod(text.c_str(), &end);
   std::string unit(end);
   double scale = unit == "s" || unit.empty() ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-  if (text.empty() || end == text.c_str() || scale < 0 || value <= 0) {
-    return Status::InvalidArgument(fmt::format("'{}' is not a duration (e.g. 90s, 10m, 2h)", text));
+  constexpr double kLongest = 100.0 * 365 * 24 * 3600;  // seconds: far past any budget, well inside int64 ns
+  // (not `value <= 0` alone: nan passes that, and nan or inf ns are no int64)
+  if (text.empty() || end == text.c_str() || scale < 0 || !(value > 0 && value * scale <= kLongest)) {
+    return Status::InvalidArgument(fmt::format("'{}' is not a duration (e.g. 90s, 10m, 2h; at most 100 years)", text));
   }
   return static_cast<int64_t>(value * scale * 1e9);
 }

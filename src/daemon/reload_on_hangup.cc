@@ -34,7 +34,7 @@ ReloadOnHangup::ReloadOnHangup(Filesystem& fs) : fs_(fs) {
 }
 
 ReloadOnHangup::~ReloadOnHangup() {
-  signal(SIGHUP, SIG_DFL);
+  signal(SIGHUP, SIG_IGN);  // not the default, which would kill the daemon during its last persist
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
   g_wake_fd = -1;

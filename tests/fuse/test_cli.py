@@ -130,3 +130,13 @@ def test_persist_and_evict_take_the_archive_or_its_mount_point(archive):
     os.makedirs(archive.s("elsewhere"), exist_ok=True)
     r = cairn("persist", archive.s("elsewhere"), check=False)
     assert r.returncode == 1 and "is neither an archive nor a mounted archive" in r.stderr, r.stderr
+
+
+def test_numbers_and_durations_that_are_not_are_refused(archive):
+    for args, why in [(["scrub", archive.arch, "--budget", "nan"], "is not a duration"),
+                      (["scrub", archive.arch, "--budget", "inf"], "is not a duration"),
+                      (["scrub", archive.arch, "--budget", "1e300s"], "is not a duration"),
+                      (["inspect", archive.arch, "--disk", "abc", "--offset", "4096"], "'abc' is not a number"),
+                      (["inspect", archive.arch, "--disk", "0", "--offset", "-1"], "'-1' is not a number")]:
+        r = cairn(*args, check=False)
+        assert r.returncode != 0 and why in r.stderr, (args, r.stderr)
