@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cassert>
 #include <cerrno>
 
 #include <fmt/format.h>
@@ -24,6 +26,19 @@ enum RecordType : uint8_t { kHeader = 1, kBegin = 2, kMark = 3, kDelta = 4, kDon
 constexpr size_t kRecordHead = 9;                    // crc, length, type
 constexpr uint64_t kCompactAbove = 64ull << 20;     // file bytes that call for a compaction
 constexpr uint32_t kMaxRecord = (1u << 30) + 4096;  // a delta of the largest chunk, and some
+
+// The payload bytes of a record of `type`: the same in every record of that type but the header
+// and a delta, whose payloads vary (0).
+constexpr uint32_t FixedPayload(uint8_t type) {
+  switch (type) {
+    case kBegin: return 8 + 1 + 4 * kPromiseRoles + 8 + 8;  // txn, mode, disks, offset, length
+    case kMark: return 8 + 1 + 1;                            // txn, role, finished
+    case kDone: return 8;                                    // txn
+    case kDefect: return 4 + 8 + 8 + 1;                      // disk, offset, length, added
+    case kHighWater: return 4 + 8;                           // disk, end
+    default: return 0;
+  }
+}
 
 class Writer {
  public:
@@ -74,6 +89,7 @@ Status WriteAll(int fd, uint64_t offset, std::span<const uint8_t> data, const st
 // A record of `type` whose payload is `payload` then the pieces of `tail`; the bytes
 // returned end with `payload`: the tail (a delta) is written from where it is (see Append).
 std::vector<uint8_t> EncodeRecord(uint8_t type, std::span<const uint8_t> payload, BytePieces tail = {}) {
+  assert(FixedPayload(type) == 0 || FixedPayload(type) == payload.size() + TotalSize(tail));
   std::vector<uint8_t> record(kRecordHead + payload.size());
   record[8] = type;
   std::copy(payload.begin(), payload.end(), record.begin() + kRecordHead);
@@ -96,6 +112,30 @@ std::vector<uint8_t> HeaderPayload(const std::string& identity, uint64_t next_tx
       .Bytes({reinterpret_cast<const uint8_t*>(identity.data()), identity.size()})
       .U64(next_txn);
   return {w.bytes().begin(), w.bytes().end()};
+}
+
+// Where the first intact record of a fixed-length type (its CRC checks) starts in the file past
+// `from`, if one does: a record at `from` that seems cut short by a crash (its length runs past
+// the end) is then a damaged length field instead, since nothing was appended after a torn
+// append. (Bytes of a torn delta could look like a record too; that errs on the safe side.)
+Result<std::optional<uint64_t>> IntactRecordAfter(int fd, uint64_t from, uint64_t file_size, const std::string& path) {
+  constexpr size_t kWindow = 1 << 20;
+  constexpr size_t kLongest = kRecordHead + FixedPayload(kBegin);  // a record may start in one window, end in the next
+  std::vector<uint8_t> window(kWindow + kLongest);
+  for (uint64_t start = from + 1; start + kRecordHead < file_size; start += kWindow) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(window.size(), file_size - start));
+    if (::pread(fd, window.data(), n, static_cast<off_t>(start)) != static_cast<ssize_t>(n)) {
+      return Status::FromErrno(fmt::format("lonestar journal {}: read", path), errno);
+    }
+    for (size_t i = 0; i + kRecordHead <= n && i < kWindow; i++) {
+      uint32_t length = FixedPayload(window[i + 8]);
+      if (length == 0 || GetFixed32(&window[i + 4]) != length || i + kRecordHead + length > n) continue;
+      if (MaskCrc(Crc32c(std::span(window).subspan(i + 8, 1 + length))) == GetFixed32(&window[i])) {
+        return std::optional<uint64_t>(start + i);
+      }
+    }
+  }
+  return std::optional<uint64_t>();
 }
 
 // Writes a new journal file at `path` holding `records`, synced, with its directory.
@@ -201,6 +241,9 @@ Status PromiseJournal::Replay(bool read_only) {
     }
     if (torn) {  // the end of an append a crash cut short: it never returned, so nothing relies on it
       if (!header_seen) return damaged(at, "no journal header");
+      auto intact = IntactRecordAfter(fd_, at, file_size, path_);
+      if (!intact.ok()) return intact.status();
+      if (*intact) return damaged(at, fmt::format("its length is damaged (an intact record follows at byte {})", **intact));
       if (read_only) break;
       if (::ftruncate(fd_, static_cast<off_t>(at)) != 0 || ::fdatasync(fd_) != 0) {
         return Status::FromErrno(fmt::format("lonestar journal {}: cut a torn record", path_), errno);

@@ -64,7 +64,8 @@ class PromiseJournal {
   static Result<std::unique_ptr<PromiseJournal>> Create(const std::string& path, const std::string& identity);
   // Opens and replays it. A torn last record (a crash in the middle of an append, which
   // returned no success) is cut off. NotFound when there is none; Corruption when a record
-  // is damaged or the journal belongs to another group: its parity cannot be trusted.
+  // is damaged (a "torn" one with intact records after it, too) or the journal belongs to
+  // another group: its parity cannot be trusted.
   static Result<std::unique_ptr<PromiseJournal>> Open(const std::string& path, const std::string& identity);
   // What the journal at `path` holds, read without changing it (a daemon may be using it):
   // a torn last record is left out, not cut.

@@ -253,6 +253,25 @@ TEST_CASE("PromiseJournal: a torn last record is cut off, damage anywhere else i
     auto j = PromiseJournal::Open(path, "archive-1/cold");
     CHECK(j.status().IsCorruption());
   }
+  SECTION("a damaged length in the middle, which looks like a torn record") {
+    {
+      auto j = Reopen(path);
+      REQUIRE(j->Begin(ArrayWriteMode::kSerialized, kDisks, 4096, 4096).ok());
+      REQUIRE(j->Mark(std::vector<uint64_t>{2}, kDataRole, false).ok());
+    }
+    const uint64_t full = std::filesystem::file_size(path);
+    // The first promise's record: 9 bytes of head (its length at 4), 41 of payload.
+    const uint64_t first = size_with_one - 9 - 41;
+    uint32_t length = GENERATE(0x7FFFFFFFu, 100000u);  // past the largest record; past the end
+    int fd = ::open(path.c_str(), O_WRONLY);
+    uint8_t bytes[4] = {uint8_t(length), uint8_t(length >> 8), uint8_t(length >> 16), uint8_t(length >> 24)};
+    REQUIRE(::pwrite(fd, bytes, 4, static_cast<off_t>(first + 4)) == 4);
+    ::close(fd);
+    auto j = PromiseJournal::Open(path, "archive-1/cold");
+    CHECK(j.status().IsCorruption());
+    CHECK_THAT(j.status().message(), Catch::Contains("length is damaged"));
+    CHECK(std::filesystem::file_size(path) == full);  // nothing cut
+  }
   SECTION("another group's journal") {
     auto j = PromiseJournal::Open(path, "archive-1/warm");
     CHECK(j.status().IsCorruption());
