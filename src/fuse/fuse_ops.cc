@@ -98,6 +98,15 @@ void Guarded(fuse_req_t req, const char* op, Body body) {
   }
 }
 
+// Forget's only answer is none, so an exception there is logged and the next inode forgotten.
+void ForgetGuarded(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  try {
+    Fs(req).Forget(ino, nlookup);
+  } catch (const std::exception& e) {
+    LogError("forget of inode {}: internal error: {}", ino, e.what());
+  }
+}
+
 void OpInit(void*, fuse_conn_info* conn) {
   auto want = [conn](unsigned cap) {
     if (conn->capable & cap) conn->want |= cap;
@@ -126,12 +135,12 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  Fs(req).Forget(ino, nlookup);
+  ForgetGuarded(req, ino, nlookup);
   fuse_reply_none(req);
 }
 
 void OpForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; i++) Fs(req).Forget(forgets[i].ino, forgets[i].nlookup);
+  for (size_t i = 0; i < count; i++) ForgetGuarded(req, forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
 
