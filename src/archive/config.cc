@@ -128,6 +128,9 @@ Status SetGroupField(ArchiveOptions& o, const std::string& key, const std::strin
   if (field == "delta_cache") {
     auto size = ParseSize(value);
     if (!size.ok()) return Status::InvalidArgument(fmt::format("{}: {}", key, size.status().message()));
+    if (*size < (64ull << 10) || *size > (64ull << 30)) {
+      return Status::InvalidArgument(fmt::format("{} = {}: out of range (64K to 64G)", key, value));
+    }
     group->delta_cache = *size;
     return Status::OK();
   }

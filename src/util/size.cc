@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -14,11 +15,6 @@ Result<uint64_t> ParseSize(std::string_view text) {
   while (end < digits.size() && (std::isdigit(static_cast<unsigned char>(digits[end])) || digits[end] == '.')) end++;
   if (end == 0) {
     return Status::InvalidArgument(fmt::format("'{}' is not a size (expected e.g. 4096, 64K, 4M, 2G)", text));
-  }
-  double number = 0;
-  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + end, number);
-  if (ec != std::errc() || ptr != digits.data() + end) {
-    return Status::InvalidArgument(fmt::format("'{}' is not a size (bad number)", text));
   }
   std::string suffix;
   for (char c : digits.substr(end)) suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -32,8 +28,26 @@ Result<uint64_t> ParseSize(std::string_view text) {
     return Status::InvalidArgument(
         fmt::format("'{}' has an unknown size suffix '{}' (allowed: K, M, G, T)", text, digits.substr(end)));
   }
+  const char* first = digits.data();
+  const char* last = digits.data() + end;
+  auto bad_number = [&] { return Status::InvalidArgument(fmt::format("'{}' is not a size (bad number)", text)); };
+  auto too_large = [&] { return Status::InvalidArgument(fmt::format("'{}' is too large", text)); };
+  if (digits.substr(0, end).find('.') == std::string_view::npos) {  // whole: exact at any size
+    uint64_t number = 0;
+    auto [ptr, ec] = std::from_chars(first, last, number);
+    if (ec == std::errc::result_out_of_range) return too_large();
+    if (ec != std::errc() || ptr != last) return bad_number();
+    if (number > std::numeric_limits<uint64_t>::max() / unit) return too_large();
+    return number * unit;
+  }
+  double number = 0;
+  auto [ptr, ec] = std::from_chars(first, last, number);
+  if (ec != std::errc() || ptr != last) return bad_number();
   double bytes = number * static_cast<double>(unit);
-  if (bytes >= 18e18) return Status::InvalidArgument(fmt::format("'{}' is too large", text));
+  if (bytes >= 0x1p53) {  // past that a double is no longer exact to the byte
+    return Status::InvalidArgument(
+        fmt::format("'{}' is too large for a fraction: write it as a whole number (of a smaller unit)", text));
+  }
   if (bytes != std::floor(bytes)) {
     return Status::InvalidArgument(fmt::format("'{}' is not a whole number of bytes", text));
   }

@@ -64,6 +64,14 @@ TEST_CASE("ParseSize: suffixes and errors") {
   CHECK_FALSE(ParseSize("4X").ok());
   CHECK_FALSE(ParseSize("0.3").ok());
   CHECK(ParseSize("4Q").status().message().find("unknown size suffix") != std::string::npos);
+  // Whole numbers are exact at any size (a double is not past 2^53); past 2^64 they are refused.
+  CHECK(*ParseSize("9007199254740993") == 9007199254740993ull);
+  CHECK(*ParseSize("18446744073709551615") == 18446744073709551615ull);
+  CHECK(*ParseSize("8388607T") == 8388607ull << 40);
+  CHECK(ParseSize("18446744073709551616").status().message().find("too large") != std::string::npos);
+  CHECK(ParseSize("16777216T").status().message().find("too large") != std::string::npos);
+  CHECK(ParseSize("8192.5T").status().message().find("too large for a fraction") != std::string::npos);
+  CHECK_FALSE(ParseSize("1.2.3K").ok());
   CHECK(FormatSize(512) == "512 B");
   CHECK(FormatSize(4u << 20) == "4.0 MiB");
 }

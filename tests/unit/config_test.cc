@@ -148,6 +148,9 @@ TEST_CASE("Config: a lonestar group has a geometry that fits its disks and a wri
         "cairn.conf:20: group.c.write_mode = \"fast\": unknown write mode (known: serialized, direct, delayed)");
   CHECK(message("group.p.geometry = 4x4:2+1\ngroup.p.disks = 0-17\n") ==
         "cairn.conf: group p is of type pool: geometry, write_mode and delta_cache are for lonestar groups");
+  CHECK(message("group.c.delta_cache = 4K\n") == "cairn.conf:20: group.c.delta_cache = 4K: out of range (64K to 64G)");
+  CHECK(message("group.c.delta_cache = 16E\n").find("unknown size suffix") != std::string::npos);
+  CHECK(message("group.c.delta_cache = 65G\n") == "cairn.conf:20: group.c.delta_cache = 65G: out of range (64K to 64G)");
 }
 
 TEST_CASE("Config: a bad disk group is refused, naming the problem") {
