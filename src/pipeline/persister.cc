@@ -73,7 +73,8 @@ void Persister::Run() {
       due = DueFiles(NowNs());
     }
     if (!due.empty()) {
-      auto unfinished = PersistRound(due);
+      std::map<uint64_t, Status> left_out;  // logged by WriteAndCommit, retried later
+      auto unfinished = PersistRound(due, &left_out);
       std::lock_guard lock(archive_.catalog_mutex());
       if (!unfinished.ok()) {
         LogError("persisting {} file(s) failed, will retry: {}", due.size(), unfinished.status().message());
@@ -152,11 +153,18 @@ Status Persister::PersistAll() {
       for (const auto& [ino, dirty] : state_.dirty) inos.push_back(ino);
       state_.persist_queue.clear();
     }
+    std::map<uint64_t, Status> left_out;
     while (!inos.empty()) {
-      auto unfinished = PersistRound(inos);
+      auto unfinished = PersistRound(inos, &left_out);
       if (after_batch_) after_batch_();
       if (!unfinished.ok()) return unfinished.status();
       inos = std::move(*unfinished);
+    }
+    if (!left_out.empty()) {  // the other files are persisted: durably so, then the error
+      CAIRN_RETURN_IF_ERROR(archive_.CommitDurably());
+      const auto& [ino, why] = *left_out.begin();
+      std::string more = left_out.size() > 1 ? fmt::format(" (and {} other file(s))", left_out.size() - 1) : "";
+      return Status::IOError(fmt::format("inode {}{}: no data key: {}", ino, more, why.message()));
     }
     std::unique_lock lock(archive_.catalog_mutex());
     if (state_.dirty.empty()) {  // "persisted" must survive a power loss too
@@ -189,7 +197,8 @@ Result<std::vector<uint32_t>> Persister::OwnersOf(const std::vector<uint64_t>& i
   return owners;
 }
 
-Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t>& inos) {
+Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t>& inos,
+                                                      std::map<uint64_t, Status>* left_out) {
   std::lock_guard run(run_mutex_);
   auto found_owners = OwnersOf(inos);
   if (!found_owners.ok()) return found_owners.status();
@@ -201,7 +210,7 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
   std::vector<uint64_t> unfinished;
   uint64_t pending_bytes = 0;
   auto flush = [&]() {
-    Status st = WriteAndCommit(pieces);
+    Status st = WriteAndCommit(pieces, left_out);
     pieces.clear();
     pending_bytes = 0;
     return st;
@@ -360,14 +369,16 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
   return taken < candidates.size() || candidates.size() == kPiecesPerCommit;
 }
 
-Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
+Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uint64_t, Status>* left_out) {
   if (pieces.empty()) return Status::OK();
   auto written = WriteSegments(archive_, pieces, [](const SegmentPiece& piece) { return piece.index == kMarker; });
 
   std::unique_lock lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
-  auto retry_later = [&]() {
+  // The pieces (of the files `only` names, or all) are dirty again, their files retried later.
+  auto retry_later = [&](const std::map<uint64_t, Status>* only) {
     for (const SegmentPiece& piece : pieces) {
+      if (only && !only->contains(piece.ino)) continue;
       auto dirty = state_.dirty.find(piece.ino);
       if (dirty != state_.dirty.end() && dirty->second.persisting.erase(piece.index)) {
         dirty->second.segments.insert(piece.index);
@@ -376,9 +387,14 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
     }
   };
   if (!written.ok()) {  // WriteSegments gave back what it wrote
-    retry_later();
+    retry_later(nullptr);
     return written.status();
   }
+  for (const auto& [ino, why] : written->left_out) {
+    LogError("inode {}: not persisted, will retry: no data key: {}", ino, why.message());
+    left_out->emplace(ino, why);
+  }
+  retry_later(&written->left_out);
 
   SegmentMapUpdate update(archive_, written->extents, true);  // read from the cache, which keeps them
   Status st = catalog.Begin();
@@ -395,7 +411,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   if (st.ok()) st = update.InsertReferenced();
   for (const SegmentPiece& piece : pieces) {
     if (!st.ok()) break;
-    if (inodes.contains(piece.ino)) continue;
+    if (inodes.contains(piece.ino) || written->left_out.contains(piece.ino)) continue;
     auto inode = catalog.GetInode(piece.ino);
     if (!inode.ok() && !inode.status().IsNotFound()) {
       st = inode.status();
@@ -420,7 +436,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces) {
   if (!st.ok()) catalog.Rollback();
   update.Finish(st.ok());
   if (!st.ok()) {
-    retry_later();
+    retry_later(nullptr);
     return st;
   }
   Archive::PendingSync pending;

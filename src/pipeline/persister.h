@@ -8,8 +8,9 @@
 #pragma once
 
 #include <condition_variable>
-#include <functional>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -44,9 +45,10 @@ class Persister {
  private:
   void Run();
   // Persists one slice of each of the given files, as long as their owner has not had
-  // about one slice's worth this round; returns those with more to persist. Serialized
-  // by run_mutex_.
-  Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos);
+  // about one slice's worth this round; returns those with more to persist. Files whose
+  // data key cannot be had are left dirty, queued for a retry and added to *left_out with
+  // why. Serialized by run_mutex_.
+  Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos, std::map<uint64_t, Status>* left_out);
   // The owner (uid) of each file, 0 for a file that is gone; an error when the catalog fails.
   Result<std::vector<uint32_t>> OwnersOf(const std::vector<uint64_t>& inos);
   // The write plan of `inode`: its layout's, or, at first persist, its policy's; refused
@@ -56,8 +58,9 @@ class Persister {
   // dirty marks to DirtyFile::persisting until the commit); holes are found without reading
   // them. Returns whether more are left.
   Result<bool> Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);
-  // Writes pieces as extents, syncs the disks, commits the catalog.
-  Status WriteAndCommit(std::vector<SegmentPiece>& pieces);
+  // Writes pieces as extents, syncs the disks, commits the catalog; see PersistRound for
+  // `left_out`.
+  Status WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uint64_t, Status>* left_out);
   // Selects queued files that are due. REQUIRES: catalog mutex.
   std::vector<uint64_t> DueFiles(int64_t now_ns);
 

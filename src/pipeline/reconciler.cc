@@ -262,7 +262,7 @@ struct Reconciler::Job {
   InodeRecord inode;               // as planned
   std::vector<SegmentRecord> old;  // its segments as planned
   std::shared_ptr<const WritePlan> plan;  // the new policy's
-  bool failed = false;             // its data could not be read: it stays as it is
+  bool failed = false;             // its data could not be read or written: it stays as it is
   bool had_key = false;            // it had a data key row when planned
 };
 
@@ -370,6 +370,13 @@ Status Reconciler::WritePending(Batch& batch) {
   if (batch.pending.empty()) return Status::OK();
   auto written = WriteSegments(archive_, batch.pending);
   if (!written.ok()) return written.status();
+  for (size_t i = 0; i < batch.pending.size(); i++) {  // without all its pieces a file stays as it is
+    auto left_out = written->left_out.find(batch.pending[i].ino);
+    if (left_out == written->left_out.end()) continue;
+    Job& job = batch.jobs[batch.pending_job[i]];
+    if (!job.failed) LogError("reconciler: inode {} stays out of policy: no data key: {}", job.inode.ino, left_out->second.message());
+    job.failed = true;
+  }
   for (const auto& p : written->placements) {
     const SegmentPiece& piece = batch.pending[p.piece];
     NewSegment segment{piece.ino, piece.index, piece.data.size(), batch.extents.size() + p.extent, p.offset, p.hole};

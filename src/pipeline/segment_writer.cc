@@ -20,13 +20,23 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   std::set<uint32_t> disks_written;
   Status failure;
 
+  // A file whose data key cannot be had is left out, so that it does not hold back the
+  // other files of the batch (their owners', their packs').
+  for (const SegmentPiece& piece : pieces) {
+    if ((skip && skip(piece)) || !piece.plan->chain.needs_key() || out.left_out.contains(piece.ino)) continue;
+    if (auto key = archive.file_keys().ForWriting(piece.ino, piece.plan->key_name); !key.ok()) {
+      out.left_out.emplace(piece.ino, key.status());
+    }
+  }
+  auto leave_out = [&](const SegmentPiece& piece) { return (skip && skip(piece)) || out.left_out.contains(piece.ino); };
+
   // Every extent ends with the member table of the files it holds (a catalog can be rebuilt
   // from the disks): their metadata as the catalog has it now.
   DescribedInodes described;
   {
     std::set<uint64_t> inos;
     for (const SegmentPiece& piece : pieces) {
-      if (!(skip && skip(piece))) inos.insert(piece.ino);
+      if (!leave_out(piece)) inos.insert(piece.ino);
     }
     std::lock_guard lock(archive.catalog_mutex());
     auto result = DescribeInodes(archive.catalog(), inos);
@@ -181,7 +191,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
 
   for (size_t i = 0; i < pieces.size() && failure.ok(); i++) {
     const SegmentPiece& piece = pieces[i];
-    if (skip && skip(piece)) continue;
+    if (leave_out(piece)) continue;
     // Encrypted files are sealed with their own keys: each packs alone.
     Pack& pack = packs[piece.plan->chain.needs_key() ? fmt::format("{}\n{}", piece.plan->policy_stamp, piece.ino)
                                                       : piece.plan->policy_stamp];

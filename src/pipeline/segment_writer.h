@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -39,7 +40,10 @@ struct WrittenSegments {
     bool hole;        // all zeros: stored as no extent, referencing the one recording it
   };
   std::vector<ExtentRecord> extents;  // written and synced, not yet in the catalog
-  std::vector<Placement> placements;  // one per piece that was not skipped
+  std::vector<Placement> placements;  // one per piece that was not skipped or left out
+  // Files left out of the batch, with why: their data key cannot be had now (its master key
+  // is not in the keystore, its key command fails). The other files' pieces are written.
+  std::map<uint64_t, Status> left_out;
 };
 
 // The catalog row of a piece written to extent `extent_id` (for a hole: the extent
@@ -50,8 +54,8 @@ inline SegmentRecord PlacedSegment(uint64_t ino, uint64_t index, bool hole, uint
   return {ino, index, extent_id, offset, length, cached};
 }
 
-// `skip(piece)` pieces are left out (the persister's markers). On failure, everything
-// written is released again. Thread-safe.
+// `skip(piece)` pieces are left out (the persister's markers), and so are the pieces of files
+// in `left_out`. On failure, everything written is released again. Thread-safe.
 Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,
                                       const std::function<bool(const SegmentPiece&)>& skip = {});
 

@@ -323,6 +323,36 @@ def test_a_crypto_erase_leaves_no_plaintext_in_any_cache(archive):
     os.remove(archive.m("e", "f"))
 
 
+def test_a_file_whose_key_is_gone_does_not_hold_back_the_other_files(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    marker = b"WAITS-FOR-ITS-KEY-" * 4096
+    held = os.open(archive.m("e", "g"), os.O_WRONLY | os.O_CREAT, 0o644)  # open: not persisted yet
+    try:
+        os.write(held, marker)
+        cairn("key", "delete", archive.arch, "k1")  # no file key wrapped by it yet
+    finally:
+        os.close(held)
+    plain = random_bytes(3 * MiB, 41)
+    write_file(archive.m("plain"), plain)
+    write_file(archive.m("small"), b"a small file packed with others\n")
+    # The encrypted file cannot be sealed; the others go to the disks all the same.
+    r = cairn("persist", archive.arch, check=False)
+    assert r.returncode != 0 and "no data key: keystore" in r.stderr and "has no key k1" in r.stderr, r
+    for name in ("plain", "small"):
+        assert os.getxattr(archive.m(name), "user.cairn.state") == b"persisted", name
+    assert os.getxattr(archive.m("e", "g"), "user.cairn.state") != b"persisted"
+    assert not any(image_contains(path, marker[:4096]) for path in images(archive))
+    # Once the key is back, it follows.
+    cairn("key", "create", archive.arch, "k1")
+    archive.persist()
+    assert os.getxattr(archive.m("e", "g"), "user.cairn.state") == b"persisted"
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("e", "g")) == marker
+    assert read_file(archive.m("plain")) == plain
+
+
 def test_rules_that_encrypt_need_a_key_the_keystore_holds(archive):
     cairn("key", "create", archive.arch, "k1")
     rules_file = os.path.join(archive.arch, "rules")
