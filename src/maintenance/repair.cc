@@ -348,7 +348,10 @@ Result<RepairReport> Repairer::Run() {
   if (!planned.ok()) return planned.status();
   std::vector<Task> tasks = std::move(*planned);
   report_.finished = true;
-  bool failures = false;  // then the cursor stays before the first one: the next run retries it
+  // A rebuild that could not repair an extent keeps its cursor before it: the next run retries
+  // it. A scrub reports it (lost) and goes on: held there, it would never again check the
+  // extents before it, a pass never ending.
+  bool failures = false;
   BatchWrites writes;
   for (size_t begin = 0; begin < tasks.size();) {
     if (pace_.Over()) {
@@ -367,7 +370,7 @@ Result<RepairReport> Repairer::Run() {
       return stop_error_;
     }
     for (size_t i = begin; i < end && !failures; i++) {
-      failures = tasks[i].failed;
+      failures = options_.rebuild && tasks[i].failed;
       if (!failures) cursor = CursorAfter(tasks[i]);
     }
     CAIRN_RETURN_IF_ERROR(Commit(writes, cursor));

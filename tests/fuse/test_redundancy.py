@@ -183,6 +183,23 @@ def test_scrub_finds_and_rewrites_silent_corruption(archive):
     assert read_file(archive.m("f0")) == data
 
 
+@pytest.mark.no_fsck
+def test_a_lost_extent_does_not_keep_later_scrubs_from_the_extents_before_it(archive):
+    files = persisted_files(archive, 4, "mirror-2", [1 * MiB, 1 * MiB], 90)
+    first, lost = chunks_of(archive.m("f0"))[0], chunks_of(archive.m("f1"))[0]
+    archive.umount()
+    for disk, offset in lost:  # both copies of f1's extent (written after f0's)
+        overwrite(archive, disk, offset + 4321, b"\xba\xad")
+    r = cairn("scrub", archive.arch, check=False)
+    assert "1 extent(s) lost" in r.stdout, r.stdout
+    overwrite(archive, first[0][0], first[0][1] + 999, b"\xba\xad")  # now f0's extent rots
+    r = cairn("scrub", archive.arch, check=False)
+    assert "1 extent(s) lost" in r.stdout and int(re.search(r"(\d+) repaired", r.stdout).group(1)) == 1, r.stdout
+    archive.mount()
+    archive.evict()
+    assert read_file(archive.m("f0")) == files["f0"]
+
+
 def test_a_read_repairs_the_chunk_it_had_to_rebuild(archive):
     data = persisted_files(archive, 4, "rs-2-1", [5 * MiB], 90)["f0"]
     disk, offset = chunks_of(archive.m("f0"))[1][0]  # segment 1, data chunk 0
