@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
+#include <string>
 
 namespace cairn {
 
@@ -44,16 +46,18 @@ std::vector<size_t> LoneStarPlacer::Place(const PlacementRequest& request,
     return candidates[x].free_bytes > candidates[y].free_bytes;
   });
   std::set<uint32_t> columns, hpgs;
+  std::set<std::string> domains = request.avoid_domains;  // and those of the copies chosen
   std::vector<size_t> chosen;
   for (size_t i : order) {
     if (chosen.size() == request.chunks) break;
     auto at = position_of_.find(candidates[i].disk);
-    if (at == position_of_.end() || request.avoid_domains.contains(candidates[i].domain)) continue;
+    if (at == position_of_.end() || domains.contains(candidates[i].domain)) continue;
     uint32_t column = geometry_.column(at->second);
     uint32_t hpg = *geometry_.hpg(at->second);  // candidates are buckets
     if (columns.contains(column) || hpgs.contains(hpg) || !reserve(i)) continue;
     columns.insert(column);
     hpgs.insert(hpg);
+    domains.insert(candidates[i].domain);
     chosen.push_back(i);
   }
   if (request.affinity && !chosen.empty()) Remember(request.affinity, candidates[chosen.front()].disk);

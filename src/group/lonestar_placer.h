@@ -1,6 +1,6 @@
 // LoneStarPlacer places extents on the buckets of a lonestar group: an extent stays whole on
-// one bucket (raid=2d), mirror copies go to buckets in distinct columns and distinct
-// horizontal parity groups, and the extents of one file stay on its bucket while it has room
+// one bucket (raid=2d), mirror copies go to buckets in distinct columns, distinct horizontal
+// parity groups and distinct failure domains, and the extents of one file stay on its bucket while it has room
 // (affinity); otherwise the bucket with the most room. Thread-safe.
 #pragma once
 

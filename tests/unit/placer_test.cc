@@ -1,7 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <numeric>
 #include <vector>
 
+#include "array/grid_geometry.h"
+#include "group/lonestar_placer.h"
 #include "group/placer.h"
 
 using namespace cairn;
@@ -61,4 +64,24 @@ TEST_CASE("FillBalancedPlacer: fewer than asked when candidates run out", "[plac
   CHECK(Place({2, {}}, disks, {0, 1, 2}).chosen.empty());
   CHECK(Place({2, {}}, {}).chosen.empty());
   CHECK(Place({0, {}}, disks).asked.empty());
+}
+
+TEST_CASE("LoneStarPlacer: mirror copies on buckets of distinct columns, parity groups and failure domains",
+          "[placer]") {
+  auto geometry = GridGeometry::Parse("4x4:2+1");
+  REQUIRE(geometry.ok());
+  std::vector<uint32_t> disks(16);
+  std::iota(disks.begin(), disks.end(), 0);  // disk n at grid position n
+  LoneStarPlacer placer(*geometry, disks);
+  // Buckets 0 (column 0, hPG 0) and 6 (column 2, hPG 2) have the most room, on one shelf.
+  std::vector<PlacementCandidate> buckets = {{"shelf-a", 100, 0}, {"shelf-a", 90, 6}, {"shelf-b", 10, 3},
+                                             {"shelf-c", 5, 9}, {"shelf-d", 80, 1}};
+  for (const PlacementCandidate& c : buckets) REQUIRE(geometry->role(c.disk) == DiskRole::kData);
+  auto place = [&](const PlacementRequest& request) {
+    return placer.Place(request, buckets, [](size_t) { return true; });
+  };
+  // Bucket 1 shares bucket 0's parity group; bucket 6 its shelf.
+  CHECK(place({2, {}}) == std::vector<size_t>{0, 2});
+  CHECK(place({3, {}}) == std::vector<size_t>{0, 2, 3});
+  CHECK(place({1, {"shelf-a"}}) == std::vector<size_t>{4});
 }
