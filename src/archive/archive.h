@@ -182,6 +182,9 @@ class Archive {
   // with the reason. Thread-safe.
   std::map<size_t, std::string> missing_disks() const { return health_.missing(); }
   bool IsOut(size_t disk) const { return health_.IsOut(disk); }
+  // Whether disk `index` can be read: in service, or a bucket of a lonestar group, which its
+  // parity serves when it is out or not rebuilt yet. Thread-safe.
+  bool ServesReads(size_t disk) const { return health_.ServesReads(disk); }
   // Disks replaced and not yet filled by cairn rebuild: their chunks are read from the
   // others and nothing new goes to them. Thread-safe.
   std::set<uint32_t> awaiting_rebuild() const { return health_.awaiting_rebuild(); }

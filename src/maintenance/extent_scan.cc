@@ -68,7 +68,7 @@ ExtentScan ScanDisks(Archive& archive, const std::function<void(size_t, uint64_t
   ExtentScan scan;
   std::map<uint64_t, std::vector<FoundChunk>> found;
   for (size_t i = 0; i < archive.disk_count(); i++) {
-    if (archive.IsOut(i)) {
+    if (archive.IsOut(i) && !archive.ServesReads(i)) {  // a lonestar bucket is read through its parity
       scan.problems.push_back(fmt::format("disk {}: not scanned: {}", i, archive.missing_disks()[i]));
       continue;
     }

@@ -480,3 +480,27 @@ def test_recover_never_hands_out_an_extent_id_that_is_on_the_disks(archive):
     archive.mount()
     assert_file_equals(archive.m("m", "f"), first)
     assert_file_equals(archive.m("m", "g"), random_bytes(300 * KiB, 42))
+
+
+def test_recover_reads_a_missing_lonestar_bucket_through_its_parity(archive):
+    """A bucket of a lonestar group that is gone is scanned through its group's parity, as a
+    read is served: its files come back (not older copies on other buckets, nor nothing)."""
+    from test_lonestar import make_lonestar
+    make_lonestar(archive)
+    data = {name: random_bytes(3 * MiB + i, 90 + i) for i, name in enumerate(("a", "b", "c"))}
+    for name, content in data.items():
+        write_file(archive.m("cold", name), content)
+    archive.persist()
+    location = os.getxattr(archive.m("cold", "a"), "user.cairn.location").decode()
+    bucket = int(re.search(r"disk(\d+)@", location).group(1))
+    lose_catalog(archive)
+    os.remove(os.path.join(archive.arch, "disks", f"disk-{bucket:03}.img"))
+    r = recover(archive)
+    assert "recovered 3 files (9.0 MiB)" in r.stdout and "not scanned" not in r.stdout, r.stdout
+    cairn("disk", "replace", archive.arch, str(bucket), os.path.join(archive.base, "new-bucket.img"))
+    r = cairn("rebuild", archive.arch)
+    assert "0 extent(s) lost" in r.stdout, r.stdout
+    archive.fsck()
+    archive.mount()
+    for name, content in data.items():
+        assert_file_equals(archive.m("cold", name), content)
