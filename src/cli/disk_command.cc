@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -97,8 +98,16 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
   ArchiveOptions options = (*archive)->options();
   auto index = DiskIndex(options, which);
   if (!index.ok()) return Fail(2, index.status().message());
+  // As large as its group's disks (a lonestar group's are alike), whatever other groups have;
+  // a missing disk counts 0.
   uint64_t size = 0;
-  for (size_t i = 0; i < (*archive)->disk_count(); i++) size = std::max(size, (*archive)->disk(i).Size());
+  for (const DiskGroup& group : (*archive)->groups()) {
+    const auto& parity = group.parity_disks();
+    if (!group.Contains(*index) && std::find(parity.begin(), parity.end(), *index) == parity.end()) continue;
+    for (const DiskGroup::Member& member : group.members()) size = std::max(size, (*archive)->disk(member.disk).Size());
+    for (uint32_t disk : parity) size = std::max(size, (*archive)->disk(disk).Size());
+  }
+  if (size == 0) return Fail(1, fmt::format("disk {}: every disk of its group is missing: no size to give the new one", *index));
   auto id = ArchiveIdFromString(options.archive_id);
   if (!id.ok()) return Fail(1, id.status().message());
   if (::access(path.c_str(), F_OK) == 0) return Fail(1, fmt::format("{} exists; give a new path", path));
@@ -113,13 +122,14 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
       }
     }
   }
-  archive->reset();  // release the lock before the config changes
+  // Still under the archive's lock: a mount starting meanwhile would go on writing to the old disk.
   auto saved = LoadConfig(dir + "/cairn.conf");  // without the -o overrides
   if (!saved.ok()) return Fail(1, saved.status().message());
   saved->disks[*index] = path;
   saved->failed_disks.erase(*index);
   saved->rebuild_disks.insert(*index);
   if (Status st = SaveConfig(dir, *saved); !st.ok()) return Fail(1, st.message());
+  archive->reset();
   fmt::print("disk {} is now {} ({}); run cairn rebuild {} to fill it\n", *index, path, FormatSize(size), dir);
   return 0;
 }

@@ -206,7 +206,11 @@ struct Checker {
       all_extents = catalog.AllExtents();
       segments = catalog.AllSegments();
     }
-    if (!all_extents.ok() || !segments.ok()) return;  // reported by CheckExtentsAndSegments
+    if (!all_extents.ok() || !segments.ok()) {  // a second read may fail where the first did not
+      Unread("the extents to verify their data", all_extents.status());
+      Unread("the segments to verify the extents' data", segments.status());
+      return;
+    }
     const std::vector<ExtentRecord>& extents = *all_extents;
     // The file each extent holds data of: an encrypted one decodes with that file's key.
     std::map<uint64_t, uint64_t> owner;

@@ -338,6 +338,19 @@ def test_raid_values_the_group_cannot_keep_are_refused(archive):
     assert "lonestar group cold keeps each whole on one bucket" in text and "group default is a pool" in text
 
 
+def test_a_replaced_disk_is_as_large_as_the_disks_of_its_group(archive):
+    """Not as large as the archive's largest disk: a lonestar group's members must be alike, or
+    the archive no longer opens."""
+    archive.umount()
+    cairn("group", "add", archive.arch, "cold:lonestar:4x4:2+1", "--disk-size", "128M")
+    new = os.path.join(archive.base, "new-5.img")
+    r = cairn("disk", "replace", archive.arch, "5", new)
+    assert os.path.getsize(new) == os.path.getsize(image(archive, 6)) < os.path.getsize(image(archive, 0)), r.stdout
+    r = cairn("rebuild", archive.arch)
+    assert "0 extent(s) lost" in r.stdout, r.stdout
+    archive.mount()
+
+
 def test_group_add_and_show(archive):
     """A lonestar group added to an existing archive; `cairn group show` draws its grid."""
     write_file(archive.m("before"), b"kept")
