@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -138,17 +139,32 @@ void BlockChunkStore::ScanChunks(const std::function<void(const ChunkLocator&, E
   constexpr uint64_t kWindow = 1 << 20;  // bytes read at a time
   std::vector<uint8_t> window(kWindow);
   uint64_t window_start = 0, window_length = 0;
+  // Where a window does not read, its blocks are read one by one, so that the headers around
+  // a bad sector are still found; the blocks that do not read are reported as one range.
+  std::optional<uint64_t> unreadable_from;
+  Status unreadable_why;
+  auto report_unreadable = [&](uint64_t end) {
+    if (!unreadable_from) return;
+    problem(fmt::format("{} offset {}: unreadable ({}); skipped {} bytes", name_, *unreadable_from,
+                        unreadable_why.message(), end - *unreadable_from));
+    unreadable_from.reset();
+  };
   for (uint64_t at = data_start_; at + kExtentHeaderSize <= data_end_;) {
     if (at < window_start || at + kExtentHeaderSize > window_start + window_length) {
       window_start = at;
       window_length = std::min<uint64_t>(kWindow, data_end_ - at);
       Status st = disk_->ReadAt(at, std::span(window).first(window_length));
+      if (!st.ok() && window_length > kExtentHeaderSize) {
+        window_length = kExtentHeaderSize;
+        st = disk_->ReadAt(at, std::span(window).first(window_length));
+      }
       if (!st.ok()) {
-        problem(fmt::format("{} offset {}: unreadable ({}); skipped {} bytes", name_, at, st.message(), window_length));
-        at += window_length;
+        if (!unreadable_from) unreadable_from = at, unreadable_why = st;
+        at += kBlockSize;
         window_length = 0;
         continue;
       }
+      report_unreadable(at);
       if (progress) progress(at - data_start_);
     }
     std::span<const uint8_t> block(window.data() + (at - window_start), kExtentHeaderSize);
@@ -167,6 +183,7 @@ void BlockChunkStore::ScanChunks(const std::function<void(const ChunkLocator&, E
     found(ChunkLocator{at, allocation}, std::move(*header));
     at += std::max<uint64_t>(allocation, kBlockSize);
   }
+  report_unreadable(data_end_);
 }
 
 std::string BlockChunkStore::Locate(const ChunkLocator& chunk) const {

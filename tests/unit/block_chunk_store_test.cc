@@ -3,7 +3,10 @@
 #include <functional>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "cairn/disk.h"
+#include "fault_disk.h"
 #include "group/disk_group.h"
 #include "redundancy/striping.h"
 #include "store/block_chunk_store.h"
@@ -80,6 +83,36 @@ TEST_CASE("BlockChunkStore: a chunk written to its locator reads back verified",
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().IsCorruption());
   CHECK(refused.status().message().find("holds extent 42 chunk 0 (catalog expects 43 chunk 0)") != std::string::npos);
+}
+
+TEST_CASE("BlockChunkStore: a scan for chunks reads around a bad sector, not past a whole window", "[store]") {
+  test::TempDir dir;
+  auto image = CreateImageDisk(dir / "disk.img", kDiskBytes);
+  REQUIRE(image.ok());
+  std::vector<std::pair<uint64_t, uint64_t>> bad;  // none while the chunks are written
+  BlockChunkStore store(0, std::make_unique<test::BadBlocksDisk>(std::move(*image), bad), kBlockSize, kDiskBytes);
+  std::vector<uint64_t> addresses;
+  for (uint64_t id = 1; id <= 3; id++) {
+    auto payload = test::RandomBytes(5000, static_cast<uint32_t>(id));
+    auto at = store.Reserve(payload.size(), 0);
+    REQUIRE(at);
+    REQUIRE(store.Write(*at, HeaderFor(id, payload, {}), payload).ok());
+    addresses.push_back(at->address);
+  }
+  REQUIRE(store.Sync().ok());
+  // Bad sectors in the first chunk's payload (a scan does not need it), in the second chunk's
+  // header, and in the last block of the disk.
+  bad = {{addresses[0] + kExtentHeaderSize + 512, 512}, {addresses[1] + 1024, 512}, {kDiskBytes - kBlockSize, 512}};
+  std::vector<uint64_t> found;
+  std::vector<std::string> problems;
+  store.ScanChunks([&](const ChunkLocator&, ExtentHeader h) { found.push_back(h.extent_id); },
+                   [&](const std::string& p) { problems.push_back(p); }, {});
+  CHECK(found == std::vector<uint64_t>{1, 3});
+  CHECK(problems == std::vector<std::string>{
+                        fmt::format("disk 0 offset {}: unreadable ({}: injected read error); skipped 4096 bytes",
+                                    addresses[1], dir / "disk.img"),
+                        fmt::format("disk 0 offset {}: unreadable ({}: injected read error); skipped 4096 bytes",
+                                    kDiskBytes - kBlockSize, dir / "disk.img")});
 }
 
 TEST_CASE("BlockChunkStore: a chunk larger than its reservation is refused, not written", "[store]") {
