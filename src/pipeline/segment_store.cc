@@ -31,10 +31,10 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
       lru_.splice(lru_.begin(), lru_, it->second);
       return it->second->second;
     }
-    if (auto it = loading_.find(extent_id); it != loading_.end()) {
-      other = it->second;
+    if (auto it = loading_.find(extent_id); it != loading_.end() && it->second.generation == generation) {
+      other = it->second.result;
     } else {
-      loading_.emplace(extent_id, mine.get_future().share());
+      loading_.insert_or_assign(extent_id, Loading{generation, mine.get_future().share()});
     }
   }
   if (other.valid()) return other.get();  // one read of the extent serves every waiting reader
@@ -54,7 +54,9 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
         lru_.pop_back();
       }
     }
-    loading_.erase(extent_id);
+    if (auto it = loading_.find(extent_id); it != loading_.end() && it->second.generation == generation) {
+      loading_.erase(it);  // not a later generation's load of it
+    }
   }
   mine.set_value(payload);
   return payload;

@@ -53,7 +53,13 @@ class SegmentStore {
   std::mutex mutex_;
   std::list<std::pair<uint64_t, Payload>> lru_;  // most recent first; guarded by mutex_
   std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Payload>>::iterator> index_;  // guarded by mutex_
-  std::unordered_map<uint64_t, std::shared_future<Result<Payload>>> loading_;  // guarded by mutex_
+  // Loads under way, by extent, with the generation they began in: a reader joins only one of
+  // its own generation (one begun before a ForgetAll may have decrypted with an erased key).
+  struct Loading {
+    uint64_t generation;
+    std::shared_future<Result<Payload>> result;
+  };
+  std::unordered_map<uint64_t, Loading> loading_;  // guarded by mutex_
   std::vector<std::future<Result<std::vector<uint8_t>>>> ahead_;  // loads started ahead; guarded by mutex_
   uint64_t generation_ = 0;  // counts ForgetAll calls; guarded by mutex_
 };
