@@ -1,6 +1,11 @@
 #include "backend/member_table.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <span>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -122,18 +127,26 @@ std::vector<uint8_t> EncodeMemberTable(const MemberTable& table) {
     out.U64(static_cast<uint64_t>(node.ctime_ns));
     out.U64(node.generation);
     out.U64(node.segment_size);
-    out.U16(static_cast<uint16_t>(node.paths.size()));
-    out.U16(static_cast<uint16_t>(node.xattrs.size()));
+    // A name too long for its u16 length (64 KiB: some 260 directories of 255-byte names deep)
+    // is left out, and names past the 65535th: the table must decode, and recover finds the
+    // file by its other names (with none, it reports it as lost).
+    std::vector<std::string_view> paths;
+    for (const std::string& path : node.paths) {
+      if (path.size() <= UINT16_MAX && paths.size() < UINT16_MAX) paths.push_back(path);
+    }
+    size_t xattrs = std::min<size_t>(node.xattrs.size(), UINT16_MAX);  // the rest are left out too
+    out.U16(static_cast<uint16_t>(paths.size()));
+    out.U16(static_cast<uint16_t>(xattrs));
     out.U32(static_cast<uint32_t>(node.segments.size()));
     out.U32(static_cast<uint32_t>(node.holes.size()));
     out.U16(static_cast<uint16_t>(node.symlink.size()));
     out.Bytes(node.symlink);
     out.Bytes(node.entries_truncated ? std::string_view("\x01", 1) : std::string_view("\x00", 1));
-    for (const std::string& path : node.paths) {
+    for (std::string_view path : paths) {
       out.U16(static_cast<uint16_t>(path.size()));
       out.Bytes(path);
     }
-    for (const auto& [name, value] : node.xattrs) {
+    for (const auto& [name, value] : std::span(node.xattrs).first(xattrs)) {
       out.U16(static_cast<uint16_t>(name.size()));
       out.Bytes(name);
       out.U32(static_cast<uint32_t>(value.size()));

@@ -122,3 +122,16 @@ TEST_CASE("MemberTable: every anomaly is a clear error") {
     CHECK(Mentions(DecodeMemberTable(good, kFormatVersion, "x").status(), "lengths do not add up"));
   }
 }
+
+TEST_CASE("MemberTable: names too long for their length field are left out, and the table decodes") {
+  MemberTable table = SampleTable();
+  std::string deep;
+  while (deep.size() <= UINT16_MAX) deep += std::string(255, 'n') + "/";  // some 257 directories deep
+  table.nodes[0].paths = {deep + "f", "short/f", deep};
+  auto decoded = DecodeMemberTable(EncodeMemberTable(table), kFormatVersion, "extent 9");
+  INFO(decoded.status().ToString());
+  REQUIRE(decoded.ok());
+  CHECK(decoded->nodes[0].paths == std::vector<std::string>{"short/f"});
+  CHECK(decoded->nodes[1].paths == std::vector<std::string>{"d/l"});  // the next node reads as written
+  CHECK(decoded->nodes[0].xattrs == table.nodes[0].xattrs);
+}
