@@ -203,7 +203,7 @@ int Repair(const std::string& target, bool rebuild, bool progress, int64_t budge
   auto report = RepairArchive(**archive, options);
   if (progress && tty) fmt::print(stderr, "\n");
   if (!report.ok()) return Fail(1, report.status().message());
-  if (rebuild && report->finished && report->extents_lost == 0) {
+  if (rebuild && report->finished && report->replaced_extents_lost == 0) {  // what is lost elsewhere stays lost
     if (Status st = (*archive)->FinishRebuild(); !st.ok()) return Fail(1, st.message());
   }
   return FinishRepair(rebuild, *report);

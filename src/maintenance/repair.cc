@@ -80,6 +80,10 @@ class Repairer {
   Status Commit(BatchWrites& writes, const std::string& cursor);
   void RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes);
   bool Stopping() const { return pace_.Stopping(); }
+  bool OnReplacedDisk(const ExtentRecord& extent) const {
+    return std::any_of(extent.chunks.begin(), extent.chunks.end(),
+                       [&](const ChunkPlacement& c) { return awaiting_.contains(c.disk); });
+  }
 
   Archive& archive_;
   const RepairOptions& options_;
@@ -123,6 +127,7 @@ Result<std::vector<Task>> Repairer::PlanTasks(const std::string& cursor) {
     Status valid = CheckExtentRecord(extent);
     if (!valid.ok()) {  // its fields cannot be trusted to read or rebuild it: counted as lost
       report_.extents_lost++;
+      if (OnReplacedDisk(extent)) report_.replaced_extents_lost++;
       report_.problems.push_back(valid.message());
       continue;
     }
@@ -217,6 +222,7 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
   if (!st.ok()) {
     task.failed = true;
     report.extents_lost++;
+    if (OnReplacedDisk(extent)) report.replaced_extents_lost++;
     report.problems.push_back(fmt::format("extent {}: {}", extent.id, st.message()));
     return;
   }
@@ -324,6 +330,7 @@ void Repairer::RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, Batc
       report_.chunks_bad += part.chunks_bad;
       report_.chunks_repaired += part.chunks_repaired;
       report_.extents_lost += part.extents_lost;
+      report_.replaced_extents_lost += part.replaced_extents_lost;
       report_.extents_done++;
       for (auto& p : part.problems) report_.problems.push_back(std::move(p));
     }

@@ -25,6 +25,9 @@ struct RepairReport {
   uint64_t parity_bad = 0;       // lonestar parity ranges that did not XOR to zero (scrub)
   uint64_t parity_repaired = 0;  // of those, recomputed from their group
   uint64_t array_bytes_rebuilt = 0;  // of lonestar disks, rebuilt from their parity groups (rebuild)
+  // Of extents_lost, those with a chunk on a replaced disk: while there are any, that disk is
+  // not filled. (Not in the report line: the process that rebuilt decides.)
+  uint64_t replaced_extents_lost = 0;
 };
 
 struct RepairOptions {

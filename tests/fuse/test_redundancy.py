@@ -184,6 +184,27 @@ def test_scrub_finds_and_rewrites_silent_corruption(archive):
 
 
 @pytest.mark.no_fsck
+def test_an_extent_lost_on_another_disk_does_not_keep_a_replaced_disk_waiting(archive):
+    files = persisted_files(archive, 4, "mirror-2", [2 * MiB], 95)
+    os.mkdir(archive.m("single"))
+    os.setxattr(archive.m("single"), "user.cairn.raid", b"none")
+    write_file(archive.m("single", "f"), random_bytes(MiB, 96))
+    archive.persist()
+    single = chunks_of(archive.m("single", "f"))[0][0][0]
+    replaced = next(d for d, _ in chunks_of(archive.m("f0"))[0] if d != single)
+    archive.umount()
+    cairn("disk", "fail", archive.arch, str(single))  # its raid=none extent is lost for good
+    cairn("disk", "replace", archive.arch, str(replaced), os.path.join(archive.base, "new.img"))
+    r = cairn("rebuild", archive.arch, check=False)
+    assert "1 extent(s) lost" in r.stdout and int(re.search(r"(\d+) repaired", r.stdout).group(1)) >= 1, r.stdout
+    listing = cairn("disk", "list", archive.arch).stdout
+    assert "needs cairn rebuild" not in listing, listing  # the replaced disk is full again
+    archive.mount("degraded")
+    archive.evict()
+    assert read_file(archive.m("f0")) == files["f0"]
+
+
+@pytest.mark.no_fsck
 def test_a_lost_extent_does_not_keep_later_scrubs_from_the_extents_before_it(archive):
     files = persisted_files(archive, 4, "mirror-2", [1 * MiB, 1 * MiB], 90)
     first, lost = chunks_of(archive.m("f0"))[0], chunks_of(archive.m("f1"))[0]
