@@ -47,7 +47,9 @@ void CacheManager::EvictOverBudget() {
     }
     if (to_free == 0) writing.clear();  // closed files alone bring the cache back under budget
   }
-  if (Status st = EvictFiles(victims); !st.ok()) LogError("eviction failed: {}", st.message());
+  // Not waiting for busy files: while it waited, the stripes it holds would keep every open,
+  // read and write of their files waiting too, for as long as a disk takes to spin up.
+  if (Status st = EvictFiles(victims, Busy::kSkip); !st.ok()) LogError("eviction failed: {}", st.message());
   // Files still being written: drop what is already persisted (a 10 GiB copy must not need
   // 10 GiB of cache).
   for (uint64_t ino : writing) {
@@ -72,12 +74,12 @@ Status CacheManager::DropPersistedCopies(const std::vector<uint64_t>& inos) {
   return Status::OK();
 }
 
-Status CacheManager::EvictFiles(const std::vector<uint64_t>& inos) {
+Status CacheManager::EvictFiles(const std::vector<uint64_t>& inos, Busy busy) {
   constexpr size_t kGroup = 256;  // files per durable commit
   std::lock_guard batch(persister_.batch_mutex());
   for (size_t first = 0; first < inos.size(); first += kGroup) {
     std::vector<uint64_t> group(inos.begin() + first, inos.begin() + std::min(inos.size(), first + kGroup));
-    auto held = state_.LockData(group);
+    auto held = busy == Busy::kWait ? state_.LockData(group) : state_.TryLockData(&group);
     std::vector<uint64_t> evicted;
     Archive::PendingSync pending;
     {

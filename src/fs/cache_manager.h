@@ -34,8 +34,11 @@ class CacheManager {
   Status DropPersistedCopies(const std::vector<uint64_t>& inos);
 
  private:
+  // Whether eviction waits for files in use (a read holding a file's data lock may be waiting
+  // for a disk to spin up) or leaves them for its next pass.
+  enum class Busy { kWait, kSkip };
   // Evicts the clean files among `inos` from the staging cache, a durable commit per group.
-  Status EvictFiles(const std::vector<uint64_t>& inos);
+  Status EvictFiles(const std::vector<uint64_t>& inos, Busy busy = Busy::kWait);
   // Drops the persisted, unmodified segments of a file that is still open from the cache.
   Status EvictCleanSegments(uint64_t ino);
 

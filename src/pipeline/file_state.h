@@ -101,6 +101,23 @@ struct FileState {
     for (std::shared_mutex* stripe : stripes) held.emplace_back(*stripe);
     return held;
   }
+  // The same without waiting: locks the stripes of `*inos` that no one holds (a read may hold
+  // one across a disk's spin-up) and drops from `*inos` the files of the others.
+  std::vector<std::unique_lock<std::shared_mutex>> TryLockData(std::vector<uint64_t>* inos) {
+    std::set<std::shared_mutex*> stripes, busy;
+    for (uint64_t ino : *inos) stripes.insert(&data_lock(ino));
+    std::vector<std::unique_lock<std::shared_mutex>> held;
+    for (std::shared_mutex* stripe : stripes) {
+      std::unique_lock lock(*stripe, std::try_to_lock);
+      if (lock.owns_lock()) {
+        held.push_back(std::move(lock));
+      } else {
+        busy.insert(stripe);
+      }
+    }
+    std::erase_if(*inos, [&](uint64_t ino) { return busy.contains(&data_lock(ino)); });
+    return held;
+  }
   std::array<std::shared_mutex, 64> data_locks;
 };
 

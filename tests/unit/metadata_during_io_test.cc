@@ -10,9 +10,12 @@
 #include <future>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "archive_fixture.h"
 #include "fault_disk.h"
 #include "maintenance/repair.h"
+#include "pipeline/file_state.h"
 #include "power_loss.h"
 #include "test_util.h"
 
@@ -30,7 +33,7 @@ constexpr auto kPatience = 20s;
 
 struct GatedArchive : test::ArchiveFixture {
   DiskGate gate;
-  GatedArchive() {
+  explicit GatedArchive(const std::function<void(MkfsOptions&)>& customize = {}) : ArchiveFixture(customize) {
     Close();
     wrap_disk = [this](std::unique_ptr<Disk> disk, size_t) -> std::unique_ptr<Disk> {
       return std::make_unique<test::GateDisk>(std::move(disk), gate);
@@ -85,6 +88,48 @@ TEST_CASE("Metadata during I/O: a read held by a slow disk holds up no metadata 
   MetadataGoesOn(*f.fs, f.gate, [&] { return reader.wait_for(0s) == std::future_status::timeout; }, "during-read");
   f.gate.Open();
   CHECK(reader.get() == data);
+}
+
+TEST_CASE("Metadata during I/O: eviction over budget does not wait for a file a slow read holds") {
+  // While eviction waited for the held file's data lock, it held the locks of other files, and
+  // their opens, reads and writes waited for the disk too.
+  GatedArchive f([](MkfsOptions& mkfs) { mkfs.options.cache_size = 8 << 20; });
+  auto data = test::RandomBytes(3 * kSegment, 7);
+  uint64_t cold = f.WriteFile("cold", data);
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());
+  FileState stripes;  // which files share a data lock, as the filesystem's state has them
+  auto shares_cold_lock = [&](uint64_t ino) { return &stripes.data_lock(ino) == &stripes.data_lock(cold); };
+  std::vector<uint64_t> warm;  // clean and cached, within the budget: one on each data-lock stripe
+  for (int i = 0; i < 64; i++) warm.push_back(f.WriteFile(fmt::format("warm-{}", i), test::RandomBytes(64 << 10, 100 + i)));
+  REQUIRE(std::any_of(warm.begin(), warm.end(), shares_cold_lock));
+  REQUIRE(f.fs->PersistAll().ok());
+  InodeRecord attr;
+  FileHandle* big = nullptr;  // a file being written, on another stripe than cold's
+  for (int i = 0; !big || shares_cold_lock(attr.ino); i++) {
+    if (big) f.fs->Release(big);
+    auto fh = f.fs->Create(kRootInode, fmt::format("big-{}", i), 0644, O_RDWR, Caller{}, &attr);
+    REQUIRE(fh.ok());
+    big = *fh;
+  }
+  REQUIRE(f.fs->StartBackground().ok());  // the persister's thread evicts after each pass
+  f.gate.Close(DiskGate::kRead);
+  auto reader = std::async(std::launch::async, [&] { return f.ReadFile(cold, data.size()); });
+  REQUIRE(f.gate.WaitUntilHolding(kPatience));
+  // The cache goes over budget: the persister's next pass evicts the warm files, but for those
+  // sharing cold's lock.
+  REQUIRE(*f.fs->Write(big, 0, test::RandomBytes(8 << 20, 8)) == 8u << 20);
+  auto evicted = [&] {
+    return std::count_if(warm.begin(), warm.end(),
+                         [&](uint64_t ino) { return !shares_cold_lock(ino) && f.archive->cache().Usage(ino) == 0; });
+  };
+  auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (evicted() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  CHECK(evicted() > 0);
+  CHECK(reader.wait_for(0s) == std::future_status::timeout);  // still at the gate meanwhile
+  f.gate.Open();
+  CHECK(reader.get() == data);
+  f.fs->Release(big);
 }
 
 TEST_CASE("Metadata during I/O: a persist held by a slow disk write or sync holds up no metadata call") {
