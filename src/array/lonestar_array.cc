@@ -12,6 +12,7 @@
 #include <future>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "array/peeling_decoder.h"
 #include "redundancy/parity_math.h"
@@ -34,6 +35,53 @@ std::optional<ByteRange> Intersect(const ByteRange& a, const ByteRange& b) {
   uint64_t end = std::min(a.end(), b.end());
   if (begin >= end) return std::nullopt;
   return ByteRange{begin, end - begin};
+}
+
+// The parity check numbers a grid's parity groups hPGs first: group i < hpg_count() is hPG i,
+// the others are vPG i - hpg_count().
+std::span<const uint32_t> GroupMembers(const GridGeometry& g, uint32_t group) {
+  return group < g.hpg_count() ? g.HpgMembers(group) : g.VpgMembers(group - g.hpg_count());
+}
+
+std::string GroupName(const GridGeometry& g, uint32_t group) {
+  return group < g.hpg_count() ? fmt::format("hPG {}", group) : fmt::format("vPG {}", group - g.hpg_count());
+}
+
+// "a", "a and b", "a, b and c".
+std::string JoinAnd(const std::vector<std::string>& items) {
+  std::string joined;
+  for (size_t i = 0; i < items.size(); i++) {
+    joined += i == 0 ? "" : i + 1 == items.size() ? " and " : ", ";
+    joined += items[i];
+  }
+  return joined;
+}
+
+// The one member that explains a block of `length` bytes at `begin` of a window where the
+// checked groups `wrong` (ascending, not empty) do not XOR to zero and the other checked ones
+// do; `sums` holds each group's XOR over the window. A damaged member makes every group it is
+// in wrong, by its own error, and no other group: so it is the member whose checked groups
+// are exactly `wrong`, and those all show the same error there. nullopt when no member or more
+// than one is such: two or more members are damaged in the block (or an unchecked group hides
+// which one), and a repair could only make the wrong one add up.
+std::optional<uint32_t> Culprit(const GridGeometry& g, const std::vector<uint32_t>& wrong,
+                                const std::vector<bool>& checked, const std::vector<ParityBuffer>& sums, uint64_t begin,
+                                uint64_t length) {
+  std::optional<uint32_t> found;
+  for (uint32_t m : GroupMembers(g, wrong.front())) {
+    std::vector<uint32_t> groups;  // those of m that were checked, ascending
+    if (auto h = g.hpg(m); h && checked[*h]) groups.push_back(*h);
+    if (uint32_t v = g.hpg_count() + g.vpg(m); checked[v]) groups.push_back(v);
+    if (groups != wrong) continue;
+    if (found) return std::nullopt;
+    found = m;
+  }
+  if (!found) return std::nullopt;
+  auto error = [&](uint32_t group) { return std::span<const uint8_t>(sums[group]).subspan(begin, length); };
+  for (uint32_t group : wrong) {
+    if (!std::ranges::equal(error(group), error(wrong.front()))) return std::nullopt;
+  }
+  return found;
 }
 
 }  // namespace
@@ -1079,13 +1127,15 @@ Result<LoneStarArray::ParityReport> LoneStarArray::CheckParity(ByteRange range, 
   CAIRN_RETURN_IF_ERROR(Halted());
   constexpr uint64_t kWindow = 16 * kUnit;
   const GridGeometry& g = options_.geometry;
+  const uint32_t groups = g.hpg_count() + g.vpg_count();
   ParityReport report;
   range = UnitsOf(std::max(range.offset, options_.data_start),
                   std::min(range.end(), options_.data_end) - std::max(range.offset, options_.data_start));
   uint64_t end = std::min(range.end(), WrittenEnd());  // past it every member reads as zeros
-  // One window of every member, reused from window to window: tens of MiB that would
-  // otherwise go back to the system and be faulted in again each time.
+  // One window of every member and of every group's XOR, reused from window to window: tens
+  // of MiB that would otherwise go back to the system and be faulted in again each time.
   std::vector<ParityBuffer> bytes(g.disk_count());
+  std::vector<ParityBuffer> sums(groups);  // by group (hPGs, then vPGs): zero where it adds up
   for (uint64_t at = range.offset; at < end; at += kWindow) {
     ByteRange w = UnitsOf(at, std::min(kWindow, end - at));
     auto held = LockUnits(w);
@@ -1100,31 +1150,102 @@ Result<LoneStarArray::ParityReport> LoneStarArray::CheckParity(ByteRange range, 
       }
     }
     report.bytes_checked += w.length * (g.disk_count() - erased.size());
-    // hPGs first: a repaired hP is part of its column's check.
-    auto check = [&](std::span<const uint32_t> members, const std::string& group) -> Status {
+    std::vector<bool> checked(groups);
+    bool agree = true;
+    for (uint32_t group = 0; group < groups; group++) {
+      std::span<const uint32_t> members = GroupMembers(g, group);
       if (std::any_of(members.begin(), members.end(), [&](uint32_t m) { return erased.contains(m); })) {
-        return Status::OK();  // cannot be checked until the disk is back
+        continue;  // cannot be checked until the disk is back
       }
-      ParityBuffer sum(w.length);
+      checked[group] = true;
       std::vector<std::span<const uint8_t>> sources;
       for (uint32_t m : members) sources.push_back(bytes[m]);
-      XorAll(sum, sources);
-      if (IsAllZero(sum)) return Status::OK();
-      uint32_t parity = members.back();
-      report.mismatches.push_back(fmt::format("lonestar group {}: {} does not XOR to zero at bytes {}..{} (parity "
-                                              "disk {})",
-                                              options_.name, group, w.offset, w.end(), members_[parity].disk));
-      if (!repair) return Status::OK();
-      XorInto(bytes[parity], sum);  // the XOR of the others: what the parity should be
-      CAIRN_RETURN_IF_ERROR(WriteMember(parity, w, bytes[parity]));
-      CAIRN_RETURN_IF_ERROR(SyncMember(parity));
-      report.repaired++;
-      return Status::OK();
-    };
-    for (uint32_t h = 0; h < g.hpg_count(); h++) CAIRN_RETURN_IF_ERROR(check(g.HpgMembers(h), fmt::format("hPG {}", h)));
-    for (uint32_t c = 0; c < g.vpg_count(); c++) CAIRN_RETURN_IF_ERROR(check(g.VpgMembers(c), fmt::format("vPG {}", c)));
+      sums[group].resize(w.length);
+      XorAll(sums[group], sources);
+      agree = agree && IsAllZero(sums[group]);
+    }
+    if (!agree) CAIRN_RETURN_IF_ERROR(RepairMismatches(w, bytes, sums, checked, repair, &report));
   }
   return report;
+}
+
+Status LoneStarArray::RepairMismatches(const ByteRange& w, std::vector<ParityBuffer>& bytes,
+                                       const std::vector<ParityBuffer>& sums, const std::vector<bool>& checked,
+                                       bool repair, ParityReport* report) {
+  // Rot comes a sector at a time, and different members may rot in one window: each block is
+  // judged by itself, so that one member's damage does not hide another's or stop its repair.
+  constexpr uint64_t kBlock = 4096;
+  const GridGeometry& g = options_.geometry;
+  struct Run {  // blocks in a row with the same verdict
+    uint64_t begin = 0;  // within the window
+    uint64_t end = 0;
+    std::vector<uint32_t> wrong;      // the groups that do not XOR to zero there
+    std::optional<uint32_t> culprit;  // the member that explains it, if one does
+  };
+  std::vector<Run> runs;
+  for (uint64_t begin = 0; begin < w.length; begin += kBlock) {
+    uint64_t length = std::min(kBlock, w.length - begin);
+    std::vector<uint32_t> wrong;
+    for (uint32_t group = 0; group < sums.size(); group++) {
+      if (checked[group] && !IsAllZero(std::span<const uint8_t>(sums[group]).subspan(begin, length))) {
+        wrong.push_back(group);
+      }
+    }
+    if (wrong.empty()) continue;
+    std::optional<uint32_t> culprit = Culprit(g, wrong, checked, sums, begin, length);
+    if (!runs.empty() && runs.back().end == begin && runs.back().wrong == wrong && runs.back().culprit == culprit) {
+      runs.back().end = begin + length;
+    } else {
+      runs.push_back({begin, begin + length, std::move(wrong), culprit});
+    }
+  }
+  std::set<uint32_t> written;
+  for (const Run& run : runs) {
+    ByteRange r{w.offset + run.begin, run.end - run.begin};
+    std::vector<std::string> names;
+    for (uint32_t group : run.wrong) names.push_back(GroupName(g, group));
+    const char* verb = names.size() == 1 ? "does" : "do";
+    if (!run.culprit) {
+      for (size_t i = 0; i < names.size(); i++) {
+        std::vector<std::string> disks;
+        for (uint32_t m : GroupMembers(g, run.wrong[i])) disks.push_back(std::to_string(members_[m].disk));
+        names[i] += fmt::format(" (disks {})", fmt::join(disks, ", "));
+      }
+      bool all_checked = std::all_of(checked.begin(), checked.end(), [](bool c) { return c; });
+      report->mismatches.push_back(fmt::format(
+          "lonestar group {}: {} {} not XOR to zero at bytes {}..{}, and no single disk explains it (two or more are "
+          "wrong there{}); {} as the culprit is ambiguous (the chunk scrub, which verifies checksums, or an admin "
+          "decides)",
+          options_.name, JoinAnd(names), verb, r.offset, r.end(),
+          all_checked ? "" : ", or a group that would tell which has a disk out of service",
+          repair ? "left alone," : "cairn scrub leaves it alone,"));
+      continue;
+    }
+    const uint32_t m = *run.culprit;
+    const bool bucket = g.role(m) == DiskRole::kData;
+    std::string found = fmt::format(
+        "lonestar group {}: bytes {}..{} of disk {} ({}) are wrong: {} {} not XOR to zero there, and it is the only "
+        "disk in {} and in no group that does",
+        options_.name, r.offset, r.end(), members_[m].disk, DiskRoleName(g.role(m)), JoinAnd(names), verb,
+        names.size() == 1 ? "it" : "both");
+    if (!repair) {
+      report->mismatches.push_back(
+          fmt::format("{}; cairn scrub {} them from {}", found, bucket ? "rebuilds" : "recomputes", names.front()));
+      continue;
+    }
+    // A group's XOR there is the member's error: XORed out, the member is the XOR of the
+    // group's other members, as a rebuild from that group makes it.
+    std::span<uint8_t> right = std::span<uint8_t>(bytes[m]).subspan(run.begin, r.length);
+    XorInto(right, std::span<const uint8_t>(sums[run.wrong.front()]).subspan(run.begin, r.length));
+    CAIRN_RETURN_IF_ERROR(WriteMember(m, r, ParityBuffer(right.begin(), right.end())));
+    written.insert(m);
+    report->mismatches.push_back(
+        fmt::format("{}; {} from {}", found, bucket ? "rebuilt" : "recomputed", names.front()));
+    report->repaired++;
+    if (bucket) report->buckets_rebuilt++;
+  }
+  for (uint32_t m : written) CAIRN_RETURN_IF_ERROR(SyncMember(m));
+  return Status::OK();
 }
 
 }  // namespace cairn

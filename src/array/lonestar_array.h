@@ -153,12 +153,17 @@ class LoneStarArray {
   std::map<uint32_t, RangeSet> defects() const;  // by position
 
   // Scrub: checks that every horizontal and vertical parity group XORs to zero over `range`
-  // (pending deltas applied); with `repair`, recomputes a mismatching range of a parity
-  // disk from its group. Mismatches name group, disk and range.
+  // (pending deltas applied). Where some do not, each 4 KiB block is pinned on the one member
+  // that explains it: a damaged member makes every group it is in wrong by its error, and no
+  // other. With `repair`, that member's range is rewritten from its group: a bucket's is
+  // rebuilt from its parity, a parity disk's recomputed. A range no single member explains
+  // (two or more are damaged there) is reported and left alone: parity is never recomputed
+  // from a bucket that may be the damaged one. Mismatches name groups, disks and range.
   struct ParityReport {
     uint64_t bytes_checked = 0;
-    std::vector<std::string> mismatches;
-    uint64_t repaired = 0;
+    std::vector<std::string> mismatches;  // a range found wrong, or a member that cannot be read
+    uint64_t repaired = 0;                // of those, ranges rewritten from their group
+    uint64_t buckets_rebuilt = 0;         // of those repaired, bucket ranges (the rest are parity)
   };
   Result<ParityReport> CheckParity(ByteRange range, bool repair);
 
@@ -215,6 +220,12 @@ class LoneStarArray {
   // Rebuilds range `r` of every erased member that is there, a slice at a time, syncs them and
   // removes their defects there (those added since `since` began stay).
   Status RebuildRange(const ByteRange& r, const DefectWatch& since);
+  // CheckParity's verdict on window `w` (its units held), whose members as the group sees
+  // them are `bytes` and whose groups (hPGs, then vPGs) XOR to `sums`, those `checked` with
+  // every member read: reports each range that does not add up and, with `repair`, rewrites
+  // the member that explains it.
+  Status RepairMismatches(const ByteRange& w, std::vector<ParityBuffer>& bytes, const std::vector<ParityBuffer>& sums,
+                          const std::vector<bool>& checked, bool repair, ParityReport* report);
   // Writes the members rebuilt for window `w` (its units held) that are there; adds those it
   // wrote to *written.
   Status WriteRebuilt(const ByteRange& w, std::map<uint32_t, ParityBuffer>& rebuilt,

@@ -140,7 +140,10 @@ int FinishRepair(bool rebuild, const RepairReport& report) {
   std::string arrays;
   if (report.array_bytes_rebuilt > 0) arrays += fmt::format(", {} of lonestar disks rebuilt", FormatSize(report.array_bytes_rebuilt));
   if (report.parity_bad > 0) {
-    arrays += fmt::format(", {} lonestar parity range(s) wrong, {} recomputed", report.parity_bad, report.parity_repaired);
+    arrays += fmt::format(", {} lonestar range(s) whose parity did not add up: {} parity range(s) recomputed, {} "
+                          "bucket range(s) rebuilt from parity, {} left alone",
+                          report.parity_bad, report.parity_repaired - report.parity_buckets_rebuilt,
+                          report.parity_buckets_rebuilt, report.parity_bad - report.parity_repaired);
   }
   fmt::print("{}: {} of {} extents {}, {} read, {} bad chunk(s), {} repaired, {} extent(s) lost{}{}\n",
              rebuild ? "rebuild" : "scrub", report.extents_done, report.extents_total,

@@ -71,6 +71,7 @@ Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairReport*
       report->bytes_read += checked->bytes_checked;
       report->parity_bad += checked->mismatches.size();
       report->parity_repaired += checked->repaired;
+      report->parity_buckets_rebuilt += checked->buckets_rebuilt;
       report->problems.insert(report->problems.end(), checked->mismatches.begin(), checked->mismatches.end());
       at += length;
       {

@@ -1,8 +1,9 @@
 // The lonestar part of cairn rebuild and cairn scrub: rebuilding the defect ranges of each
 // group's disks from their parity groups (replaced disks, ranges a crash left undefined, all
-// parity after a lost journal) and checking that every parity group XORs to zero,
-// recomputing the parity where it does not. Both resume where they stopped: the defects live
-// in each group's journal, the parity check's position in the catalog.
+// parity after a lost journal) and checking that every parity group XORs to zero, rewriting
+// where it does not the one disk wrong there (a bucket from its parity, a parity disk from
+// its group) and leaving alone what no single disk explains. Both resume where they stopped:
+// the defects live in each group's journal, the parity check's position in the catalog.
 #pragma once
 
 #include "archive/archive.h"
@@ -13,8 +14,9 @@ namespace cairn {
 // Rebuilds, 64 MiB at a time, every defect range of a disk that is there; report->finished
 // once none is left. The bytes rebuilt count as read.
 Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairReport* report);
-// Checks every parity relation of every group, repairing the parity where one fails
-// (reported as problems, counted in parity_bad and parity_repaired).
+// Checks every parity relation of every group, repairing the disk wrong where one fails and a
+// single disk explains it (reported as problems, counted in parity_bad, parity_repaired and
+// parity_buckets_rebuilt).
 Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairReport* report);
 
 }  // namespace cairn

@@ -406,6 +406,7 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
   report->bytes_read += arrays.bytes_read;
   report->parity_bad += arrays.parity_bad;
   report->parity_repaired += arrays.parity_repaired;
+  report->parity_buckets_rebuilt += arrays.parity_buckets_rebuilt;
   report->array_bytes_rebuilt += arrays.array_bytes_rebuilt;
   report->problems.insert(report->problems.end(), arrays.problems.begin(), arrays.problems.end());
   report->finished = report->finished && arrays.finished;
@@ -413,20 +414,21 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
 }
 
 std::string RepairReportLine(const RepairReport& r) {
-  return fmt::format("report {} {} {} {} {} {} {} {} {} {}", r.extents_total, r.extents_done, r.bytes_read,
+  return fmt::format("report {} {} {} {} {} {} {} {} {} {} {}", r.extents_total, r.extents_done, r.bytes_read,
                      r.chunks_bad, r.chunks_repaired, r.extents_lost, r.finished ? 1 : 0, r.parity_bad,
-                     r.parity_repaired, r.array_bytes_rebuilt);
+                     r.parity_repaired, r.array_bytes_rebuilt, r.parity_buckets_rebuilt);
 }
 
 bool ParseRepairReportLine(const std::string& line, RepairReport* r) {
   unsigned long long total, done, bytes, bad, repaired, lost, parity_bad, parity_repaired, rebuilt;
+  unsigned long long buckets_rebuilt = 0;  // stays 0 from a daemon older than that count
   int finished;
-  if (std::sscanf(line.c_str(), "report %llu %llu %llu %llu %llu %llu %d %llu %llu %llu", &total, &done, &bytes, &bad,
-                  &repaired, &lost, &finished, &parity_bad, &parity_repaired, &rebuilt) != 10) {
-    return false;
-  }
+  int fields = std::sscanf(line.c_str(), "report %llu %llu %llu %llu %llu %llu %d %llu %llu %llu %llu", &total, &done,
+                           &bytes, &bad, &repaired, &lost, &finished, &parity_bad, &parity_repaired, &rebuilt,
+                           &buckets_rebuilt);
+  if (fields != 10 && fields != 11) return false;
   *r = RepairReport{total, done, bytes, bad, repaired, lost, std::move(r->problems), finished != 0, parity_bad,
-                    parity_repaired, rebuilt};
+                    parity_repaired, rebuilt, buckets_rebuilt};
   return true;
 }
 

@@ -22,9 +22,10 @@ struct RepairReport {
   uint64_t extents_lost = 0;     // too few good chunks: listed in `problems`
   std::vector<std::string> problems;
   bool finished = false;         // false when it stopped early (budget, cancelled, unmounting)
-  uint64_t parity_bad = 0;       // lonestar parity ranges that did not XOR to zero (scrub)
-  uint64_t parity_repaired = 0;  // of those, recomputed from their group
+  uint64_t parity_bad = 0;       // lonestar ranges whose parity groups did not XOR to zero (scrub)
+  uint64_t parity_repaired = 0;  // of those, rewritten on the one disk wrong there from its group
   uint64_t array_bytes_rebuilt = 0;  // of lonestar disks, rebuilt from their parity groups (rebuild)
+  uint64_t parity_buckets_rebuilt = 0;  // of parity_repaired, bucket ranges rebuilt from their parity
   // Of extents_lost, those with a chunk on a replaced disk: while there are any, that disk is
   // not filled. (Not in the report line: the process that rebuilt decides.)
   uint64_t replaced_extents_lost = 0;

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -151,7 +152,47 @@ struct Group {
     INFO(fmt::format("{}", fmt::join(report->mismatches, "\n")));
     CHECK(report->mismatches.empty());
   }
+  // Random bytes over the first `length` bytes of every bucket, synced, twice: in delayed mode
+  // the first deltas are flushed, so that the parity disks hold bytes and the second ones wait.
+  void FillBuckets(uint64_t length, uint32_t seed) {
+    for (uint32_t round = 0; round < 2; round++) {
+      for (auto& [p, bytes] : expected) {
+        auto data = test::RandomBytes(length, seed + 100 * round + p);
+        REQUIRE(array->Write(p, kDataStart, data).ok());
+        REQUIRE(array->Sync(p).ok());
+        std::copy(data.begin(), data.end(), bytes.begin());
+      }
+      if (round == 0) REQUIRE(array->FlushParity().ok());
+    }
+  }
+  // Every member's image as it is on the disk, by position.
+  std::vector<std::vector<uint8_t>> Images() const {
+    std::vector<std::vector<uint8_t>> images;
+    for (uint32_t p = 0; p < geometry.disk_count(); p++) {
+      auto disk = OpenImageDisk(Image(p));
+      REQUIRE(disk.ok());
+      images.emplace_back(disk_size);
+      REQUIRE((*disk)->ReadAt(0, images.back()).ok());
+    }
+    return images;
+  }
+  // Bytes of member `p` change under the array, as when they rot on the disk: XORed with `error`.
+  void Rot(uint32_t p, uint64_t offset, std::span<const uint8_t> error) {
+    auto disk = OpenImageDisk(Image(p));
+    REQUIRE(disk.ok());
+    std::vector<uint8_t> bytes(error.size());
+    REQUIRE((*disk)->ReadAt(offset, bytes).ok());
+    for (size_t i = 0; i < bytes.size(); i++) bytes[i] ^= error[i];
+    REQUIRE((*disk)->WriteAt(offset, bytes).ok());
+    REQUIRE((*disk)->Sync().ok());
+  }
 };
+
+// The 4 KiB block of the parity check holding `offset` (blocks count from kDataStart).
+std::string BlockBytes(uint64_t offset) {
+  uint64_t begin = offset - (offset - kDataStart) % 4096;
+  return fmt::format("bytes {}..{}", begin, begin + 4096);
+}
 
 ArrayWriteMode AnyMode() {
   return GENERATE(ArrayWriteMode::kSerialized, ArrayWriteMode::kDirect, ArrayWriteMode::kDelayed);
@@ -496,23 +537,151 @@ TEST_CASE("LoneStarArray: what a running rebuild's finished slices see meanwhile
   g.CheckBuckets();
 }
 
-TEST_CASE("LoneStarArray: the parity check finds a damaged parity range and repairs it", "[array]") {
-  Group g(ArrayWriteMode::kSerialized);
-  g.WriteRandom(10, 8);
-  g.array.reset();
-  {
-    auto disk = OpenImageDisk(g.Image(2));  // an hP disk
-    REQUIRE(disk.ok());
-    std::vector<uint8_t> junk = test::RandomBytes(100, 9);
-    REQUIRE((*disk)->WriteAt(500000, junk).ok());
+// Checks that after a repair only the members in `restored` changed, back to `before`, and every
+// other member is as `rotted` left it; then that the parity holds and the buckets read right.
+void CheckRepaired(Group& g, const std::vector<std::vector<uint8_t>>& before,
+                   const std::vector<std::vector<uint8_t>>& rotted, std::set<uint32_t> restored) {
+  const auto after = g.Images();
+  for (uint32_t p = 0; p < g.geometry.disk_count(); p++) {
+    INFO("position " << p << (restored.contains(p) ? ": restored" : ": not written"));
+    CHECK((after[p] == (restored.contains(p) ? before[p] : rotted[p])));
   }
-  g.Open();
-  auto report = g.array->CheckParity({kDataStart, kDiskSize - kDataStart}, true);
-  REQUIRE(report.ok());
-  CHECK(report->mismatches.size() >= 1);
-  CHECK(report->repaired >= 1);
   g.CheckParityClean();
   g.CheckBuckets();
+}
+
+TEST_CASE("LoneStarArray: the parity check recomputes a damaged parity range", "[array]") {
+  Group g(AnyMode());
+  g.FillBuckets(12 * LoneStarArray::kUnit, 8);
+  const uint32_t parity = GENERATE(2u, 13u);  // an hP (in hPG 0 and vPG 2) or a vP (in vPG 1 alone)
+  REQUIRE(g.geometry.role(parity) != DiskRole::kData);
+  const auto before = g.Images();
+  g.Rot(parity, 500000, test::RandomBytes(100, 9));
+  const auto rotted = g.Images();
+  auto report = g.array->CheckParity({kDataStart, kDiskSize - kDataStart}, true);
+  REQUIRE(report.ok());
+  INFO(fmt::format("{}", fmt::join(report->mismatches, "\n")));
+  // The parity disk is as it was (less the deltas it is still owed in delayed mode).
+  CheckRepaired(g, before, rotted, {parity});
+  REQUIRE(report->mismatches.size() == 1);
+  CHECK_THAT(report->mismatches[0], Catch::Contains(fmt::format("{} of disk {} ({})", BlockBytes(500000),
+                                                                kFirstDisk + parity, parity < 12 ? "hP" : "vP")));
+  CHECK(report->repaired == 1);
+  CHECK(report->buckets_rebuilt == 0);
+}
+
+TEST_CASE("LoneStarArray: the parity check rebuilds a rotted bucket range from its parity, never the parity from it",
+          "[array]") {
+  Group g(AnyMode());
+  g.FillBuckets(12 * LoneStarArray::kUnit, 20);
+  const uint32_t bucket = 3;  // in hPG 1 and vPG 3
+  REQUIRE(g.geometry.role(bucket) == DiskRole::kData);
+  const auto before = g.Images();
+  g.Rot(bucket, 500000, test::RandomBytes(100, 21));
+  const auto rotted = g.Images();
+  auto report = g.array->CheckParity({kDataStart, kDiskSize - kDataStart}, true);
+  REQUIRE(report.ok());
+  INFO(fmt::format("{}", fmt::join(report->mismatches, "\n")));
+  CheckRepaired(g, before, rotted, {bucket});  // no parity disk was written
+  REQUIRE(report->mismatches.size() == 1);
+  CHECK_THAT(report->mismatches[0],
+             Catch::Contains(fmt::format("{} of disk {} (data)", BlockBytes(500000), kFirstDisk + bucket)));
+  CHECK(report->repaired == 1);
+  CHECK(report->buckets_rebuilt == 1);
+}
+
+TEST_CASE("LoneStarArray: the parity check repairs each block of a window from the disk wrong there", "[array]") {
+  Group g(AnyMode());
+  g.FillBuckets(12 * LoneStarArray::kUnit, 30);
+  // One window, blocks of two disks: bucket 0 (hPG 0, vPG 0) and the vP of column 1.
+  const uint32_t bucket = 0, vp = 13;
+  const auto before = g.Images();
+  g.Rot(bucket, 300000, test::RandomBytes(5000, 31));  // across two blocks
+  g.Rot(vp, 700000, test::RandomBytes(10, 32));
+  const auto rotted = g.Images();
+  auto report = g.array->CheckParity({kDataStart, kDiskSize - kDataStart}, true);
+  REQUIRE(report.ok());
+  INFO(fmt::format("{}", fmt::join(report->mismatches, "\n")));
+  CheckRepaired(g, before, rotted, {bucket, vp});
+  REQUIRE(report->mismatches.size() == 2);
+  CHECK_THAT(report->mismatches[0],
+             Catch::Contains(fmt::format("bytes 299008..307200 of disk {} (data)", kFirstDisk + bucket)));
+  CHECK_THAT(report->mismatches[1],
+             Catch::Contains(fmt::format("{} of disk {} (vP)", BlockBytes(700000), kFirstDisk + vp)));
+  CHECK(report->repaired == 2);
+  CHECK(report->buckets_rebuilt == 1);
+}
+
+TEST_CASE("LoneStarArray: the parity check leaves alone a range that no single disk explains", "[array]") {
+  Group g(AnyMode());
+  g.FillBuckets(12 * LoneStarArray::kUnit, 40);
+  // Buckets 0 and 1 (hPG 0; vPG 0 and vPG 1) rot over the same bytes. With different errors,
+  // hPG 0, vPG 0 and vPG 1 are wrong; with the same error hPG 0 adds up and only the two
+  // columns are wrong, which no disk is in both of: either way two disks are wrong there.
+  const bool same_error = GENERATE(false, true);
+  const auto before = g.Images();
+  g.Rot(0, 500000, test::RandomBytes(100, 41));
+  g.Rot(1, 500000, test::RandomBytes(100, same_error ? 41 : 42));
+  const auto rotted = g.Images();
+  auto report = g.array->CheckParity({kDataStart, kDiskSize - kDataStart}, true);
+  REQUIRE(report.ok());
+  INFO(fmt::format("{}", fmt::join(report->mismatches, "\n")));
+  const auto after = g.Images();
+  for (uint32_t p = 0; p < g.geometry.disk_count(); p++) {
+    INFO("position " << p);
+    CHECK((after[p] == rotted[p]));  // nothing was written
+  }
+  REQUIRE(report->mismatches.size() == 1);
+  CHECK_THAT(report->mismatches[0], Catch::Contains(BlockBytes(500000)));
+  CHECK_THAT(report->mismatches[0], Catch::Contains("vPG 0 (disks 10, 14, 18, 22)"));
+  CHECK_THAT(report->mismatches[0], Catch::Contains("vPG 1 (disks 11, 15, 19, 23)"));
+  CHECK_THAT(report->mismatches[0], Catch::Contains("ambiguous"));
+  CHECK(report->repaired == 0);
+  // The next check finds it again: it was not made to add up.
+  auto again = g.array->CheckParity({kDataStart, kDiskSize - kDataStart}, false);
+  REQUIRE(again.ok());
+  CHECK(again->mismatches.size() == 1);
+  // Once one of the two is right again (the chunk scrub rewrote it), the other is repaired.
+  g.Rot(0, 500000, test::RandomBytes(100, 41));
+  auto repaired = g.array->CheckParity({kDataStart, kDiskSize - kDataStart}, true);
+  REQUIRE(repaired.ok());
+  CheckRepaired(g, before, before, {});
+  CHECK(repaired->buckets_rebuilt == 1);
+}
+
+TEST_CASE("LoneStarArray: the parity check pins a rotted bucket on it only where a lost disk leaves no doubt",
+          "[array]") {
+  Group g(AnyMode());
+  g.FillBuckets(12 * LoneStarArray::kUnit, 50);
+  // Bucket 3 (hPG 1, vPG 3) rots while a disk is lost. Disk 4 takes hPG 1 out of the check:
+  // vPG 3 alone is wrong, which bucket 3 explains as well as the vP of column 3 does, so it
+  // is left alone. The vP of column 3 takes vPG 3 out: hPG 1 alone is wrong, and bucket 3 is
+  // its only member in no group that adds up.
+  const uint32_t bucket = 3;
+  const uint32_t lost = GENERATE(4u, 15u);
+  g.Open(false, {lost});
+  const auto before = g.Images();
+  g.Rot(bucket, 500000, test::RandomBytes(100, 51));
+  const auto rotted = g.Images();
+  auto report = g.array->CheckParity({kDataStart, kDiskSize - kDataStart}, true);
+  REQUIRE(report.ok());
+  INFO(fmt::format("{}", fmt::join(report->mismatches, "\n")));
+  REQUIRE(report->mismatches.size() == 1);
+  if (lost == 4) {
+    const auto after = g.Images();
+    for (uint32_t p = 0; p < g.geometry.disk_count(); p++) {
+      INFO("position " << p);
+      CHECK((after[p] == rotted[p]));  // nothing was written
+    }
+    CHECK_THAT(report->mismatches[0], Catch::Contains("ambiguous"));
+    CHECK_THAT(report->mismatches[0], Catch::Contains("out of service"));
+    CHECK(report->repaired == 0);
+  } else {
+    CheckRepaired(g, before, rotted, {bucket});
+    CHECK_THAT(report->mismatches[0], Catch::Contains(fmt::format("{} of disk {} (data)", BlockBytes(500000),
+                                                                  kFirstDisk + bucket)));
+    CHECK(report->buckets_rebuilt == 1);
+  }
 }
 
 TEST_CASE("LoneStarArray: a new group reads nothing past what it wrote on a disk", "[array]") {
