@@ -162,6 +162,14 @@ Status StagingCache::WriteAt(int fd, uint64_t offset, std::span<const uint8_t> s
   return Status::OK();
 }
 
+Status StagingCache::CutTo(int fd, uint64_t size) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno("staging cache: fstat", errno);
+  if (static_cast<uint64_t>(st.st_size) <= size) return Status::OK();
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return Status::FromErrno("staging cache: truncate", errno);
+  return Status::OK();
+}
+
 Result<bool> StagingCache::HasData(int fd, uint64_t offset, uint64_t length) {
   off_t data = ::lseek(fd, static_cast<off_t>(offset), SEEK_DATA);
   if (data < 0) {

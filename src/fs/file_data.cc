@@ -136,12 +136,14 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
   }
   std::unique_lock data(state_.data_lock(fh->ino));
   uint64_t segment_size;
+  uint64_t old_size;  // stays while the data lock is held
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
     if (!inode.ok()) return inode.status();
     CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
     segment_size = SegmentSizeOf(archive_, *inode);
+    old_size = inode->size;
     uint64_t needed = state_.dirty_bytes + src.size();
     // Per segment, an extent header block and (format v3) a block for the member table.
     needed += (needed / segment_size + 2) * 2 * kBlockSize;
@@ -154,6 +156,10 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
   bool pinned = false;  // Release unpins it with the last writable handle
   auto file = archive_.cache().OpenForWriting(fh->ino, &pinned);
   if (!file.ok()) return file.status();
+  // Past the end: the cache file may hold bytes there that the file never had (a crash
+  // before a write's size was committed, a failed write, a crash inside a truncate); cut,
+  // so the gap reads and persists as zeros (as Truncate does before growing).
+  if (offset > old_size) CAIRN_RETURN_IF_ERROR(StagingCache::CutTo((*file)->fd(), old_size));
   CAIRN_RETURN_IF_ERROR(FetchSegments(fh->ino, (*file)->fd(), first, last));
   int64_t now = NowNs();
   {

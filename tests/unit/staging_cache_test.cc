@@ -1,10 +1,12 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "cache/staging_cache.h"
 #include "test_util.h"
@@ -77,4 +79,27 @@ TEST_CASE("StagingCache: a link put in the cache directory is never written thro
   std::filesystem::create_directory_symlink(dir / "cache", dir / "linked");
   StagingCache linked(dir / "linked");
   CHECK_FALSE(linked.Open(8).ok());
+}
+
+TEST_CASE("StagingCache: CutTo cuts a longer file and leaves a shorter one") {
+  test::TempDir dir;
+  StagingCache cache(dir.path());
+  auto file = cache.Open(9);
+  REQUIRE(file.ok());
+  int fd = (*file)->fd();
+  auto data = test::RandomBytes(100, 2);
+  REQUIRE(StagingCache::WriteAt(fd, 0, data).ok());
+  auto size = [&] {
+    struct stat st;
+    REQUIRE(::fstat(fd, &st) == 0);
+    return static_cast<uint64_t>(st.st_size);
+  };
+  REQUIRE(StagingCache::CutTo(fd, 1000).ok());
+  CHECK(size() == 100);
+  REQUIRE(StagingCache::CutTo(fd, 40).ok());
+  CHECK(size() == 40);
+  REQUIRE(StagingCache::WriteAt(fd, 60, data).ok());
+  std::vector<uint8_t> gap(20, 7);
+  REQUIRE(StagingCache::ReadAt(fd, 40, gap).ok());
+  CHECK(gap == std::vector<uint8_t>(20, 0));
 }
