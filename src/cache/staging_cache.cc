@@ -66,6 +66,9 @@ Result<SharedFile> StagingCache::OpenForWriting(uint64_t ino, bool* pinned) cons
 void StagingCache::Unpin(uint64_t ino) const { open_files_->Unpin(ino); }
 
 Status StagingCache::SyncNames() const {
+  // A caller that finds the mark cleared by a sync still in flight, whose name that sync
+  // may be the one to cover, waits for it to finish.
+  std::lock_guard lock(*names_sync_);
   if (!names_unsynced_->exchange(false)) return Status::OK();
   Status synced = *dir_fd_ < 0 ? DirOpen() : (::fsync(*dir_fd_) == 0 ? Status::OK()
                                                 : Status::FromErrno("staging cache: cannot sync directory " + dir_, errno));

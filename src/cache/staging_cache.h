@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -37,7 +38,9 @@ class StagingCache {
   Result<SharedFile> OpenForWriting(uint64_t ino, bool* pinned) const;
   void Unpin(uint64_t ino) const;
   // Makes the names of the cache files created so far durable (fsync of the directory), if
-  // any was created since the last call: before an fsync of a file is acknowledged.
+  // any was created since the last sync; waits for a sync another caller has in flight.
+  // Before an fsync of a file is acknowledged, and before the catalog says a segment is in
+  // the cache.
   Status SyncNames() const;
   // The cache file of `ino` if it exists (NotFound if not): reads and fsync of a file
   // with nothing staged create nothing.
@@ -76,8 +79,11 @@ class StagingCache {
   std::shared_ptr<const int> dir_fd_;  // -1 when it could not be opened (dir_errno_ says why)
   int dir_errno_ = 0;
   std::unique_ptr<FdCache> open_files_;
-  // A file was created since the last SyncNames (behind a pointer: the cache is movable).
+  // A file was created since the last SyncNames (behind pointers: the cache is movable).
   std::unique_ptr<std::atomic<bool>> names_unsynced_ = std::make_unique<std::atomic<bool>>(false);
+  // Held by SyncNames across the mark's exchange and the directory sync; nothing else is
+  // locked under it.
+  std::unique_ptr<std::mutex> names_sync_ = std::make_unique<std::mutex>();
 };
 
 }  // namespace cairn

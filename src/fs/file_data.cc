@@ -381,6 +381,9 @@ Status FileData::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t la
     state_.writeback_failed.insert(ino);
     return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", ino), err);
   }
+  // The cache file may be new (the write or truncate that fetches made it): its name must
+  // be durable too before the catalog says the segments are in it.
+  CAIRN_RETURN_IF_ERROR(archive_.cache().SyncNames());
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {
