@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -133,6 +134,7 @@ Status Filesystem::Recover() {
       state_.persist_queue[ino] = 0;
     }
     Status lookup;  // a failing query must not remove the cache's copy of a live file
+    std::set<uint64_t> present;  // live files with a cache file
     archive_.cache().ForEach([&](uint64_t ino, uint64_t bytes, int64_t mtime) {
       auto inode = catalog.GetInode(ino);
       if (!inode.ok() && !inode.status().IsNotFound()) {
@@ -140,11 +142,23 @@ Status Filesystem::Recover() {
       } else if (!inode.ok()) {
         Status removed = archive_.cache().Remove(ino);
         if (!removed.ok()) LogError("staging cache: {}", removed.message());
-      } else if (!state_.dirty.contains(ino)) {
-        cached.push_back({mtime, {ino, bytes}});
+      } else {
+        present.insert(ino);
+        if (!state_.dirty.contains(ino)) cached.push_back({mtime, {ino, bytes}});
       }
     });
     CAIRN_RETURN_IF_ERROR(lookup);
+    // Segments the catalog finds in the cache while their file's cache file is gone (the
+    // directory lost or replaced, a name a crash took): their extents hold their data. Left
+    // cached, they would read as zeros, a write would fetch nothing around its bytes, and a
+    // persist of a dirty file would commit them as holes, freeing the extents.
+    auto with_cached = catalog.InodesWhere("ino IN (SELECT ino FROM segments WHERE cached = 1)");
+    if (!with_cached.ok()) return with_cached.status();
+    for (uint64_t ino : *with_cached) {
+      if (present.contains(ino)) continue;
+      LogWarning("inode {}: its staging cache file is gone; its persisted segments are read from the disks", ino);
+      CAIRN_RETURN_IF_ERROR(catalog.SetSegmentsCached(ino, false));
+    }
     std::sort(cached.begin(), cached.end());
     for (const auto& [mtime, entry] : cached) state_.TouchCached(entry.first, entry.second);
     CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));

@@ -33,8 +33,9 @@ class Filesystem {
   explicit Filesystem(Archive& archive);
   ~Filesystem();
 
-  // Purges orphans left by a crash and queues files left dirty. Starts no thread, so it
-  // runs before the daemon forks and its errors reach the user.
+  // Purges orphans left by a crash, queues files left dirty and has segments whose cache
+  // file is gone read from their extents. Starts no thread, so it runs before the daemon
+  // forks and its errors reach the user.
   Status Recover();
   // Starts the catalog's WAL checkpoints and the persister and reconciler threads.
   Status StartBackground();

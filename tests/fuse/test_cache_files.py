@@ -1,6 +1,7 @@
 """The staging cache's files against the catalog: a cache file may hold bytes past its
-file's end (a crash between a write and the commit of its size, a failed write). They may
-not change what the file reads, nor what is persisted."""
+file's end (a crash between a write and the commit of its size, a failed write), or be gone
+behind segments the catalog says are cached (a cache directory lost or replaced, a name a
+crash took). Neither may change what the file reads, nor what is persisted."""
 import os
 
 from conftest import KiB, MiB, assert_file_equals, random_bytes, write_file
@@ -29,3 +30,51 @@ def test_stale_bytes_past_the_end_of_a_cache_file_read_as_zeros_in_a_gap_written
     assert_file_equals(path, expected)
     archive.evict()  # persisted as such: from the disks
     assert_file_equals(path, expected)
+
+
+def test_a_persisted_file_whose_cache_file_is_gone_reads_from_the_disks(archive):
+    big = archive.m("big")
+    small = archive.m("small")  # packed with others into a shared segment
+    expected = {big: random_bytes(5 * MiB + 333, 2), small: random_bytes(3000, 3)}
+    for path, data in expected.items():
+        write_file(path, data)
+    inos = [os.stat(path).st_ino for path in expected]
+    archive.umount()  # persisted; the cache keeps its copies
+    for ino in inos:
+        os.unlink(cache_file(archive, ino))
+    archive.mount()
+    for path, data in expected.items():
+        assert_file_equals(path, data)
+    # A write into the middle of a segment keeps the rest of it: an open for writing makes
+    # an empty cache file, which must not pass for the segment's copy.
+    with open(big, "r+b") as f:
+        os.pwrite(f.fileno(), b"X" * 10, MiB)
+    expected[big] = expected[big][:MiB] + b"X" * 10 + expected[big][MiB + 10:]
+    archive.remount()
+    for path, data in expected.items():
+        assert_file_equals(path, data)
+    archive.evict()
+    for path, data in expected.items():
+        assert_file_equals(path, data)
+
+
+def test_a_dirty_file_whose_cache_file_is_gone_keeps_its_persisted_bytes(archive):
+    path = archive.m("f")
+    data = random_bytes(MiB, 4)
+    write_file(path, data)
+    archive.persist()
+    with open(path, "ab") as f:  # dirty, durably so
+        f.write(b"appended")
+        f.flush()
+        os.fsync(f.fileno())
+    ino = os.stat(path).st_ino
+    archive.kill9()  # no persist at unmount: the file stays dirty
+    os.unlink(cache_file(archive, ino))  # and with it what was appended
+    archive.mount()
+    archive.persist()
+    assert os.path.getsize(path) == len(data) + len(b"appended")
+    with open(path, "rb") as f:
+        assert f.read(len(data)) == data
+    archive.evict()
+    with open(path, "rb") as f:
+        assert f.read(len(data)) == data
