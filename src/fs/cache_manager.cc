@@ -79,7 +79,7 @@ Status CacheManager::EvictFiles(const std::vector<uint64_t>& inos, Busy busy) {
   std::lock_guard batch(persister_.batch_mutex());
   for (size_t first = 0; first < inos.size(); first += kGroup) {
     std::vector<uint64_t> group(inos.begin() + first, inos.begin() + std::min(inos.size(), first + kGroup));
-    auto held = busy == Busy::kWait ? state_.LockData(group) : state_.TryLockData(&group);
+    auto held = busy == Busy::kWait ? state_.data_locks.Exclusive(group) : state_.data_locks.TryExclusive(&group);
     std::vector<uint64_t> evicted;
     Archive::PendingSync pending;
     {
@@ -119,7 +119,7 @@ Status CacheManager::EvictFiles(const std::vector<uint64_t>& inos, Busy busy) {
 
 Status CacheManager::EvictCleanSegments(uint64_t ino) {
   std::lock_guard batch(persister_.batch_mutex());
-  std::unique_lock data(state_.data_lock(ino));
+  auto data = state_.data_locks.Exclusive(ino);
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // offset, length
   Archive::PendingSync pending;
   {

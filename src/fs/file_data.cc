@@ -24,7 +24,7 @@ Result<FileHandle*> FileData::Open(uint64_t ino, int flags) {
   bool writable = (flags & O_ACCMODE) != O_RDONLY;
   // Shared: an eviction (exclusive) is either finished or not begun while the handle
   // counts itself open and opens the cache file.
-  std::shared_lock data(state_.data_lock(ino));
+  auto data = state_.data_locks.Shared(ino);
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
@@ -59,7 +59,7 @@ Result<FileHandle*> FileData::Open(uint64_t ino, int flags) {
 
 Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& reply) {
   // Shared: a segment's cache copy cannot be evicted between the lookup and the read.
-  std::shared_lock data(state_.data_lock(fh->ino));
+  auto data = state_.data_locks.Shared(fh->ino);
   uint64_t segment_size;
   uint64_t length;
   std::vector<std::optional<SegmentRecord>> segments;
@@ -134,7 +134,7 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
   if (offset > kMaxFileSize || src.size() > kMaxFileSize - offset) {
     return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
   }
-  std::unique_lock data(state_.data_lock(fh->ino));
+  auto data = state_.data_locks.Exclusive(fh->ino);
   uint64_t segment_size;
   uint64_t old_size;  // stays while the data lock is held
   {
@@ -264,7 +264,7 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
   if (*request.size > kMaxFileSize) {
     return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
   }
-  std::unique_lock data_lock(state_.data_lock(ino));
+  auto data = state_.data_locks.Exclusive(ino);
   // Shrinking into a persisted segment that is not cached: bring it back first, so the
   // bytes before the new end survive the copy-on-write re-persist.
   uint64_t boundary = 0;

@@ -38,7 +38,7 @@ class FileData {
 
  private:
   // Brings persisted segments [first, last] of `ino` back into the staging cache.
-  // REQUIRES: data_lock(ino) held, catalog mutex NOT held.
+  // REQUIRES: the file's data lock held (exclusive), catalog mutex NOT held.
   Status FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t last);
   // Room left in the disk group new data goes to. Thread-safe.
   uint64_t FreeDiskBytes();

@@ -1,26 +1,25 @@
 // FileState is the in-memory side of the namespace: kernel lookup counts, open handles,
 // which segments of which files are dirty in the staging cache, and the LRU of cached
 // files that eviction walks. Everything here is guarded by Archive::catalog_mutex(),
-// except data_lock(), which serializes data movement of one file (exclusive: write,
-// fetch, persist snapshot, truncate, evict; shared: read) and is taken BEFORE
-// catalog_mutex.
+// except data_locks, which serialize the data movement of each file (data_locks.h) and are
+// taken BEFORE catalog_mutex.
 //
-// Lock order: Persister::batch_mutex, data locks (in stripe order), ExtentStore's space mutex,
+// Lock order: Persister::batch_mutex, data locks (in ascending inode order), ExtentStore's space mutex,
 // catalog_mutex. The catalog mutex is what every metadata operation needs: nothing reads,
 // writes, syncs or discards a disk, fsyncs the catalog's WAL or the staging cache, or
 // waits for a client while holding it (prepare outside, commit inside; durable commits
 // sync after letting go, Archive::MakeDurable). Data locks may be held across disk I/O.
 #pragma once
 
-#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
-#include <shared_mutex>
 #include <unordered_map>
 #include <vector>
+
+#include "pipeline/data_locks.h"
 
 namespace cairn {
 
@@ -91,34 +90,7 @@ struct FileState {
     cached.erase(it);
   }
 
-  std::shared_mutex& data_lock(uint64_t ino) { return data_locks[ino % data_locks.size()]; }
-  // Every data lock of `inos`, exclusive, in stripe order: whoever holds several takes
-  // them this way, so no two such holders deadlock.
-  std::vector<std::unique_lock<std::shared_mutex>> LockData(const std::vector<uint64_t>& inos) {
-    std::set<std::shared_mutex*> stripes;
-    for (uint64_t ino : inos) stripes.insert(&data_lock(ino));
-    std::vector<std::unique_lock<std::shared_mutex>> held;
-    for (std::shared_mutex* stripe : stripes) held.emplace_back(*stripe);
-    return held;
-  }
-  // The same without waiting: locks the stripes of `*inos` that no one holds (a read may hold
-  // one across a disk's spin-up) and drops from `*inos` the files of the others.
-  std::vector<std::unique_lock<std::shared_mutex>> TryLockData(std::vector<uint64_t>* inos) {
-    std::set<std::shared_mutex*> stripes, busy;
-    for (uint64_t ino : *inos) stripes.insert(&data_lock(ino));
-    std::vector<std::unique_lock<std::shared_mutex>> held;
-    for (std::shared_mutex* stripe : stripes) {
-      std::unique_lock lock(*stripe, std::try_to_lock);
-      if (lock.owns_lock()) {
-        held.push_back(std::move(lock));
-      } else {
-        busy.insert(stripe);
-      }
-    }
-    std::erase_if(*inos, [&](uint64_t ino) { return busy.contains(&data_lock(ino)); });
-    return held;
-  }
-  std::array<std::shared_mutex, 64> data_locks;
+  DataLocks data_locks;  // not guarded by the catalog mutex: a lock of its own per file
 };
 
 }  // namespace cairn

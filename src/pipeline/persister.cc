@@ -260,7 +260,7 @@ Result<std::shared_ptr<const WritePlan>> Persister::PlanOf(const InodeRecord& in
 }
 
 Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces) {
-  std::unique_lock data(state_.data_lock(ino));
+  auto data = state_.data_locks.Exclusive(ino);
   InodeRecord inode;
   std::shared_ptr<const WritePlan> plan;
   std::vector<uint64_t> candidates;

@@ -393,7 +393,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   std::vector<uint64_t> inos;
   for (const Job& job : batch.jobs) inos.push_back(job.inode.ino);
   // Under the files' data locks no write is half done.
-  auto held = state_.LockData(inos);
+  auto held = state_.data_locks.Exclusive(inos);
   std::unique_lock lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   state_.migrating = 0;
