@@ -73,7 +73,7 @@ void Persister::Run() {
       due = DueFiles(NowNs());
     }
     if (!due.empty()) {
-      std::map<uint64_t, Status> left_out;  // logged by WriteAndCommit, retried later
+      std::map<uint64_t, Status> left_out;  // logged, and queued for a retry
       auto unfinished = PersistRound(due, &left_out);
       std::lock_guard lock(archive_.catalog_mutex());
       if (!unfinished.ok()) {
@@ -164,7 +164,7 @@ Status Persister::PersistAll() {
       CAIRN_RETURN_IF_ERROR(archive_.CommitDurably());
       const auto& [ino, why] = *left_out.begin();
       std::string more = left_out.size() > 1 ? fmt::format(" (and {} other file(s))", left_out.size() - 1) : "";
-      return Status::IOError(fmt::format("inode {}{}: no data key: {}", ino, more, why.message()));
+      return Status::IOError(fmt::format("inode {}{}: not persisted: {}", ino, more, why.message()));
     }
     std::unique_lock lock(archive_.catalog_mutex());
     if (state_.dirty.empty()) {  // "persisted" must survive a power loss too
@@ -223,9 +223,12 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
     }
     size_t before = pieces.size();
     auto more = Snapshot(ino, pieces);
-    if (!more.ok()) {
-      if (Status flushed = flush(); !flushed.ok()) LogError("persisting the rest of the round failed: {}", flushed.message());
-      return more.status();
+    if (!more.ok()) {  // logged; this file waits, the others go on
+      pieces.erase(pieces.begin() + static_cast<std::ptrdiff_t>(before), pieces.end());
+      left_out->emplace(ino, more.status());
+      std::lock_guard lock(archive_.catalog_mutex());
+      if (state_.dirty.contains(ino)) state_.persist_queue[ino] = NowNs() + kRetryDelayNs;
+      continue;
     }
     if (*more) unfinished.push_back(ino);
     for (size_t i = before; i < pieces.size(); i++) {
@@ -238,6 +241,8 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
     }
   }
   CAIRN_RETURN_IF_ERROR(flush());
+  // Left out, they wait for their retry: another slice now would only fail again.
+  std::erase_if(unfinished, [left_out](uint64_t ino) { return left_out->contains(ino); });
   return unfinished;
 }
 
@@ -392,7 +397,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
   }
   for (const auto& [ino, why] : written->left_out) {
     LogError("inode {}: not persisted, will retry: no data key: {}", ino, why.message());
-    left_out->emplace(ino, why);
+    left_out->emplace(ino, Status::IOError(fmt::format("no data key: {}", why.message())));
   }
   retry_later(&written->left_out);
 

@@ -45,9 +45,10 @@ class Persister {
  private:
   void Run();
   // Persists one slice of each of the given files, as long as their owner has not had
-  // about one slice's worth this round; returns those with more to persist. Files whose
-  // data key cannot be had are left dirty, queued for a retry and added to *left_out with
-  // why. Serialized by run_mutex_.
+  // about one slice's worth this round; returns those with more to persist. Files that
+  // cannot be persisted now (no data key, their cache file or policy failing) are left
+  // dirty, queued for a retry and added to *left_out with why; the others go on.
+  // Serialized by run_mutex_.
   Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos, std::map<uint64_t, Status>* left_out);
   // The owner (uid) of each file, 0 for a file that is gone; an error when the catalog fails.
   Result<std::vector<uint32_t>> OwnersOf(const std::vector<uint64_t>& inos);

@@ -2,9 +2,10 @@
 file's end (a crash between a write and the commit of its size, a failed write), or be gone
 behind segments the catalog says are cached (a cache directory lost or replaced, a name a
 crash took). Neither may change what the file reads, nor what is persisted."""
+import contextlib
 import os
 
-from conftest import KiB, MiB, assert_file_equals, random_bytes, write_file
+from conftest import KiB, MiB, assert_file_equals, cairn, random_bytes, write_file
 
 
 def cache_file(archive, ino):
@@ -78,3 +79,34 @@ def test_a_dirty_file_whose_cache_file_is_gone_keeps_its_persisted_bytes(archive
     archive.evict()
     with open(path, "rb") as f:
         assert f.read(len(data)) == data
+
+
+def test_a_file_whose_cache_file_is_refused_does_not_hold_back_the_other_files(archive):
+    # Dirty across a crash, with the lowest inode number: fsync'ed, never closed.
+    stuck = archive.m("stuck")
+    data = random_bytes(300 * KiB, 4)
+    fd = os.open(stuck, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)
+    ino = os.fstat(fd).st_ino
+    archive.kill9()
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    # A second name for its cache file: the daemon refuses to write through such a file.
+    stray = os.path.join(os.path.dirname(archive.arch), "stray-name")
+    os.link(cache_file(archive, ino), stray)
+    archive.mount()
+    others = {archive.m(f"later-{i}"): random_bytes((i + 1) * 100 * KiB, 10 + i) for i in range(3)}
+    for path, content in others.items():
+        write_file(path, content)
+    r = cairn("persist", archive.arch, check=False, timeout=60)
+    assert r.returncode != 0 and f"inode {ino}: not persisted" in r.stderr and "one name" in r.stderr, r
+    for path in others:
+        assert os.getxattr(path, "user.cairn.state") == b"persisted", path
+    assert os.getxattr(stuck, "user.cairn.state") != b"persisted"
+    os.unlink(stray)
+    archive.persist()
+    assert os.getxattr(stuck, "user.cairn.state") == b"persisted"
+    archive.evict()
+    for path, content in {stuck: data, **others}.items():
+        assert_file_equals(path, content)
