@@ -326,7 +326,9 @@ Status Catalog::Exec(const char* sql) {
 
 Statement& Catalog::Prepare(const char* sql, bool journaled) {
   auto& slot = statements_[sql];
-  if (!slot) slot = std::make_unique<Statement>(db_, sql, journaled ? &journal_ : nullptr);
+  // One that failed to prepare (out of memory, the schema unreadable for a moment) is tried
+  // again: kept, it would fail every later use until a restart.
+  if (!slot || !slot->prepared()) slot = std::make_unique<Statement>(db_, sql, journaled ? &journal_ : nullptr);
   // A change outside an operation joins the batch too, not a commit of its own: that one
   // would not count in commit_sequence(), and a SyncThrough would not wait for it.
   if (slot->writes() && commit_failure_.ok()) {

@@ -361,6 +361,7 @@ Result<uint64_t> Namespace::LookupPath(const std::string& path) {
   while (std::getline(names, name, '/')) {
     if (name.empty() || name == ".") continue;
     auto next = archive_.catalog().Lookup(ino, name);
+    if (!next.ok() && !next.status().IsNotFound()) return next.status();
     if (!next.ok()) return Status::NotFound(fmt::format("{}: no such file or directory in the archive", path));
     ino = *next;
   }

@@ -116,6 +116,9 @@ void OpInit(void*, fuse_conn_info* conn) {
   want(FUSE_CAP_DONT_MASK);
   want(FUSE_CAP_EXPORT_SUPPORT);
   conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;  // truncation arrives as setattr(size)
+  // The kernel clears setuid/setgid on chown, truncate and write (a setattr of the mode):
+  // the filesystem would have to otherwise, for the writes too, which it sees without caller.
+  conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
   conn->max_write = 1 << 20;
   conn->max_readahead = 1 << 20;
   conn->time_gran = 1;
@@ -217,25 +220,27 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Guarded(req, "open", [&] {
-    auto r = Fs(req).Open(ino, fi->flags, CallerOf(req));
+    Filesystem& fs = Fs(req);  // a reply frees req, whether or not it reached the kernel
+    auto r = fs.Open(ino, fi->flags, CallerOf(req));
     if (!r.ok()) return ReplyError(req, r.status(), "open");
     fi->fh = reinterpret_cast<uint64_t>(*r);
     fi->keep_cache = 1;  // nobody else changes the data behind the kernel's back
-    if (fuse_reply_open(req, fi) == -ENOENT) Fs(req).Release(*r);  // the opener was interrupted
+    if (fuse_reply_open(req, fi) == -ENOENT) fs.Release(*r);  // the opener was interrupted
   });
 }
 
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   Guarded(req, "create", [&] {
+    Filesystem& fs = Fs(req);  // a reply frees req, whether or not it reached the kernel
     InodeRecord attr;
-    auto r = Fs(req).Create(parent, name, mode, fi->flags, CallerOf(req), &attr);
+    auto r = fs.Create(parent, name, mode, fi->flags, CallerOf(req), &attr);
     if (!r.ok()) return ReplyError(req, r.status(), "create");
     fi->fh = reinterpret_cast<uint64_t>(*r);
     fi->keep_cache = 1;
     fuse_entry_param e = ToEntry(attr);
     if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-      Fs(req).Release(*r);
-      Fs(req).Forget(attr.ino, 1);
+      fs.Release(*r);
+      fs.Forget(attr.ino, 1);
     }
   });
 }

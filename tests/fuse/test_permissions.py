@@ -108,3 +108,27 @@ def test_nobody_is_denied_where_posix_says(archive):
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, NOBODY, 0o600)
     assert run_as_nobody(PROBE.split("out = {")[0] + 'print(json.dumps(attempt(lambda: read(p("secret")))))',
                          archive.mnt) == "EACCES"
+
+
+def test_a_change_of_owner_or_content_clears_setuid_and_setgid(archive):
+    # The kernel clears them (cairn leaves FUSE_CAP_HANDLE_KILLPRIV off): on chown, and on a
+    # write or truncate by someone who is not privileged.
+    paths = {name: archive.m(name) for name in ("chowned", "written", "truncated")}
+    for path in paths.values():
+        write_file(path, b"#!/bin/sh\necho hello\n")
+        os.chmod(path, 0o6777)
+    os.chown(paths["chowned"], 1000, 1000)
+    run_as_nobody(r'''
+import json, os, sys
+with open(sys.argv[1], "ab") as f:
+    f.write(b"appended\n")
+os.truncate(sys.argv[2], 3)
+print(json.dumps("ok"))
+''', paths["written"], paths["truncated"])
+    archive.remount()  # what the catalog holds, not the kernel's copy
+    for name, path in paths.items():
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        assert mode & (stat.S_ISUID | stat.S_ISGID) == 0, f"{name}: {oct(mode)}"
+        assert mode & 0o777 == 0o777, f"{name}: {oct(mode)}"
+    assert read_file(paths["written"]).endswith(b"appended\n")
+    assert read_file(paths["truncated"]) == b"#!/"

@@ -106,3 +106,16 @@ TEST_CASE("Catalog: a change outside an operation joins the batch, whose commit 
   REQUIRE(c.catalog->Flush().ok());
   CHECK(c.catalog->commit_sequence() > before);  // else SyncThrough(commit_sequence()) would not sync it
 }
+
+TEST_CASE("Catalog: a query that could not be prepared is prepared again on its next use") {
+  test::TempDir dir;
+  auto catalog = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+  auto exec = [&](const char* sql) { REQUIRE(sqlite3_exec(catalog->handle(), sql, nullptr, nullptr, nullptr) == SQLITE_OK); };
+  exec("ALTER TABLE xattrs RENAME TO xattrs_away");  // as a passing failure to read the schema would
+  auto failed = catalog->GetXattr(kRootInode, "user.a");
+  REQUIRE_FALSE(failed.ok());
+  CHECK_FALSE(failed.status().IsNotFound());
+  CHECK_THAT(failed.status().message(), Catch::Contains("cannot prepare"));
+  exec("ALTER TABLE xattrs_away RENAME TO xattrs");
+  CHECK(catalog->GetXattr(kRootInode, "user.a").status().IsNotFound());
+}
