@@ -291,6 +291,10 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
   std::unique_lock lock(archive_.catalog_mutex());
   bool resized = false;
   uint64_t old_size_for_cache = 0;
+  // What the resize below changes in memory, put back if the catalog rolls it back: a segment
+  // it took out of `persisting` would be committed by the persist in flight as clean.
+  std::optional<DirtyFile> dirty_before;
+  if (auto it = state_.dirty.find(ino); it != state_.dirty.end()) dirty_before = it->second;
   auto updated = names_.SetAttrLocked(ino, request, [&](InodeRecord& inode, int64_t now) -> Status {
     uint64_t old_size = old_size_for_cache = inode.size;
     uint64_t new_size = *request.size;
@@ -329,7 +333,14 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
     resized = true;
     return Status::OK();
   });
-  if (!updated.ok()) return updated;
+  if (!updated.ok()) {
+    state_.EraseDirty(ino);
+    if (dirty_before) {
+      state_.dirty[ino] = *dirty_before;
+      state_.dirty_bytes += dirty_before->written_bytes;
+    }
+    return updated;
+  }
   InodeRecord inode = *updated;
   if (!resized) return inode;
   auto live = state_.live.find(ino);

@@ -12,6 +12,7 @@
 
 #include "archive_fixture.h"
 #include "fault_disk.h"
+#include "sql_faults.h"
 #include "test_util.h"
 
 using namespace cairn;
@@ -124,4 +125,28 @@ TEST_CASE("Truncate during a persist: the segment in flight is not committed whe
   CHECK(segments[2].extent_id == kHoleExtent);
   CHECK_FALSE(segments[2].cached);  // evicted: what reads as zeros below comes from the catalog
   CHECK(f.ReadFile(ino, expected.size()) == expected);
+}
+
+TEST_CASE("Truncate during a persist: a truncate that fails leaves the segment in flight dirty") {
+  GatedArchive f;
+  test::SqlFaults faults;
+  faults.Watch(f.archive->catalog().handle());
+  auto data = test::RandomBytes(3 * kSegment, 47);
+  uint64_t ino = f.WriteFile("f", data);
+  REQUIRE(f.fs->PersistAll().ok());
+  auto rewrite = test::RandomBytes(kSegment, 48);
+  REQUIRE(f.WriteAt(ino, 2 * kSegment, rewrite).ok());  // fsync'd: only in the staging cache
+  std::copy(rewrite.begin(), rewrite.end(), data.begin() + 2 * kSegment);
+
+  auto persist = f.PersistHeld();  // segment 2's new bytes in flight
+  faults.Arm("FROM segments WHERE ino = ? ORDER BY idx");  // the truncate fails, its change rolled back
+  CHECK_FALSE(f.Bounded([&] { return f.Resize(ino, kSegment + 10); }).ok());
+  faults.Disarm();
+  f.gate.Open();
+  Status persisted = persist.get();
+  INFO(persisted.message());
+  REQUIRE(persisted.ok());
+
+  REQUIRE(f.fs->EvictAll().ok());  // the rewrite is on the disks, or the cache copy stays
+  CHECK(f.ReadFile(ino, data.size()) == data);
 }
