@@ -329,16 +329,22 @@ Status Archive::LoadRules() {
     CAIRN_RETURN_IF_ERROR(CheckRulesFit(*rules, options_, rules_path()));
     CAIRN_RETURN_IF_ERROR(CheckRulesKeys(*rules, KeyInKeystore(keystore_path()), rules_path()));
   }
-  {
-    std::lock_guard lock(rules_mutex_);
-    rules_ = std::move(rules);
-  }
   std::string digest = fmt::format("{:08x}-{}", Crc32c({reinterpret_cast<const uint8_t*>(text.data()), text.size()}),
                                    text.size());
+  // The new rules apply once the catalog has queued the check of every file against them
+  // (under its lock, so the reconciler cannot take that check to the old ones); a failure
+  // leaves the old rules in force, as the caller reports.
   std::lock_guard lock(catalog_mutex_);
+  auto apply = [&] {
+    std::lock_guard rules_lock(rules_mutex_);
+    rules_ = std::move(rules);
+  };
   auto seen = catalog_->GetMeta("rules_digest");
   if (!seen.ok() && !seen.status().IsNotFound()) return seen.status();
-  if (seen.ok() ? *seen == digest : text.empty()) return Status::OK();
+  if (seen.ok() ? *seen == digest : text.empty()) {
+    apply();
+    return Status::OK();
+  }
   CAIRN_RETURN_IF_ERROR(catalog_->Begin());
   Status st = catalog_->QueuePolicyCheck(kRootInode);
   if (st.ok()) st = catalog_->SetMeta("rules_digest", digest);
@@ -347,6 +353,7 @@ Status Archive::LoadRules() {
     return st;
   }
   CAIRN_RETURN_IF_ERROR(catalog_->Commit());
+  apply();
   LogInfo("rules {} changed: every file's policy will be checked", text.empty() ? "(none)" : rules_path());
   return Status::OK();
 }

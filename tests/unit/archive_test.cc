@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 
+#include <fstream>
+
 #include <fmt/format.h>
 
 #include "archive/archive.h"
@@ -491,4 +493,21 @@ TEST_CASE("Filesystem: '.' of a file looks up the file (the kernel's way back fr
   REQUIRE(found.ok());
   CHECK(found->ino == ino);
   CHECK(a.fs->Lookup(ino, "x").status().sys_errno() == ENOTDIR);
+}
+
+TEST_CASE("Archive: a rules reload the catalog cannot record leaves the old rules in force") {
+  test::ArchiveFixture f;
+  test::SqlFaults faults;
+  faults.Watch(f.archive->catalog().handle());
+  std::ofstream(f.dir + "/rules") << "policy old selectable\n    set segment_size=128K\ndefault\n";
+  REQUIRE(f.fs->ReloadRules().ok());
+  std::ofstream(f.dir + "/rules") << "policy new selectable\n    set segment_size=256K\ndefault\n";
+  faults.Arm("FROM meta WHERE key");  // the digest of the rules in force cannot be read
+  CHECK_FALSE(f.fs->ReloadRules().ok());
+  faults.Disarm();
+  auto rules = f.archive->policy_context().rules;
+  CHECK(rules->FindPolicy("old") != nullptr);
+  CHECK(rules->FindPolicy("new") == nullptr);
+  REQUIRE(f.fs->ReloadRules().ok());  // once it can, the new ones apply
+  CHECK(f.archive->policy_context().rules->FindPolicy("new") != nullptr);
 }
