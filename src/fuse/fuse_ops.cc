@@ -450,7 +450,12 @@ fuse_lowlevel_ops MakeOperations() {
 
 Status ServeFuse(Filesystem& fs, const MountSettings& settings, const std::function<Status()>& ready) {
   std::vector<std::string> arg_strings = {"cairn"};
-  std::string options = fmt::format("fsname={},subtype=cairn,default_permissions", fs.archive().dir());
+  std::string fsname;  // the archive directory; libfuse reads a backslash-escaped comma as part of it
+  for (char c : fs.archive().dir()) {
+    if (c == ',' || c == '\\') fsname += '\\';
+    fsname += c;
+  }
+  std::string options = fmt::format("fsname={},subtype=cairn,default_permissions", fsname);
   for (const auto& option : settings.fuse_options) options += "," + option;
   arg_strings.push_back("-o");
   arg_strings.push_back(options);

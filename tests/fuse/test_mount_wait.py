@@ -5,8 +5,8 @@ import signal
 import subprocess
 import time
 
-from conftest import CAIRN, FUSERMOUNT, MiB, cairn, is_mounted, pid_alive, random_bytes, read_file, run, sha256, \
-    write_file
+from conftest import (CAIRN, FUSERMOUNT, KiB, MiB, Archive, cairn, is_mounted, pid_alive, random_bytes, read_file,
+                      run, sha256, write_file)
 
 # Holds ARCHIVE/lock as a cairn daemon does (flock, pid inside) until its stdin closes.
 HOLD_LOCK = r"""
@@ -115,3 +115,24 @@ def test_mounting_a_mounted_archive_fails_at_once(archive):
     r = cairn("mount", a.arch, other, check=False, timeout=60)
     assert r.returncode == 1 and f"is mounted at {a.mnt}" in r.stderr, r.stderr
     assert time.monotonic() - t0 < 5 and not is_mounted(other)
+
+
+def test_an_archive_whose_path_has_a_space_and_a_comma(archive):
+    # /proc/mounts shows a space as \040, and a comma ends a mount option unless escaped.
+    odd = Archive(os.path.join(archive.base, "my archives, 2026"))
+    try:
+        odd.mkfs()
+        odd.mount()
+        data = random_bytes(300 * KiB, 7)
+        write_file(odd.m("f"), data)
+        cairn("persist", odd.mnt)  # finds its archive from the mount point
+        assert os.getxattr(odd.m("f"), "user.cairn.state") == b"persisted"
+        odd.umount()
+        assert not odd.late_exits, f"cairn umount returned before the daemon exited: {odd.late_exits}"
+        odd.mount()
+        assert read_file(odd.m("f")) == data
+        odd.umount()
+        assert not odd.late_exits, f"cairn umount returned before the daemon exited: {odd.late_exits}"
+    finally:
+        problems = odd.cleanup()
+    assert not problems, problems
