@@ -155,6 +155,9 @@ int CmdUmount(const Args& args) {
   std::string archive = where->archive;
   std::string mountpoint = where->mountpoint;
   int pid = Archive::LockHolder(archive);
+  // Persisted first, while the daemon can still say what it could not persist (it tries
+  // again as it exits, but nobody hears its answer then).
+  bool persisted = pid <= 0 || SendControl(archive, ControlRequest{.verb = ControlVerb::kPersist}) == 0;
   pid_t child = ::fork();
   if (child == 0) {
     ::execlp("fusermount3", "fusermount3", "-u", mountpoint.c_str(), static_cast<char*>(nullptr));
@@ -167,6 +170,11 @@ int CmdUmount(const Args& args) {
   auto daemon_alive = [pid] { return pid > 0 && ::kill(pid, 0) == 0; };
   while (Archive::LockHolder(archive) != 0 || daemon_alive()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!persisted) {
+    return Fail(1, fmt::format("{} is unmounted, but not all of its data is on the disks (see above): the rest stays "
+                               "in the staging cache and is persisted when the archive is mounted again",
+                               mountpoint));
   }
   return 0;
 }
