@@ -162,6 +162,7 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
   if (offset > old_size) CAIRN_RETURN_IF_ERROR(StagingCache::CutTo((*file)->fd(), old_size));
   CAIRN_RETURN_IF_ERROR(FetchSegments(fh->ino, (*file)->fd(), first, last));
   int64_t now = NowNs();
+  Archive::PendingSync dirty_mark;
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
@@ -183,14 +184,16 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
     dirty.last_write_ns = now;
     state_.last_activity_ns = now;
     state_.DropCached(fh->ino);
-    // Changing a persisted file in the cache: make the dirty mark durable first, or a
-    // crash could leave a changed cache copy that the catalog believes is clean.
+    // Changing a persisted file in the cache: make the dirty mark durable first (synced, out
+    // of the lock), or a crash or power loss could leave a changed cache copy that the
+    // catalog believes is clean: read until evicted, then the old bytes again.
     if (inode->segment_size != 0 && !inode->dirty) {
       inode->dirty = true;
       CAIRN_RETURN_IF_ERROR(archive_.catalog().UpdateInode(*inode));
-      CAIRN_RETURN_IF_ERROR(archive_.catalog().Flush());
+      CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &dirty_mark));
     }
   }
+  CAIRN_RETURN_IF_ERROR(archive_.MakeDurable(std::move(dirty_mark)));
   CAIRN_RETURN_IF_ERROR(StagingCache::WriteAt((*file)->fd(), offset, src));
   if (!pinned && ::fdatasync((*file)->fd()) != 0) {  // its descriptor may be gone by the next fsync
     return Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", fh->ino), errno);
