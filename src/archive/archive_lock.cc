@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -13,12 +16,32 @@
 
 namespace cairn {
 
+namespace {
+constexpr int kProbeRetries = 20;  // 10 ms apart
+}  // namespace
+
 Result<ArchiveLock> ArchiveLock::Acquire(const std::string& dir) {
   std::string path = dir + "/lock";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Status::FromErrno(fmt::format("cannot open {}", path), errno);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  // Only a file of its own: the pid is written through it, by root too.
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    ::close(fd);
+    return Status::Permission(fmt::format("{} is not a regular file with one name; refused", path));
+  }
+  // Holder() probes with a shared lock for an instant (cairn status, umount, mount --wait):
+  // a moment's wait tells that from a holder.
+  int locked = -1;
+  for (int tries = 0;; tries++) {
+    locked = ::flock(fd, LOCK_EX | LOCK_NB);
+    if (locked == 0 || errno != EWOULDBLOCK || tries == kProbeRetries) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (locked != 0) {
+    int err = errno;
     ::close(fd);  // not ours: the holder's pid stays
+    if (err != EWOULDBLOCK) return Status::FromErrno(fmt::format("cannot lock {}", path), err);
     return Status::Busy(
         fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first", dir, Holder(dir)));
   }

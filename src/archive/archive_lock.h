@@ -10,8 +10,9 @@ namespace cairn {
 
 class ArchiveLock {
  public:
-  // Takes the lock of archive `dir` without waiting and records this process's pid in it;
-  // Busy naming the holder's pid when another process has it.
+  // Takes the lock of archive `dir` and records this process's pid in it; Busy naming the
+  // holder's pid when another process has it (waiting only out a Holder() probe). Refuses a
+  // lock file that is not a regular file with one name.
   static Result<ArchiveLock> Acquire(const std::string& dir);
   // The pid recorded in the lock file of `dir`, -1 when it is locked and no pid is written
   // yet, 0 when no process holds the archive.
