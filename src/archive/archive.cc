@@ -49,7 +49,9 @@ Status MakeDir(const std::string& path) {
 Status WriteFileDurably(const std::string& dir, const std::string& name, const std::string& text) {
   std::string path = dir + "/" + name;
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
+  // A new file, never one left there: that could be a second name of some other file.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return Status::FromErrno(fmt::format("cannot remove {}", tmp), errno);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return Status::FromErrno(fmt::format("cannot create {}", tmp), errno);
   Status owned = GiveToArchiveOwner(dir, fd, tmp);
   bool ok = owned.ok() && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&

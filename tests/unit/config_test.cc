@@ -1,11 +1,17 @@
 #include <catch2/catch.hpp>
 
-#include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <set>
 
+#include <fmt/format.h>
+
+#include "archive/archive.h"
 #include "archive/config.h"
+#include "archive_fixture.h"
 
 using namespace cairn;
 
@@ -182,4 +188,19 @@ TEST_CASE("Config: a bad disk group is refused, naming the problem") {
   CHECK(message("group.g.disks = 0,2\n") ==
         "cairn.conf: disk 1 is in no group; once groups are named, every disk belongs to one (group.NAME.disks)");
   CHECK(message("group.g.disks = 0-1\ngroup.h.disks = 2\n") == "accepted");
+}
+
+TEST_CASE("SaveConfig: a leftover cairn.conf.tmp with a second name elsewhere is replaced, not written through") {
+  test::ArchiveFixture f;
+  f.Close();
+  std::string other = f.tmp / "someone-elses-file";
+  std::ofstream(other) << "precious\n";
+  REQUIRE(::link(other.c_str(), (f.dir + "/cairn.conf.tmp").c_str()) == 0);
+  auto options = LoadConfig(f.dir + "/cairn.conf");
+  REQUIRE(options.ok());
+  REQUIRE(SaveConfig(f.dir, *options).ok());
+  std::ifstream in(other);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == "precious\n");
+  CHECK(LoadConfig(f.dir + "/cairn.conf").ok());
 }
