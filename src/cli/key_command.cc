@@ -16,6 +16,7 @@
 #include "archive/config.h"
 #include "archive/rules_fit.h"
 #include "cli/commands.h"
+#include "fs/filesystem.h"
 #include "keys/keystore.h"
 #include "policy/rules.h"
 
@@ -145,7 +146,15 @@ Result<uint64_t> FileKeyAction(const std::string& archive, const std::string& ac
   open.lock = action != "count";
   auto opened = Archive::Open(archive, open);
   if (!opened.ok()) return opened.status();
-  return (*opened)->ChangeFileKeys(action, name);
+  if (action != "erase") return (*opened)->ChangeFileKeys(action, name);
+  // As the daemon does: the staging cache's copies of what the key decrypted go too, or
+  // the next mount would serve them.
+  Filesystem fs(**opened);
+  CAIRN_RETURN_IF_ERROR(fs.Recover());
+  auto erased = fs.ChangeFileKeys(action, name);
+  Status durable = (*opened)->CommitDurably();
+  if (erased.ok() && !durable.ok()) return durable;
+  return erased;
 }
 
 int List(const std::string& archive, const Keystore& store) {

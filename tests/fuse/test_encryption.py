@@ -321,6 +321,26 @@ def test_a_crypto_erase_leaves_no_plaintext_in_any_cache(archive):
     os.remove(archive.m("e", "f"))
 
 
+def test_a_crypto_erase_of_an_unmounted_archive_leaves_no_plaintext_in_its_staging_cache(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    marker = b"ERASED-WHILE-UNMOUNTED-" * 8192
+    write_file(archive.m("e", "f"), marker)
+    archive.persist()  # on the disks, sealed; the staging cache keeps its plaintext copy
+    cache_dir = os.path.join(archive.arch, "cache")
+    assert any(marker[:4096] in open(os.path.join(cache_dir, n), "rb").read() for n in os.listdir(cache_dir))
+    archive.umount()
+    r = cairn("key", "delete", archive.arch, "k1", "--erase")
+    assert "1 file(s) crypto-erased" in r.stdout, r
+    for name in os.listdir(cache_dir):
+        assert marker[:4096] not in open(os.path.join(cache_dir, name), "rb").read(), name
+    archive.mount()
+    with pytest.raises(OSError) as e:
+        read_file(archive.m("e", "f"))
+    assert e.value.errno == errno.EIO
+    os.remove(archive.m("e", "f"))
+
+
 def test_a_file_whose_key_is_gone_does_not_hold_back_the_other_files(archive):
     cairn("key", "create", archive.arch, "k1")
     encrypt_dir(archive, archive.m("e"))
