@@ -1,7 +1,12 @@
 #include "archive/group_setup.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cctype>
+#include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -12,6 +17,42 @@
 #include "util/size.h"
 
 namespace cairn {
+
+namespace {
+
+// What a disk path names, whatever the path: a block device by its number, a file by its inode.
+Result<std::pair<uint64_t, uint64_t>> DiskIdentity(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Status::FromErrno(path, errno);
+  if (S_ISBLK(st.st_mode)) return std::pair<uint64_t, uint64_t>{0, st.st_rdev};
+  return std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino};
+}
+
+// Each device once, and none the archive has already: it would be formatted (a lonestar
+// group's zeroed) over what it holds.
+Status CheckDevicesAreNew(const std::string& dir, const std::vector<std::string>& devices,
+                          const ArchiveOptions& options) {
+  std::map<std::pair<uint64_t, uint64_t>, std::string> disks;  // of the archive
+  for (const std::string& disk : options.disks) {
+    auto identity = DiskIdentity(disk.starts_with('/') ? disk : dir + "/" + disk);
+    if (identity.ok()) disks.emplace(*identity, disk);  // a missing disk cannot be listed again
+  }
+  std::map<std::pair<uint64_t, uint64_t>, std::string> listed;
+  for (const std::string& device : devices) {
+    auto identity = DiskIdentity(device);
+    if (!identity.ok()) return identity.status();
+    if (auto disk = disks.find(*identity); disk != disks.end()) {
+      return Status::InvalidArgument(
+          fmt::format("--devices: {} is {}, a disk of this archive already; refused", device, disk->second));
+    }
+    if (auto [earlier, added] = listed.emplace(*identity, device); !added) {
+      return Status::InvalidArgument(fmt::format("--devices: {} and {} are the same disk", earlier->second, device));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
 
 Result<GroupSpec> ParseGroupSpec(std::string_view text) {
   std::vector<std::string> parts;
@@ -71,6 +112,7 @@ Status AddGroup(const std::string& dir, const ArchiveId& id, const GroupSpec& sp
   if (options.disks.size() + spec.disks > kMaxDisks) {
     return Status::InvalidArgument(fmt::format("an archive has at most {} disks", kMaxDisks));
   }
+  CAIRN_RETURN_IF_ERROR(CheckDevicesAreNew(dir, devices, options));
   // Devices are used as large as the smallest of them (a lonestar group's disks are alike).
   uint64_t size = disk_size;
   if (!devices.empty()) {

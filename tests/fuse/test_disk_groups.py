@@ -150,3 +150,24 @@ def test_a_plan_that_cannot_be_resolved_is_logged_as_such(archive):
     archive.evict()
     assert all({disk for disk, _ in places} <= {2, 3} for places in chunks_of(archive.m("d", "f")).values())
     assert read_file(archive.m("d", "f")) == data
+
+
+def test_group_add_refuses_a_device_listed_twice_or_already_a_disk_of_the_archive(archive):
+    archive.umount()
+    disk0 = os.path.join(archive.arch, "disks", "disk-000.img")
+    with open(disk0, "rb") as f:
+        head = f.read(MiB)
+    spare = archive.s("spare")
+    write_file(spare, random_bytes(MiB, 5))
+    alias = archive.s("alias-of-disk-0")
+    os.symlink(disk0, alias)
+    r = cairn("group", "add", archive.arch, "extra:pool:2", "--devices", f"{spare},{alias}", check=False)
+    assert r.returncode != 0 and "a disk of this archive already" in r.stderr, r
+    others = [archive.s(f"dev{i}") for i in range(2)]
+    for path in others:
+        write_file(path, random_bytes(MiB, 6))
+    r = cairn("group", "add", archive.arch, "extra:pool:3", "--devices", ",".join(others + [others[0]]), check=False)
+    assert r.returncode != 0 and "are the same disk" in r.stderr, r
+    with open(disk0, "rb") as f:
+        assert f.read(MiB) == head  # neither zeroed nor formatted
+    archive.mount()
