@@ -81,9 +81,10 @@ Result<std::vector<std::string>> Grants(const std::string& text) {
   return out;
 }
 
-// The source of a new key version from --from-file / --from-command, or a random inline key.
-// The source is tried now, so a key that cannot be read is never recorded.
-Result<MasterKeySource> NewSource(const std::string& name, const Args& options) {
+// The source of version `version` of key `name` from --from-file / --from-command, or a
+// random inline key. The source is tried now, as that version (a command is told it), so a
+// key that cannot be read is never recorded.
+Result<MasterKeySource> NewSource(const std::string& name, uint32_t version, const Args& options) {
   MasterKeySource source;
   source.name = name;
   for (size_t i = 0; i + 1 < options.size(); i += 2) {
@@ -98,7 +99,7 @@ Result<MasterKeySource> NewSource(const std::string& name, const Args& options) 
   }
   if (source.location.empty()) return NewInlineMasterKey(name);
   CAIRN_RETURN_IF_ERROR(CheckKeyName(name));
-  source.version = 1;
+  source.version = version;
   auto bytes = MasterKeyOf(source);
   if (!bytes.ok()) return bytes.status();
   return source;
@@ -206,7 +207,7 @@ int CmdKey(const Args& args) {
                    (action == "create" && options[i] == "--allow");
       if (!known || i + 1 >= options.size()) return Usage();
     }
-    auto source = NewSource(name, options);
+    auto source = NewSource(name, has ? store->current(name)->version + 1 : 1, options);
     if (!source.ok()) return Fail(1, source.status().message());
     if (Status st = store->AddVersion(std::move(*source)); !st.ok()) return Fail(1, st.message());
     if (auto allow = std::find(options.begin(), options.end(), "--allow"); allow != options.end()) {

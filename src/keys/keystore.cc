@@ -379,6 +379,10 @@ bool Keystore::Allows(const std::string& name, uid_t uid, std::span<const gid_t>
 
 Status Keystore::AddVersion(MasterKeySource source) {
   CAIRN_RETURN_IF_ERROR(CheckKeyName(source.name));
+  // The keystore is line by line: a line break in a path or command would end the entry.
+  if (source.location.find_first_of(std::string_view("\n\r\0", 3)) != std::string::npos) {
+    return Status::InvalidArgument(fmt::format("key {}: a key file path or command must be one line", source.name));
+  }
   const MasterKeySource* newest = current(source.name);
   source.version = newest ? newest->version + 1 : 1;
   auto at = std::find_if(keys_.begin(), keys_.end(), [&](const MasterKeySource& k) { return k.name > source.name; });

@@ -15,6 +15,9 @@ from conftest import (KiB, MiB, NOBODY, assert_trees_equal, cairn, random_bytes,
                       write_file)
 from test_plugins import drop_caches, image_contains, log_text
 
+HEX1 = "11" * 32  # master keys as a key command gives them
+HEX2 = "22" * 32
+
 
 def images(archive):
     conf = open(os.path.join(archive.arch, "cairn.conf")).read()
@@ -479,3 +482,19 @@ def test_a_changed_byte_in_an_encrypted_extent_reads_eio_never_other_bytes(archi
     archive.umount()
     overwrite(archive, disk, offset + 4096 + 100, original)  # put it back for the teardown's fsck
     archive.mount()
+
+
+def test_a_key_command_is_tried_as_the_version_it_becomes_and_must_be_one_line(archive):
+    first = archive.s("k1.hex")
+    write_file(first, HEX1.encode())
+    os.chmod(first, 0o600)
+    cairn("key", "create", archive.arch, "k1", "--from-file", first)
+    # Told the version it is asked for, this command has version 2 only: the rotation makes it.
+    command = f'case "$CAIRN_KEY_VERSION" in 2) echo {HEX2};; *) exit 1;; esac'
+    r = cairn("key", "rotate", archive.arch, "k1", "--from-command", command)
+    assert "version 2" in r.stdout, r
+    # The keystore is line by line: a two-line command would leave it unreadable.
+    r = cairn("key", "create", archive.arch, "k2", "--from-command", f"true\necho {HEX2}", check=False)
+    assert r.returncode != 0 and "must be one line" in r.stderr, r
+    listed = cairn("key", "list", archive.arch).stdout
+    assert "k1" in listed and "k2" not in listed, listed
