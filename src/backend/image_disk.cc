@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <vector>
@@ -94,8 +95,19 @@ class ImageDisk final : public Disk {
     return Status::OK();
   }
 
+  // Linux reports a failed write-back once, to one fdatasync; the next may succeed with the
+  // pages lost. So once one has failed, every later sync fails too (as the catalog's WalSync).
   Status Sync() override {
-    if (::fdatasync(fd_) != 0) return Status::FromErrno(fmt::format("{}: fdatasync", name_), errno);
+    int failed = sync_errno_.load();
+    if (failed == 0 && ::fdatasync(fd_) != 0) {
+      failed = errno;
+      sync_errno_.store(failed);
+      return Status::FromErrno(fmt::format("{}: fdatasync", name_), failed);
+    }
+    if (failed != 0) {
+      return Status::FromErrno(
+          fmt::format("{}: an earlier fdatasync failed, so what was written since may not be on it", name_), failed);
+    }
     return Status::OK();
   }
 
@@ -163,6 +175,7 @@ class ImageDisk final : public Disk {
   const int fd_;
   const uint64_t size_;
   const bool block_device_;
+  std::atomic<int> sync_errno_{0};  // of the first failed fdatasync; 0 while none has failed
 };
 
 }  // namespace
