@@ -26,6 +26,10 @@ std::optional<uint64_t> SpaceAllocator::Allocate(uint64_t length) {
 }
 
 Status SpaceAllocator::MarkUsed(uint64_t offset, uint64_t length) {
+  // Checked without overflow: a damaged record's offset + length may wrap around.
+  if (length == 0 || offset < start_ || offset > end_ || length > end_ - offset) {
+    return Status::Corruption(fmt::format("range [{}, +{}) is outside the disk's [{}, {})", offset, length, start_, end_));
+  }
   auto it = free_.upper_bound(offset);
   if (it == free_.begin()) {
     return Status::Corruption(fmt::format("range [{}, +{}) is already in use or outside the disk", offset, length));
@@ -44,7 +48,7 @@ Status SpaceAllocator::MarkUsed(uint64_t offset, uint64_t length) {
 }
 
 Status SpaceAllocator::CheckUsed(uint64_t offset, uint64_t length) const {
-  if (offset < start_ || offset + length > end_ || length == 0) {
+  if (length == 0 || offset < start_ || offset > end_ || length > end_ - offset) {
     return Status::InvalidArgument(fmt::format("release of [{}, +{}) outside the disk", offset, length));
   }
   auto next = free_.lower_bound(offset);

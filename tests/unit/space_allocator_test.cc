@@ -42,3 +42,13 @@ TEST_CASE("SpaceAllocator: MarkUsed rebuilds state and detects overlap") {
   CHECK(*a.Allocate(4096) == 4096);
   CHECK(*a.Allocate(8192) == 16384);
 }
+
+TEST_CASE("SpaceAllocator: a range whose end wraps around is refused, and frees nothing") {
+  SpaceAllocator a(4096, 1 << 20);
+  REQUIRE(a.MarkUsed(4096, 8192).ok());
+  const uint64_t wrapping = UINT64_MAX - 4095;  // + 8192 wraps to 4096
+  CHECK(a.MarkUsed(wrapping, 8192).IsCorruption());
+  CHECK_FALSE(a.Release(wrapping, 8192).ok());
+  CHECK(a.MarkUsed(4096, 8192).IsCorruption());  // still in use
+  CHECK(a.free_bytes() == (1 << 20) - 4096 - 8192);
+}
