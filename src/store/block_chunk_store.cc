@@ -143,6 +143,7 @@ void BlockChunkStore::ScanChunks(const std::function<void(const ChunkLocator&, E
   // a bad sector are still found; the blocks that do not read are reported as one range.
   std::optional<uint64_t> unreadable_from;
   Status unreadable_why;
+  uint64_t failed_window_end = 0;  // up to here a window did not read: block by block
   auto report_unreadable = [&](uint64_t end) {
     if (!unreadable_from) return;
     problem(fmt::format("{} offset {}: unreadable ({}); skipped {} bytes", name_, *unreadable_from,
@@ -152,9 +153,10 @@ void BlockChunkStore::ScanChunks(const std::function<void(const ChunkLocator&, E
   for (uint64_t at = data_start_; at + kExtentHeaderSize <= data_end_;) {
     if (at < window_start || at + kExtentHeaderSize > window_start + window_length) {
       window_start = at;
-      window_length = std::min<uint64_t>(kWindow, data_end_ - at);
+      window_length = at < failed_window_end ? kExtentHeaderSize : std::min<uint64_t>(kWindow, data_end_ - at);
       Status st = disk_->ReadAt(at, std::span(window).first(window_length));
       if (!st.ok() && window_length > kExtentHeaderSize) {
+        failed_window_end = at + window_length;  // not read again whole for each block in it
         window_length = kExtentHeaderSize;
         st = disk_->ReadAt(at, std::span(window).first(window_length));
       }

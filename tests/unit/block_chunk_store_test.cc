@@ -90,7 +90,9 @@ TEST_CASE("BlockChunkStore: a scan for chunks reads around a bad sector, not pas
   auto image = CreateImageDisk(dir / "disk.img", kDiskBytes);
   REQUIRE(image.ok());
   std::vector<std::pair<uint64_t, uint64_t>> bad;  // none while the chunks are written
-  BlockChunkStore store(0, std::make_unique<test::BadBlocksDisk>(std::move(*image), bad), kBlockSize, kDiskBytes);
+  auto bad_blocks = std::make_unique<test::BadBlocksDisk>(std::move(*image), bad);
+  const test::BadBlocksDisk& disk = *bad_blocks;
+  BlockChunkStore store(0, std::move(bad_blocks), kBlockSize, kDiskBytes);
   std::vector<uint64_t> addresses;
   for (uint64_t id = 1; id <= 3; id++) {
     auto payload = test::RandomBytes(5000, static_cast<uint32_t>(id));
@@ -113,6 +115,8 @@ TEST_CASE("BlockChunkStore: a scan for chunks reads around a bad sector, not pas
                                     addresses[1], dir / "disk.img"),
                         fmt::format("disk 0 offset {}: unreadable ({}: injected read error); skipped 4096 bytes",
                                     kDiskBytes - kBlockSize, dir / "disk.img")});
+  // Each bad sector fails a window once, then the one block on it: not a window per block.
+  CHECK(disk.failed_reads() <= 2 * 3);
 }
 
 TEST_CASE("BlockChunkStore: a chunk larger than its reservation is refused, not written", "[store]") {

@@ -56,14 +56,18 @@ class BadBlocksDisk : public DiskWrapper {
   Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override {
     for (const auto& [start, length] : bad_) {
       if (offset < start + length && start < offset + dst.size()) {
+        failed_reads_++;
         return Status::IOError(Name() + ": injected read error");
       }
     }
     return DiskWrapper::ReadAt(offset, dst);
   }
+  // How many reads failed (a slow bad sector costs each one).
+  int failed_reads() const { return failed_reads_; }
 
  private:
   std::vector<std::pair<uint64_t, uint64_t>>& bad_;  // (offset, length), may change while in use
+  std::atomic<int> failed_reads_{0};
 };
 
 // ReadLogDisk records the offset of every read, for tests of access order.
