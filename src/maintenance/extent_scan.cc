@@ -18,10 +18,11 @@ void ScanDisk(Archive& archive, uint32_t index, std::map<uint64_t, std::vector<F
               ExtentScan& scan, const std::function<void(size_t, uint64_t)>& progress) {
   archive.store(index).ScanChunks(
       [&](const ChunkLocator& locator, ExtentHeader header) {
-        if (header.archive_id != archive.id()) return;  // a disk image stored in the archive, say
+        if (header.archive_id != archive.id()) return false;  // a disk image stored in the archive, say
         scan.chunks++;
         scan.max_extent_id = std::max(scan.max_extent_id, header.extent_id);
         found[header.extent_id].push_back({index, locator, std::move(header)});
+        return true;
       },
       [&](const std::string& problem) { scan.problems.push_back(problem); },
       [&](uint64_t bytes) {

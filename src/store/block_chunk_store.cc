@@ -133,7 +133,7 @@ void BlockChunkStore::CheckLayout(std::span<const PlacedChunk> chunks,
   }
 }
 
-void BlockChunkStore::ScanChunks(const std::function<void(const ChunkLocator&, ExtentHeader)>& found,
+void BlockChunkStore::ScanChunks(const std::function<bool(const ChunkLocator&, ExtentHeader)>& found,
                                  const std::function<void(const std::string&)>& problem,
                                  const std::function<void(uint64_t)>& progress) {
   constexpr uint64_t kWindow = 1 << 20;  // bytes read at a time
@@ -182,8 +182,8 @@ void BlockChunkStore::ScanChunks(const std::function<void(const ChunkLocator&, E
       continue;
     }
     uint64_t allocation = ExtentAllocation(header->payload_length, header->redundancy.idr_scramble);
-    found(ChunkLocator{at, allocation}, std::move(*header));
-    at += std::max<uint64_t>(allocation, kBlockSize);
+    bool ours = found(ChunkLocator{at, allocation}, std::move(*header));
+    at += ours ? std::max<uint64_t>(allocation, kBlockSize) : kBlockSize;
   }
   report_unreadable(data_end_);
 }

@@ -37,7 +37,7 @@ class BlockChunkStore : public ChunkStore {
   std::string Locate(const ChunkLocator& chunk) const override;
   void CheckLayout(std::span<const PlacedChunk> chunks,
                    const std::function<void(const std::string&)>& problem) const override;
-  void ScanChunks(const std::function<void(const ChunkLocator&, ExtentHeader)>& found,
+  void ScanChunks(const std::function<bool(const ChunkLocator&, ExtentHeader)>& found,
                   const std::function<void(const std::string&)>& problem,
                   const std::function<void(uint64_t)>& progress) override;
 

@@ -75,8 +75,10 @@ class ChunkStore {
                            const std::function<void(const std::string&)>& problem) const = 0;
   // cairn recover: finds the chunks in the store without a catalog. Calls `found` for every
   // chunk header that checks (magic, CRC), `problem` for damaged headers and unreadable
-  // ranges, and `progress` with the bytes looked at so far, every megabyte or so.
-  virtual void ScanChunks(const std::function<void(const ChunkLocator&, ExtentHeader)>& found,
+  // ranges, and `progress` with the bytes looked at so far, every megabyte or so. `found`
+  // returns whether the chunk is one of the archive's: its space is then skipped; another's
+  // header (in a disk image stored in the archive, say) is looked inside, block by block.
+  virtual void ScanChunks(const std::function<bool(const ChunkLocator&, ExtentHeader)>& found,
                           const std::function<void(const std::string&)>& problem,
                           const std::function<void(uint64_t)>& progress) = 0;
 };

@@ -107,7 +107,7 @@ TEST_CASE("BlockChunkStore: a scan for chunks reads around a bad sector, not pas
   bad = {{addresses[0] + kExtentHeaderSize + 512, 512}, {addresses[1] + 1024, 512}, {kDiskBytes - kBlockSize, 512}};
   std::vector<uint64_t> found;
   std::vector<std::string> problems;
-  store.ScanChunks([&](const ChunkLocator&, ExtentHeader h) { found.push_back(h.extent_id); },
+  store.ScanChunks([&](const ChunkLocator&, ExtentHeader h) { return found.push_back(h.extent_id), true; },
                    [&](const std::string& p) { problems.push_back(p); }, {});
   CHECK(found == std::vector<uint64_t>{1, 3});
   CHECK(problems == std::vector<std::string>{
@@ -254,4 +254,36 @@ TEST_CASE("DiskGroup: reserves each chunk in its own domain on disks in service,
         "4 chunk(s) of 100 bytes need as many disks with room, in distinct failure domains; only 3 found among the 4 "
         "disks of group fast");
   CHECK(group.free_bytes() == before);  // the three it did find went back
+}
+
+TEST_CASE("BlockChunkStore: a scan looks inside another archive's header instead of skipping what it claims",
+          "[store]") {
+  test::TempDir dir;
+  auto store = MakeStore(dir, 0);
+  // Chunk 1's payload holds, at a block boundary, the header of a chunk of another archive
+  // (a disk image stored in this one) that claims the rest of the disk.
+  std::vector<uint8_t> payload = test::RandomBytes(8 * kBlockSize, 1);
+  ExtentHeader foreign = HeaderFor(99, std::vector<uint8_t>(40 * kBlockSize), {});
+  foreign.archive_id = ArchiveId{9, 9, 9};
+  auto encoded = EncodeExtentHeader(foreign);
+  std::copy(encoded.begin(), encoded.end(), payload.begin() + 2 * kBlockSize);
+  auto first = store->Reserve(payload.size(), 0);
+  REQUIRE(first);
+  REQUIRE(store->Write(*first, HeaderFor(1, payload, {}), payload).ok());
+  auto tail = test::RandomBytes(5000, 2);
+  auto second = store->Reserve(tail.size(), 0);
+  REQUIRE(second);
+  REQUIRE(store->Write(*second, HeaderFor(2, tail, {}), tail).ok());
+  // Chunk 1's own header damaged: the scan walks its payload block by block.
+  std::vector<uint8_t> zeros(kBlockSize);
+  REQUIRE(store->disk().WriteAt(first->address, zeros).ok());
+  REQUIRE(store->Sync().ok());
+  std::vector<uint64_t> found;
+  store->ScanChunks(
+      [&](const ChunkLocator&, ExtentHeader h) {
+        found.push_back(h.extent_id);
+        return h.archive_id == ArchiveId{1, 2, 3};
+      },
+      [](const std::string&) {}, {});
+  CHECK(found == std::vector<uint64_t>{99, 2});
 }
