@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <ctime>
 
@@ -125,7 +126,18 @@ Status FormatDevice(const std::string& path, uint32_t index, const ArchiveId& id
   return (*disk)->Sync();
 }
 
+Status CheckRecordablePath(const std::string& path) {
+  bool edge_space = !path.empty() && (std::isspace(static_cast<unsigned char>(path.front())) ||
+                                      std::isspace(static_cast<unsigned char>(path.back())));
+  if (path.find_first_of("#\n\r") == std::string::npos && !edge_space) return Status::OK();
+  return Status::InvalidArgument(
+      fmt::format("{:?}: cairn.conf cannot hold a path with '#', a line break or spaces at either end", path));
+}
+
 Status SaveConfig(const std::string& dir, const ArchiveOptions& options) {
+  for (const std::string& path : options.disks) CAIRN_RETURN_IF_ERROR(CheckRecordablePath(path));
+  CAIRN_RETURN_IF_ERROR(CheckRecordablePath(options.keystore));
+  CAIRN_RETURN_IF_ERROR(CheckRecordablePath(options.plugin_dir));
   return WriteFileDurably(dir, "cairn.conf", FormatConfig(options));
 }
 

@@ -57,6 +57,9 @@ std::string LoneStarJournalPath(const std::string& dir, const std::string& group
 std::string LoneStarIdentity(const std::string& archive_id, const std::string& group);
 // Rewrites dir/cairn.conf, durably (a temporary file renamed over it).
 Status SaveConfig(const std::string& dir, const ArchiveOptions& options);
+// InvalidArgument when cairn.conf could not record `path` as it is (it reads a value up to a
+// '#', trimmed, one per line): checked before a path is put to use.
+Status CheckRecordablePath(const std::string& path);
 // Adds `disk` to failed_disks in dir/cairn.conf.
 Status MarkDiskFailed(const std::string& dir, uint32_t disk);
 

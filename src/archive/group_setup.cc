@@ -28,8 +28,8 @@ Result<std::pair<uint64_t, uint64_t>> DiskIdentity(const std::string& path) {
   return std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino};
 }
 
-// Each device once, and none the archive has already: it would be formatted (a lonestar
-// group's zeroed) over what it holds.
+// Each device once, none the archive has already (it would be formatted, a lonestar group's
+// zeroed, over what it holds), and each a path cairn.conf can record.
 Status CheckDevicesAreNew(const std::string& dir, const std::vector<std::string>& devices,
                           const ArchiveOptions& options) {
   std::map<std::pair<uint64_t, uint64_t>, std::string> disks;  // of the archive
@@ -39,6 +39,7 @@ Status CheckDevicesAreNew(const std::string& dir, const std::vector<std::string>
   }
   std::map<std::pair<uint64_t, uint64_t>, std::string> listed;
   for (const std::string& device : devices) {
+    CAIRN_RETURN_IF_ERROR(CheckRecordablePath(device));
     auto identity = DiskIdentity(device);
     if (!identity.ok()) return identity.status();
     if (auto disk = disks.find(*identity); disk != disks.end()) {

@@ -93,6 +93,7 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
   if (new_path.empty()) return Fail(2, "give the path of the new disk image");
   // cairn.conf resolves relative paths against the archive: keep where the user meant.
   std::string path = std::filesystem::absolute(new_path).lexically_normal();
+  if (Status st = CheckRecordablePath(path); !st.ok()) return Fail(2, st.message());
   auto archive = OpenOffline(dir);  // checks that the archive opens and gives the disk size
   if (!archive.ok()) return Fail(1, archive.status().message());
   ArchiveOptions options = (*archive)->options();

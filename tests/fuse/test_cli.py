@@ -140,3 +140,15 @@ def test_numbers_and_durations_that_are_not_are_refused(archive):
                       (["inspect", archive.arch, "--disk", "0", "--offset", "-1"], "'-1' is not a number")]:
         r = cairn(*args, check=False)
         assert r.returncode != 0 and why in r.stderr, (args, r.stderr)
+
+
+def test_a_disk_path_cairn_conf_cannot_record_is_refused_before_it_is_used(archive):
+    archive.umount()
+    spare_dir = archive.s("spare#2")
+    os.mkdir(spare_dir)
+    new = os.path.join(spare_dir, "d1.img")
+    r = cairn("disk", "replace", archive.arch, "1", new, check=False)
+    assert r.returncode != 0 and "cairn.conf cannot hold a path with '#'" in r.stderr, r
+    assert not os.path.exists(new)
+    assert "#" not in open(os.path.join(archive.arch, "cairn.conf")).read().split("\n", 1)[1]
+    archive.mount()
