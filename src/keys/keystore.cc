@@ -108,9 +108,11 @@ const char* KindPrefix(MasterKeySource::Kind kind) {
   return "?";
 }
 
+// "*", or uid:N / gid:N written as an id is matched against (no leading zeros, 32 bits):
+// "uid:01000" would never match uid 1000.
 bool IsGrant(const std::string& who) {
-  static const std::regex kWho("\\*|(uid|gid):[0-9]{1,10}");
-  return std::regex_match(who, kWho);
+  static const std::regex kWho("\\*|(uid|gid):(0|[1-9][0-9]{0,9})");
+  return std::regex_match(who, kWho) && (who == "*" || std::stoull(who.substr(4)) <= UINT32_MAX);
 }
 
 // Runs `source`'s command; its standard output (at most kMaxSourceOutput bytes) in secret
@@ -403,7 +405,8 @@ Status Keystore::SetGrants(const std::string& name, std::vector<std::string> who
   CAIRN_RETURN_IF_ERROR(CheckKeyName(name));
   for (const std::string& w : who) {
     if (!IsGrant(w)) {
-      return Status::InvalidArgument(fmt::format("key {}: '{}' is not uid:N, gid:N or *", name, w.substr(0, 40)));
+      return Status::InvalidArgument(fmt::format(
+          "key {}: '{}' is not uid:N, gid:N (N a 32-bit id without leading zeros) or *", name, w.substr(0, 40)));
     }
   }
   std::erase_if(grants_, [&](const auto& g) { return g.first == name; });

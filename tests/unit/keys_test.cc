@@ -130,7 +130,9 @@ TEST_CASE("Keys: the keystore saves and loads root-only, and refuses a wider mod
            {"key k1 0 hex:" + std::string(64, 'a') + "\n", "line 1: key k1: the version is not a number"},
            {"key bad/name 1 hex:00\n", "line 1: the key name is not 1..64 letters"},
            {"key k1 1 file:relative\n", "the source is not hex:DIGITS, file:/PATH or command:COMMAND"},
-           {"allow k1 uid:x\n", "line 1: key k1: 'uid:x' is not uid:N, gid:N or *"},
+           {"allow k1 uid:x\n", "line 1: key k1: 'uid:x' is not uid:N, gid:N"},
+           {"allow k1 uid:01000\n", "line 1: key k1: 'uid:01000' is not uid:N, gid:N"},  // would match no one
+           {"allow k1 gid:4294967296\n", "'gid:4294967296' is not uid:N, gid:N"},
            {"secret k1\n", "it starts with neither 'key' nor 'allow'"},
            {"key k1 " + std::string(64, 'b') + "\n", "the version is not a number"},  // never echoes the digits,
        }) {
