@@ -4,11 +4,13 @@
 #include <cstring>
 #include <chrono>
 #include <ctime>
+#include <future>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "codec/transform_pool.h"
 #include "pipeline/segment_map_update.h"
 #include "policy/resolver.h"
 #include "util/clock.h"
@@ -341,6 +343,24 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
   };
   auto file = archive_.cache().Open(ino);
   if (!file.ok()) return cache_failure(file.status());
+  // The segments are read on the transform pool, side by side: its workers would otherwise
+  // wait for this whole slice before they transform the first extent of it. Every read is
+  // over before this returns (and so before the data lock and the cache file go), even when
+  // it throws.
+  struct Read {
+    size_t piece;  // in `pieces`
+    std::future<Result<std::vector<uint8_t>>> bytes;
+  };
+  std::vector<Read> reads;
+  struct WaitForReads {
+    std::vector<Read>& reads;
+    ~WaitForReads() {
+      for (Read& read : reads) {
+        if (read.bytes.valid()) read.bytes.wait();
+      }
+    }
+  } wait_for_reads{reads};
+  const int fd = (*file)->fd();
   size_t taken = 0;
   uint64_t segments_read = 0;
   for (; taken < candidates.size(); taken++) {
@@ -351,18 +371,31 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     piece.plan = plan;
     uint64_t start = piece.index * inode.segment_size;
     uint64_t length = std::min(inode.segment_size, inode.size - start);
-    auto has_data = StagingCache::HasData((*file)->fd(), start, length);
+    auto has_data = StagingCache::HasData(fd, start, length);
     if (!has_data.ok()) return cache_failure(has_data.status());
     if (*has_data) {
       if (segments_read == kSegmentsPerCommit) break;
-      piece.data.resize(length);
-      if (Status st = StagingCache::ReadAt((*file)->fd(), start, piece.data); !st.ok()) return cache_failure(st);
+      reads.push_back({pieces.size(), archive_.transform_pool().Submit([fd, start, length]() -> Result<std::vector<uint8_t>> {
+                         std::vector<uint8_t> bytes(length);
+                         CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fd, start, bytes));
+                         return bytes;
+                       })});
       segments_read++;
     } else {
       piece.hole_length = length;  // all zeros, as a read would have shown
     }
     pieces.push_back(std::move(piece));
   }
+  Status read_failure;
+  for (Read& read : reads) {
+    auto bytes = read.bytes.get();
+    if (!bytes.ok()) {
+      if (read_failure.ok()) read_failure = bytes.status();
+      continue;
+    }
+    pieces[read.piece].data = std::move(*bytes);
+  }
+  if (!read_failure.ok()) return cache_failure(read_failure);
   std::lock_guard lock(archive_.catalog_mutex());
   auto dirty_it = state_.dirty.find(ino);
   if (dirty_it != state_.dirty.end()) {
