@@ -338,8 +338,9 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     LogError("reconciler: inode {}: {}", ino, segments_now.status().message());
     return false;
   }
-  // Commit checks that a key row is still there: a crypto-erase while the plaintext is
-  // being rewritten must not be undone by the new extents.
+  // A crypto-erase while the plaintext is being rewritten must not be undone by the new
+  // extents: they are sealed with the key the file has now or not at all (had_data_key),
+  // and Commit checks that its key row is still there.
   auto key = catalog.GetFileKey(ino);
   if (!key.ok() && !key.status().IsNotFound()) {  // stays queued
     LogError("reconciler: inode {}: {}", ino, key.status().message());
@@ -510,6 +511,7 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
     for (uint64_t index = 0; index * planned.plan->segment_size < planned.inode.size; index++) {
       if (cancel_) return abandon(Status::OK());
       SegmentPiece piece{ino, index, planned.plan->segment_size, planned.plan, {}};
+      piece.had_data_key = planned.had_key;
       Status st = ReadNewSegment(planned, index, &piece.data);
       if (!st.ok()) {  // this file stays as it is; the others go on
         LogError("reconciler: inode {} stays out of policy: {}", ino, st.message());

@@ -20,11 +20,20 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   std::set<uint32_t> disks_written;
   Status failure;
 
-  // A file whose data key cannot be had is left out, so that it does not hold back the
-  // other files of the batch (their owners', their packs').
+  // Each file's data key, looked up once for the whole batch. A file whose data key cannot
+  // be had is left out, so that it does not hold back the other files of the batch (their
+  // owners', their packs').
+  std::map<uint64_t, FileKeys::DataKey> keys;
   for (const SegmentPiece& piece : pieces) {
-    if ((skip && skip(piece)) || !piece.plan->chain.needs_key() || out.left_out.contains(piece.ino)) continue;
-    if (auto key = archive.file_keys().ForWriting(piece.ino, piece.plan->key_name); !key.ok()) {
+    if ((skip && skip(piece)) || !piece.plan->chain.needs_key() || keys.contains(piece.ino) ||
+        out.left_out.contains(piece.ino)) {
+      continue;
+    }
+    auto key = piece.had_data_key ? archive.file_keys().ForReading(piece.ino)
+                                  : archive.file_keys().ForWriting(piece.ino, piece.plan->key_name);
+    if (key.ok()) {
+      keys.emplace(piece.ino, *key);
+    } else {
       out.left_out.emplace(piece.ino, key.status());
     }
   }
@@ -111,12 +120,12 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     if (chain.needs_key()) {
       seal.archive_id = archive.id();
       seal.file_id = affinity;
-      auto data_key = archive.file_keys().ForWriting(affinity, plan.key_name);
-      if (!data_key.ok()) {
-        failure = Status::IOError(fmt::format("inode {}: no data key: {}", affinity, data_key.status().message()));
+      auto data_key = keys.find(affinity);  // an encrypted pack holds one file's pieces
+      if (data_key == keys.end()) {
+        failure = Status::IOError(fmt::format("inode {}: no data key was looked up for it", affinity));
         return;
       }
-      key = *data_key;
+      key = data_key->second;
       seal.key = key->bytes();
       auto id = archive.extents().NewExtentId();
       if (!id.ok()) {

@@ -28,6 +28,9 @@ struct SegmentPiece {
   // A segment known to be all zeros without reading it (a hole in the staging cache)
   // leaves `data` empty and gives its length here; it is written as a hole.
   uint64_t hole_length = 0;
+  // The bytes were read through the data key the file had (a re-encode): they are sealed
+  // with that key or not at all, never with a new one (a crypto-erase since is final).
+  bool had_data_key = false;
 
   uint64_t length() const { return data.empty() ? hole_length : data.size(); }
 };

@@ -28,6 +28,7 @@ using namespace cairn;
 namespace {
 
 using test::DiskGate;
+using test::kSegment;
 using namespace std::chrono_literals;
 
 constexpr auto kPatience = 20s;  // what takes milliseconds, unless it waits for the gate
@@ -108,6 +109,56 @@ TEST_CASE("Reconciler: a crypto-erase while a file is rewritten in clear is not 
   auto queued = a.archive->catalog().PolicyQueue(0, 16);
   REQUIRE(queued.ok());
   CHECK(std::find(queued->begin(), queued->end(), file) == queued->end());
+}
+
+TEST_CASE("Reconciler: a crypto-erase while a file is re-encrypted under another key is not undone",
+          "[reconciler][keys]") {
+  // One transform worker: the extents after the first few look up their key only once the
+  // first is written, which the gate holds until after the erase.
+  GatedKeyArchive a([](MkfsOptions& mkfs) { mkfs.options.transform_workers = 1; });
+  {
+    auto store = Keystore::Load(a.dir + "/keystore");
+    REQUIRE(store.ok());
+    REQUIRE(store->AddVersion(*NewInlineMasterKey("k2")).ok());
+    REQUIRE(store->Save().ok());
+  }
+  auto dir = a.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  REQUIRE(a.Set(dir->ino, "user.cairn.encrypt", "aes-256-gcm").ok());
+  REQUIRE(a.Set(dir->ino, "user.cairn.key", "k1").ok());
+  const auto data = test::RandomBytes(8 * kSegment + 1000, 2);
+  uint64_t file = a.WriteFile("f", data, dir->ino);
+  REQUIRE(a.fs->PersistAll().ok());
+  const auto sealed = a.Segments(file);
+  REQUIRE(a.Set(file, "user.cairn.key", "k2").ok());  // queued to be rewritten
+
+  auto apply = a.ApplyHeld();  // its plaintext read, the first extent on its way to the disks
+  auto erase = std::async(std::launch::async, [&] { return a.fs->ChangeFileKeys("erase", "k1"); });
+  if (erase.wait_for(kPatience) != std::future_status::ready) {
+    a.gate.Open();
+    FAIL("the erase waited for the held re-encode");
+  }
+  auto erased = erase.get();
+  REQUIRE(erased.ok());
+  CHECK(*erased == 1);
+  a.gate.Open();
+  REQUIRE(apply.get().ok());
+
+  // No segment was sealed with a new key and swapped in: nothing of the file reads.
+  auto now = a.Segments(file);
+  REQUIRE(now.size() == sealed.size());
+  for (size_t i = 0; i < now.size(); i++) CHECK(now[i].extent_id == sealed[i].extent_id);
+  auto fh = a.fs->Open(file, O_RDONLY, Caller{});
+  REQUIRE(fh.ok());
+  for (uint64_t at = 0; at < data.size(); at += kSegment) {
+    auto read = test::ReadBytes(*a.fs, *fh, at, std::min<uint64_t>(kSegment, data.size() - at));
+    INFO("offset " << at << ": " << read.status().ToString());
+    CHECK(read.status().IsCorruption());
+  }
+  a.fs->Release(*fh);
+  std::lock_guard lock(a.archive->catalog_mutex());
+  auto key = a.archive->catalog().GetFileKey(file);
+  CHECK(key.status().IsNotFound());  // no new data key made for it
 }
 
 TEST_CASE("Reconciler: files that stay queued do not keep the background from the rest of the queue",
