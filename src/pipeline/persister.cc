@@ -80,11 +80,7 @@ void Persister::Run() {
       std::lock_guard lock(archive_.catalog_mutex());
       if (!unfinished.ok()) {
         LogError("persisting {} file(s) failed, will retry: {}", due.size(), unfinished.status().message());
-        for (uint64_t ino : due) {  // DueFiles took them off the queue; put back what is left
-          if (state_.dirty.contains(ino) && !state_.persist_queue.contains(ino)) {
-            state_.persist_queue[ino] = NowNs() + kRetryDelayNs;
-          }
-        }
+        RequeueAfterFailure(due);  // DueFiles took them off the queue
       } else {
         // Back in the queue, due at once: the next round serves them again, together with
         // the files that became due meanwhile. Open files are not: DueFiles picks them
@@ -149,17 +145,21 @@ Status Persister::PersistAll() {
   // persist is tried again at once; files that are only still open get a moment to close.
   auto deadline = std::chrono::steady_clock::now() + kReleaseGrace;
   for (int attempt = 0;;) {
-    std::vector<uint64_t> inos;
+    std::vector<uint64_t> all;
     {
       std::lock_guard lock(archive_.catalog_mutex());
-      for (const auto& [ino, dirty] : state_.dirty) inos.push_back(ino);
+      for (const auto& [ino, dirty] : state_.dirty) all.push_back(ino);
       state_.persist_queue.clear();
     }
     std::map<uint64_t, Status> left_out;
-    while (!inos.empty()) {
+    for (std::vector<uint64_t> inos = all; !inos.empty();) {
       auto unfinished = PersistRound(inos, &left_out);
       if (after_batch_) after_batch_();
-      if (!unfinished.ok()) return unfinished.status();
+      if (!unfinished.ok()) {  // the files not reached yet wait for the background's retry
+        std::lock_guard lock(archive_.catalog_mutex());
+        RequeueAfterFailure(all);
+        return unfinished.status();
+      }
       inos = std::move(*unfinished);
     }
     if (!left_out.empty()) {  // the other files are persisted: durably so, then the error
@@ -185,6 +185,14 @@ Status Persister::PersistAll() {
       continue;
     }
     return Status::Busy(fmt::format("{} file(s) are still being written; persist again later", state_.dirty.size()));
+  }
+}
+
+void Persister::RequeueAfterFailure(const std::vector<uint64_t>& inos) {
+  for (uint64_t ino : inos) {
+    if (state_.dirty.contains(ino) && !state_.persist_queue.contains(ino)) {
+      state_.persist_queue[ino] = NowNs() + kRetryDelayNs;
+    }
   }
 }
 

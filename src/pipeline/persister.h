@@ -50,6 +50,9 @@ class Persister {
   // dirty, queued for a retry and added to *left_out with why; the others go on.
   // Serialized by run_mutex_.
   Result<std::vector<uint64_t>> PersistRound(const std::vector<uint64_t>& inos, std::map<uint64_t, Status>* left_out);
+  // Puts the files of `inos` that are still dirty and not queued back in the queue, due
+  // after the retry delay: a round that failed took them off it. REQUIRES: catalog mutex.
+  void RequeueAfterFailure(const std::vector<uint64_t>& inos);
   // The owner (uid) of each file, 0 for a file that is gone; an error when the catalog fails.
   Result<std::vector<uint32_t>> OwnersOf(const std::vector<uint64_t>& inos);
   // The write plan of `inode`: its layout's, or, at first persist, its policy's; refused

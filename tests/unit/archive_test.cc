@@ -4,7 +4,9 @@
 
 #include <fcntl.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -261,6 +263,32 @@ TEST_CASE("Persister: a disk failure at any point loses nothing") {
     if (!injected) break;
     REQUIRE(fail_at < 100);
   }
+}
+
+TEST_CASE("Persister: the files a failed 'persist' did not reach are persisted by the background after all") {
+  test::FaultPlan plan;
+  Fixture f({}, [&plan](std::unique_ptr<Disk> disk, size_t) -> std::unique_ptr<Disk> {
+    return std::make_unique<test::FaultDisk>(std::move(disk), plan);
+  });
+  f.WriteFile("first", test::RandomBytes(20 * kSegment, 41));  // more than one batch
+  uint64_t second = f.WriteFile("second", test::RandomBytes(kSegment, 42));
+  plan.transient = true;
+  plan.fail_at = plan.operations + 1;  // the first batch's first disk write
+  REQUIRE_FALSE(f.fs->PersistAll().ok());
+  REQUIRE(plan.injected == 1);
+
+  REQUIRE(f.fs->StartBackground().ok());
+  auto dirty = [&] {
+    std::lock_guard lock(f.archive->catalog_mutex());
+    auto inode = f.archive->catalog().GetInode(second);
+    REQUIRE(inode.ok());
+    return inode->dirty;
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // the retry comes after 5 s
+  while (dirty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK_FALSE(dirty());
 }
 
 TEST_CASE("Filesystem: a full archive answers ENOSPC and keeps what it accepted") {
