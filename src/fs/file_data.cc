@@ -298,6 +298,7 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
   // it took out of `persisting` would be committed by the persist in flight as clean.
   std::optional<DirtyFile> dirty_before;
   if (auto it = state_.dirty.find(ino); it != state_.dirty.end()) dirty_before = it->second;
+  bool marked_dirty = false;  // a clean file made dirty
   auto updated = names_.SetAttrLocked(ino, request, [&](InodeRecord& inode, int64_t now) -> Status {
     uint64_t old_size = old_size_for_cache = inode.size;
     uint64_t new_size = *request.size;
@@ -327,6 +328,7 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
       state_.EraseDirty(ino);
       inode.dirty = false;
     } else {
+      marked_dirty = !inode.dirty;
       inode.dirty = true;
       dirty.last_write_ns = now;
       state_.DropCached(ino);
@@ -354,8 +356,9 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
   // The new size is committed before the cache copy shrinks (the data lock, not the
   // catalog's, is held throughout), durably: a power loss must not bring back the old size
   // over a copy already cut, whose cut bytes may have been the only copy of fsync'd data.
+  // So is a dirty mark it set: Write trusts a dirty mark it finds to be synced (see there).
   Archive::PendingSync pending;
-  auto when = inode.size < old_size_for_cache ? Archive::SyncWhen::kAlways : Archive::SyncWhen::kNever;
+  auto when = inode.size < old_size_for_cache || marked_dirty ? Archive::SyncWhen::kAlways : Archive::SyncWhen::kNever;
   CAIRN_RETURN_IF_ERROR(archive_.Commit(when, &pending));
   lock.unlock();
   CAIRN_RETURN_IF_ERROR(archive_.MakeDurable(std::move(pending)));

@@ -360,6 +360,7 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     std::future<Result<std::vector<uint8_t>>> bytes;
   };
   std::vector<Read> reads;
+  reads.reserve(candidates.size());
   struct WaitForReads {
     std::vector<Read>& reads;
     ~WaitForReads() {
@@ -383,11 +384,12 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     if (!has_data.ok()) return cache_failure(has_data.status());
     if (*has_data) {
       if (segments_read == kSegmentsPerCommit) break;
-      reads.push_back({pieces.size(), archive_.transform_pool().Submit([fd, start, length]() -> Result<std::vector<uint8_t>> {
-                         std::vector<uint8_t> bytes(length);
-                         CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fd, start, bytes));
-                         return bytes;
-                       })});
+      auto read = [fd, start, length]() -> Result<std::vector<uint8_t>> {
+        std::vector<uint8_t> bytes(length);
+        CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fd, start, bytes));
+        return bytes;
+      };
+      reads.push_back({pieces.size(), archive_.transform_pool().Submit(std::move(read))});  // reserved: no throw
       segments_read++;
     } else {
       piece.hole_length = length;  // all zeros, as a read would have shown
