@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "util/coding.h"
+#include "util/log.h"
 #include "util/sync_directory.h"
 
 namespace cairn {
@@ -24,7 +25,6 @@ namespace {
 
 enum RecordType : uint8_t { kHeader = 1, kBegin = 2, kMark = 3, kDelta = 4, kDone = 5, kDefect = 6, kHighWater = 7 };
 constexpr size_t kRecordHead = 9;                    // crc, length, type
-constexpr uint64_t kCompactAbove = 64ull << 20;     // file bytes that call for a compaction
 constexpr uint32_t kMaxRecord = (1u << 30) + 4096;  // a delta of the largest chunk, and some
 
 // The payload bytes of a record of `type`: the same in every record of that type but the header
@@ -333,6 +333,10 @@ uint64_t PromiseJournal::file_bytes() const {
 }
 
 Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, BytePieces tail) {
+  if (name_unsynced_) {  // what goes into the compacted file counts only once its name is durable
+    CAIRN_RETURN_IF_ERROR(SyncDirectoryOf(path_));
+    name_unsynced_ = false;
+  }
   std::vector<uint8_t> bytes;
   for (const auto& r : records) bytes.insert(bytes.end(), r.begin(), r.end());
   CAIRN_RETURN_IF_ERROR(WriteAll(fd_, size_, bytes, path_));
@@ -439,7 +443,8 @@ Status PromiseJournal::Done(std::span<const uint64_t> txns) {
       delta_at_.erase(txn);
     }
   }
-  return MaybeCompact();
+  CompactIfLarge();
+  return Status::OK();
 }
 
 Status PromiseJournal::AddDefect(uint32_t disk, ByteRange range) {
@@ -460,7 +465,8 @@ Status PromiseJournal::RemoveDefect(uint32_t disk, ByteRange range) {
     state_.defects[disk].Remove(range);
     if (state_.defects[disk].empty()) state_.defects.erase(disk);
   }
-  return MaybeCompact();
+  CompactIfLarge();
+  return Status::OK();
 }
 
 Status PromiseJournal::RaiseHighWater(std::span<const uint32_t> disks, uint64_t end) {
@@ -479,9 +485,18 @@ Status PromiseJournal::RaiseHighWater(std::span<const uint32_t> disks, uint64_t 
   return Status::OK();
 }
 
-Status PromiseJournal::MaybeCompact() {
+void PromiseJournal::CompactIfLarge() {
   std::lock_guard lock(mutex_);
-  return size_ > kCompactAbove ? CompactLocked() : Status::OK();
+  if (size_ <= compact_above_) return;
+  // What was recorded is durable either way: a failure only leaves the file long, and the
+  // next try waits for it to grow a little more.
+  if (Status st = CompactLocked(); !st.ok()) {
+    compact_above_ = size_ + kCompactAbove / 4;
+    LogError("lonestar journal {} ({} bytes) stays as it is until it grows by {} bytes: cannot compact it: {}", path_,
+             size_, kCompactAbove / 4, st.message());
+    return;
+  }
+  compact_above_ = kCompactAbove;
 }
 
 Status PromiseJournal::Compact() {
@@ -545,7 +560,9 @@ Status PromiseJournal::CompactLocked() {
   fd_ = *fd;
   size_ = size;
   delta_at_ = std::move(delta_at);
-  return SyncDirectoryOf(path_);
+  Status synced = SyncDirectoryOf(path_);
+  name_unsynced_ = !synced.ok();  // then the next append syncs it first
+  return synced;
 }
 
 }  // namespace cairn

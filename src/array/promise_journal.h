@@ -112,7 +112,11 @@ class PromiseJournal {
   // Reads the records into the state; a torn last record is cut off unless `read_only`.
   Status Replay(bool read_only);
   Status CompactLocked();
-  Status MaybeCompact();
+  // Compacts once the file is past compact_above_; a failure is logged, not returned (the
+  // records that made it long are durable).
+  void CompactIfLarge();
+
+  static constexpr uint64_t kCompactAbove = 64ull << 20;  // file bytes that call for a compaction
 
   const std::string path_;
   const std::string identity_;
@@ -122,6 +126,8 @@ class PromiseJournal {
   uint64_t next_txn_ = 1;        // guarded by mutex_
   State state_;                  // guarded by mutex_
   std::map<uint64_t, uint64_t> delta_at_;  // guarded by mutex_: txn -> file offset of its delta record
+  uint64_t compact_above_ = kCompactAbove;  // guarded by mutex_: raised after a failed compaction
+  bool name_unsynced_ = false;             // guarded by mutex_: a compaction's rename is not durable yet
 };
 
 }  // namespace cairn

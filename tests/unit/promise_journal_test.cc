@@ -281,3 +281,36 @@ TEST_CASE("PromiseJournal: a torn last record is cut off, damage anywhere else i
     CHECK(PromiseJournal::Open(tmp / "none.journal", "archive-1/cold").status().IsNotFound());
   }
 }
+
+TEST_CASE("PromiseJournal: a compaction that fails leaves the promises recorded, and is tried again later",
+          "[array]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cold.journal";
+  auto journal = Fresh(path);
+  auto& j = *journal;
+  std::filesystem::create_directory(path + ".new");  // where the compacted file would go
+  std::vector<uint8_t> delta = test::RandomBytes(4 << 20, 3);
+  const std::span<const uint8_t> whole[] = {delta};
+  auto promise_done = [&](uint64_t offset) {
+    auto p = j.Begin(ArrayWriteMode::kDelayed, kDisks, offset, delta.size());
+    REQUIRE(p.ok());
+    REQUIRE(j.KeepDelta(p->txn, whole).ok());
+    std::vector<uint64_t> txns{p->txn};
+    REQUIRE(j.Mark(txns, kDataRole, true).ok());
+    Status done = j.Done(txns);
+    INFO(done.ToString());
+    REQUIRE(done.ok());  // recorded: the failed compaction is not its failure
+  };
+  uint64_t offset = 0;
+  while (j.file_bytes() <= (64u << 20)) promise_done(offset += delta.size());
+  promise_done(offset += delta.size());  // past the size: the compaction fails
+  CHECK(j.file_bytes() > (64u << 20));
+  auto p = j.Begin(ArrayWriteMode::kSerialized, kDisks, 0, 4096);  // the journal goes on
+  REQUIRE(p.ok());
+  std::filesystem::remove(path + ".new");
+  while (j.file_bytes() > (64u << 20)) promise_done(offset += delta.size());  // compacted once it grew some more
+  CHECK(j.file_bytes() < (1u << 20));
+  auto state = Reopen(path)->state();
+  REQUIRE(state.open.size() == 1);
+  CHECK(state.open.contains(p->txn));
+}
