@@ -1018,7 +1018,7 @@ std::map<uint32_t, RangeSet> LoneStarArray::defects() const {
   return defects_;
 }
 
-Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes, bool replaced_too) {
+Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes, bool replaced_too, RebuildRun* run) {
   CAIRN_RETURN_IF_ERROR(Halted());
   std::lock_guard rebuilding(rebuild_mutex_);  // two rebuilders would pick the same range
   DefectWatch watch(*this);
@@ -1028,17 +1028,28 @@ Result<uint64_t> LoneStarArray::RebuildStep(uint64_t max_bytes, bool replaced_to
     for (const auto& [position, ranges] : defects_) {
       if (members_[position].lost) continue;  // nowhere to write it until the disk is replaced
       if (!replaced_too && members_[position].replaced) continue;
-      if (auto first = ranges.First(std::max<uint64_t>(max_bytes, kUnit))) next.emplace(position, *first);
-      break;
+      RangeSet todo = ranges;
+      if (run && run->failed.contains(position)) {
+        run->failed.at(position).ForEach([&](ByteRange r) { todo.Remove(r); });
+      }
+      if (auto first = todo.First(std::max<uint64_t>(max_bytes, kUnit))) {
+        next.emplace(position, *first);
+        break;
+      }
     }
   }
   if (next) {
     auto [position, range] = *next;
     uint64_t top = WrittenEnd();
-    if (range.offset >= top) {  // every member reads as zeros there: nothing to rebuild
-      CAIRN_RETURN_IF_ERROR(RemoveDefect(position, range, watch));
-    } else {
-      CAIRN_RETURN_IF_ERROR(RebuildRange(UnitsOf(range.offset, std::min(range.end(), top) - range.offset), watch));
+    Status st = range.offset >= top  // every member reads as zeros there: nothing to rebuild
+                    ? RemoveDefect(position, range, watch)
+                    : RebuildRange(UnitsOf(range.offset, std::min(range.end(), top) - range.offset), watch);
+    if (!st.ok()) {
+      if (run) {
+        run->failed[position].Add(range);
+        run->failures++;
+      }
+      return st;
     }
   }
   return defective_bytes(replaced_too);
@@ -1056,6 +1067,8 @@ Status LoneStarArray::RebuildRange(const ByteRange& r, const DefectWatch& since)
   uint64_t writing_end = r.offset;  // where that slice ends
   uint64_t unsynced = r.offset;     // written from here on, not synced yet
   uint64_t at = r.offset;           // rebuilt up to here
+  std::set<uint32_t> partly;        // members rebuilt in the slice where others could not be
+  std::optional<ByteRange> partly_in;
   Status st;
   auto finish_writing = [&] {
     if (!writing.valid()) return;
@@ -1070,8 +1083,9 @@ Status LoneStarArray::RebuildRange(const ByteRange& r, const DefectWatch& since)
     Status recovered = Reconstruct(UINT32_MAX, w, ErasedFor(w), rebuilt.get());
     finish_writing();
     if (!st.ok()) break;
-    if (!recovered.ok()) {  // what could be rebuilt is written, the rest stays defective
-      st = WriteRebuilt(w, *rebuilt, &written);
+    if (!recovered.ok()) {  // what could be rebuilt is written and counts, the rest stays defective
+      st = WriteRebuilt(w, *rebuilt, &partly);
+      if (st.ok()) partly_in = w;
       if (st.ok()) st = recovered;
       break;
     }
@@ -1100,8 +1114,13 @@ Status LoneStarArray::RebuildRange(const ByteRange& r, const DefectWatch& since)
     CAIRN_RETURN_IF_ERROR(SyncMember(position));
     members_[position].device->DropCached(unsynced, writing_end - unsynced);
   }
+  for (uint32_t position : partly) CAIRN_RETURN_IF_ERROR(SyncMember(position));
   if (at > r.offset) {
     for (uint32_t position : written) CAIRN_RETURN_IF_ERROR(RemoveDefect(position, {r.offset, at - r.offset}, since));
+  }
+  // A member that could be rebuilt there is right again, however stuck the others are.
+  if (partly_in) {
+    for (uint32_t position : partly) CAIRN_RETURN_IF_ERROR(RemoveDefect(position, *partly_in, since));
   }
   return st;
 }

@@ -136,11 +136,18 @@ class LoneStarArray {
   // Member `position` is being replaced by a blank disk: all of its range is to be rebuilt
   // (a defect in the journal), whatever was defective on the old one.
   Status Replacing(uint32_t position);
+  // The ranges one run of rebuild steps failed to rebuild (a disk read error where another
+  // member is missing too): the run goes on past them, and the next run tries them again.
+  struct RebuildRun {
+    std::map<uint32_t, RangeSet> failed;  // by position
+    size_t failures = 0;
+  };
   // Rebuilds up to `max_bytes` of defect ranges (replaced disks, ranges a crash or a failed
   // write left undefined, parity to re-derive) on members that are there, smaller intact
   // group first; without `replaced_too`, not those of disks replaced and awaiting cairn
-  // rebuild. Returns the defective bytes left (of that kind). One rebuilder at a time.
-  Result<uint64_t> RebuildStep(uint64_t max_bytes, bool replaced_too = true);
+  // rebuild; none that `run` failed on before (a failure is added to it). Returns the
+  // defective bytes left (of that kind). One rebuilder at a time.
+  Result<uint64_t> RebuildStep(uint64_t max_bytes, bool replaced_too = true, RebuildRun* run = nullptr);
   uint64_t defective_bytes(bool replaced_too = true) const;
   // Since open: bytes Write was given for the buckets, and the disk I/O done (reads that the
   // high-water marks spared are not counted).

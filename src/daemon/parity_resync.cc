@@ -69,23 +69,35 @@ void ParityResync::Run() {
 std::optional<ParityResync::Outcome> ParityResync::Resync(LoneStarArray& array, uint64_t total) {
   LogInfo("lonestar group {}: re-deriving {} of parity in the background", array.name(), FormatSize(total));
   auto start = std::chrono::steady_clock::now();
+  LoneStarArray::RebuildRun run;  // a range that fails is passed over until the next resync
   for (uint64_t left = total; left > 0;) {
     if (stopping()) {
       LogInfo("lonestar group {}: parity resync stopped by the unmount, {} left for the next mount", array.name(),
               FormatSize(left));
       return std::nullopt;
     }
-    auto after = array.RebuildStep(kStep, false);
+    const size_t failures = run.failures;
+    auto after = array.RebuildStep(kStep, false, &run);
     if (after.ok() && *after >= left) {
-      // No progress: what is left is on missing disks, unless gaps came during the step,
-      // which a second one then takes on.
-      auto again = array.RebuildStep(kStep, false);
+      // No progress: what is left is on missing disks or failed, unless gaps came during
+      // the step, which a second one then takes on.
+      auto again = array.RebuildStep(kStep, false, &run);
+      if (again.ok() && *again >= *after && run.failures > 0) {
+        LogError("lonestar group {}: {} of parity could not be re-derived this time (tried again in {} s, or by "
+                 "cairn rebuild)", array.name(), FormatSize(*again),
+                 std::chrono::duration_cast<std::chrono::seconds>(timing_.after_error).count());
+        return Outcome{*again, true};
+      }
       if (again.ok() && *again >= *after) {
         LogWarning("lonestar group {}: {} of parity waits for missing disks (cairn disk replace, cairn rebuild)",
                    array.name(), FormatSize(*again));
         return Outcome{*again, false};
       }
       after = std::move(again);
+    }
+    if (!after.ok() && run.failures > failures) {  // that range waits; the rest goes on
+      LogError("lonestar group {}: parity resync passes over a range: {}", array.name(), after.status().message());
+      continue;
     }
     if (!after.ok()) {
       LogError("lonestar group {}: parity resync stopped, {} left (tried again in {} s, or by cairn rebuild): {}",

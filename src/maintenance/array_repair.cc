@@ -19,15 +19,21 @@ Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairRepor
   RepairPace pace(options);
   report->finished = true;
   for (const auto& array : archive.arrays()) {
+    LoneStarArray::RebuildRun run;  // a range that fails is reported and passed over
     uint64_t left = array->defective_bytes();
     while (left > 0) {
       if (pace.Over()) {
         report->finished = false;
         return Status::OK();
       }
-      auto after = array->RebuildStep(kStep);
+      const size_t failures = run.failures;
+      auto after = array->RebuildStep(kStep, true, &run);
+      if (!after.ok() && run.failures > failures) {
+        report->problems.push_back(fmt::format("lonestar group {}: {}", array->name(), after.status().message()));
+        continue;
+      }
       if (!after.ok()) return after.status();
-      if (*after >= left) break;  // what is left is on disks that are not there
+      if (*after >= left) break;  // what is left is on disks that are not there, or failed
       report->bytes_read += left - *after;
       report->array_bytes_rebuilt += left - *after;
       left = *after;
@@ -39,9 +45,11 @@ Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairRepor
     }
     if (left > 0) {
       report->finished = false;
-      report->problems.push_back(fmt::format("lonestar group {}: {} bytes of disks that are missing wait for their "
-                                             "replacement (cairn disk replace)",
-                                             array->name(), left));
+      report->problems.push_back(
+          run.failures > 0 ? fmt::format("lonestar group {}: {} bytes are left to rebuild, those above could not be "
+                                         "(cairn rebuild tries them again)", array->name(), left)
+                           : fmt::format("lonestar group {}: {} bytes of disks that are missing wait for their "
+                                         "replacement (cairn disk replace)", array->name(), left));
     }
   }
   return Status::OK();

@@ -550,6 +550,47 @@ void CheckRepaired(Group& g, const std::vector<std::vector<uint8_t>>& before,
   g.CheckBuckets();
 }
 
+TEST_CASE("LoneStarArray: a range that cannot be rebuilt keeps neither the rest nor the members that can be from "
+          "being rebuilt", "[array]") {
+  Group g(ArrayWriteMode::kSerialized);
+  g.FillBuckets(256 << 10, 9);
+  // Bucket x is missing, and its hP, its vP and the vP of its hP's column are to be rebuilt:
+  // none of the four can be. Bucket z, of another hPG and column, can be (from its hPG), and
+  // its defect comes after the hP's in the order a rebuild takes them; it is blank.
+  const uint32_t x = g.geometry.data_disks().front();
+  const auto relations = g.geometry.WriteSet(x);
+  uint32_t z = 0;
+  for (uint32_t p : g.geometry.data_disks()) {
+    auto its = g.geometry.WriteSet(p);
+    if (p > relations[1] && its[1] != relations[1] && its[2] != relations[2]) {
+      z = p;
+      break;
+    }
+  }
+  REQUIRE(z != 0);
+  g.Open(false, {x}, {z});  // z blank
+  for (uint32_t p : {relations[1], relations[2], relations[3], z}) REQUIRE(g.array->Replacing(p).ok());
+
+  LoneStarArray::RebuildRun run;
+  for (int steps = 0;; steps++) {
+    REQUIRE(steps < 100);
+    uint64_t before = g.array->defective_bytes();
+    auto left = g.array->RebuildStep(1 << 20, true, &run);
+    if (left.ok() && *left >= before) break;  // no progress: what is left cannot be rebuilt
+  }
+  CHECK(run.failures > 0);
+  auto defects = g.array->defects();
+  CHECK_FALSE(defects.contains(z));
+  for (size_t role = 1; role < kPromiseRoles; role++) CHECK(defects.contains(relations[role]));
+  std::vector<uint8_t> got(g.expected[z].size());
+  REQUIRE(g.array->Read(z, kDataStart, got).ok());
+  CHECK(got == g.expected[z]);
+  // A fresh run tries the stuck ranges again, and fails on them again.
+  LoneStarArray::RebuildRun again;
+  CHECK_FALSE(g.array->RebuildStep(1 << 20, true, &again).ok());
+  CHECK(again.failures == 1);
+}
+
 TEST_CASE("LoneStarArray: the parity check recomputes a damaged parity range", "[array]") {
   Group g(AnyMode());
   g.FillBuckets(12 * LoneStarArray::kUnit, 8);
