@@ -269,8 +269,7 @@ Result<std::shared_ptr<const WritePlan>> Persister::PlanOf(const InodeRecord& in
     return PlanWrite(*policy);
   }();
   if (!plan.ok()) return plan;
-  auto group = archive_.group_named((*plan)->group);  // cairn.conf may have dropped it since
-  if (!group.ok()) return group.status();
+  CAIRN_RETURN_IF_ERROR(CheckPlanFits(archive_, **plan));
   return plan;
 }
 

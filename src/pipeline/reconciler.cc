@@ -328,8 +328,9 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     return false;
   }
   auto plan = PlanWrite(policy);
-  if (!plan.ok()) {
-    LogError("reconciler: inode {} stays as it is: {}", ino, plan.status().message());
+  Status fits = plan.ok() ? CheckPlanFits(archive_, **plan) : plan.status();
+  if (!fits.ok()) {  // alone: the batch would fail with it
+    LogError("reconciler: inode {} stays as it is: {}", ino, fits.message());
     retry_after_[ino] = NowNs() + kFailedRetryNs;
     return false;
   }
@@ -490,9 +491,15 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
     for (const ExtentRecord& extent : batch.extents) archive_.extents().ReleaseUncommitted(extent);
     return st;
   };
+  // A batch that cannot be written (a full group, a failing disk) waits before its files
+  // are tried again in the background, rather than being read and written at every pass.
+  auto failed = [&](Status st) {
+    for (const Job& job : batch.jobs) retry_after_[job.inode.ino] = NowNs() + kFailedRetryNs;
+    return abandon(st);
+  };
   auto commit = [&]() {
     Status st = WritePending(batch);
-    if (!st.ok()) return abandon(st);
+    if (!st.ok()) return failed(st);
     st = Commit(batch, progress);
     batch = Batch();
     return st;
@@ -520,7 +527,7 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
       }
       if (batch.pending_bytes + piece.data.size() > kWriteChunk) {
         st = WritePending(batch);
-        if (!st.ok()) return abandon(st);
+        if (!st.ok()) return failed(st);
         if (report && !report(*progress)) return abandon(Status::OK());  // cancelled
       }
       if (throttle) Throttle(piece.data.size());

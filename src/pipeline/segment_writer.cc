@@ -8,10 +8,17 @@
 #include <fmt/format.h>
 
 #include "codec/incompressible.h"
+#include "extent/extent_store.h"
 #include "pipeline/member_metadata.h"
 #include "util/coding.h"
 
 namespace cairn {
+
+Status CheckPlanFits(const Archive& archive, const WritePlan& plan) {
+  auto group = archive.group_named(plan.group);
+  if (!group.ok()) return group.status();
+  return RedundancyFor(plan.redundancy, **group).status();
+}
 
 Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,
                                       const std::function<bool(const SegmentPiece&)>& skip) {

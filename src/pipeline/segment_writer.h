@@ -57,6 +57,11 @@ inline SegmentRecord PlacedSegment(uint64_t ino, uint64_t index, bool hole, uint
   return {ino, index, extent_id, offset, length, cached};
 }
 
+// Whether `plan` can be written: its group is in the archive (cairn.conf may have dropped it)
+// and takes its redundancy (a parent's or a rule's placement may send rs-K-M to a lonestar
+// group). WriteSegments would fail the whole batch on it.
+Status CheckPlanFits(const Archive& archive, const WritePlan& plan);
+
 // `skip(piece)` pieces are left out (the persister's markers), and so are the pieces of files
 // in `left_out`. On failure, everything written is released again. Thread-safe.
 Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,

@@ -142,3 +142,32 @@ TEST_CASE("Lonestar archive: raid values a group cannot keep are refused when se
     CHECK(*a.geometry.hpg(p0) != *a.geometry.hpg(p1));
   }
 }
+
+TEST_CASE("Lonestar archive: a file whose raid does not fit the group its directory moved to stays where it is, "
+          "alone", "[array]") {
+  LoneStarArchive a;
+  auto dir = a.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  const auto data = test::RandomBytes(2 * kSegment, 6);
+  uint64_t good = a.WriteFile("good", data, dir->ino);
+  uint64_t bad = a.WriteFile("bad", data, dir->ino);
+  REQUIRE(a.fs->SetXattr(bad, "user.cairn.raid", Bytes("rs-2-1"), 0, Caller{}).ok());  // fits the pool
+  REQUIRE(a.fs->PersistAll().ok());
+  uint64_t good_new = a.WriteFile("good-new", data, dir->ino);  // not persisted yet
+  uint64_t bad_new = a.WriteFile("bad-new", data, dir->ino);
+  REQUIRE(a.fs->SetXattr(bad_new, "user.cairn.raid", Bytes("rs-2-1"), 0, Caller{}).ok());
+  // The directory goes to the group: the files with rs-2-1 of their own cannot follow.
+  REQUIRE(a.fs->SetXattr(dir->ino, "user.cairn.placement", Bytes("group=cold"), 0, Caller{}).ok());
+
+  Status persisted = a.fs->PersistAll();  // bad-new is left out, not the batch
+  CHECK(persisted.message().find(fmt::format("inode {}", bad_new)) != std::string::npos);
+  CHECK(a.Xattr(good_new, "user.cairn.state").starts_with("persisted"));
+  CHECK(a.DisksOf(good_new).size() == 1);  // one bucket of the group
+
+  REQUIRE(a.fs->ApplyPolicy("/d", [](const Reconciler::Progress&) { return true; }).ok());  // good moves, bad stays
+  CHECK(a.DisksOf(good).size() == 1);
+  CHECK(*a.DisksOf(good).begin() >= kPoolDisks);
+  CHECK(a.ReadFile(good, data.size()) == data);
+  CHECK(a.ReadFile(bad, data.size()) == data);
+  REQUIRE(a.fs->Unlink(dir->ino, "bad-new").ok());  // else the unmount could not persist it
+}
