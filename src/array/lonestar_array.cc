@@ -1136,7 +1136,10 @@ Status LoneStarArray::WriteRebuilt(const ByteRange& w, std::map<uint32_t, Parity
       fresh = members_[position].replaced;
     }
     if (lost) continue;
-    if (!(fresh && IsAllZero(bytes))) CAIRN_RETURN_IF_ERROR(WriteMember(position, w, std::move(bytes)));
+    // A fresh disk reads zeros where nothing was written to it yet (not where a write since
+    // its replacement failed, say): zeros need not be written there.
+    bool blank = fresh && w.offset >= written_end_[position];
+    if (!(blank && IsAllZero(bytes))) CAIRN_RETURN_IF_ERROR(WriteMember(position, w, std::move(bytes)));
     written->insert(position);
   }
   return Status::OK();

@@ -45,18 +45,25 @@ struct CountingObserver : ArrayIoObserver {
   }
 };
 
-// A member whose next sync fails when the test says so (the disk said EIO).
+// A member whose next sync fails when the test says so (the disk said EIO), or whose next
+// write lands and then reports EIO (a write torn by the error).
 class SyncFaultDisk : public DiskWrapper {
  public:
-  SyncFaultDisk(std::unique_ptr<Disk> target, std::atomic<bool>& fail_next)
-      : DiskWrapper(std::move(target)), fail_next_(fail_next) {}
+  SyncFaultDisk(std::unique_ptr<Disk> target, std::atomic<bool>& fail_next, std::atomic<bool>& fail_next_write)
+      : DiskWrapper(std::move(target)), fail_next_(fail_next), fail_next_write_(fail_next_write) {}
   Status Sync() override {
     if (fail_next_.exchange(false)) return Status::IOError(Name() + ": injected sync error");
     return DiskWrapper::Sync();
   }
+  Status WriteGatherAt(uint64_t offset, std::span<const std::span<const uint8_t>> pieces) override {
+    Status st = DiskWrapper::WriteGatherAt(offset, pieces);
+    if (st.ok() && fail_next_write_.exchange(false)) return Status::IOError(Name() + ": injected write error");
+    return st;
+  }
 
  private:
   std::atomic<bool>& fail_next_;
+  std::atomic<bool>& fail_next_write_;
 };
 
 // A 4x4:2+1 group of images (2 MiB unless told) and what its buckets should hold.
@@ -68,7 +75,8 @@ struct Group {
   uint64_t delta_cache = 256ull << 20;
   std::map<uint32_t, std::vector<uint8_t>> expected;  // bucket position -> its data range
   CountingObserver observer;  // before the array, which tells it of its I/O until it is gone
-  std::array<std::atomic<bool>, 16> fail_next_sync{};  // by position
+  std::array<std::atomic<bool>, 16> fail_next_sync{};   // by position
+  std::array<std::atomic<bool>, 16> fail_next_write{};  // by position
   std::function<bool(std::string_view)> crash_point;
   std::unique_ptr<LoneStarArray> array;
 
@@ -99,7 +107,7 @@ struct Group {
       } else {
         auto disk = OpenImageDisk(Image(p));
         REQUIRE(disk.ok());
-        m.device = std::make_unique<SyncFaultDisk>(std::move(*disk), fail_next_sync.at(p));
+        m.device = std::make_unique<SyncFaultDisk>(std::move(*disk), fail_next_sync.at(p), fail_next_write.at(p));
       }
       members.push_back(std::move(m));
     }
@@ -589,6 +597,24 @@ TEST_CASE("LoneStarArray: a range that cannot be rebuilt keeps neither the rest 
   LoneStarArray::RebuildRun again;
   CHECK_FALSE(g.array->RebuildStep(1 << 20, true, &again).ok());
   CHECK(again.failures == 1);
+}
+
+TEST_CASE("LoneStarArray: a replaced disk rebuilt and then written is not taken for blank by the next rebuild",
+          "[array]") {
+  Group g(ArrayWriteMode::kSerialized);
+  g.FillBuckets(64 << 10, 11);
+  const uint32_t bucket = g.geometry.data_disks().front();
+  g.Open(false, {}, {bucket});  // blank, to be rebuilt
+  REQUIRE(g.array->Replacing(bucket).ok());
+  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.CheckBuckets();
+  // A write past its data that lands and fails: the range is to be rebuilt, as zeros.
+  g.fail_next_write[bucket] = true;
+  CHECK_FALSE(g.array->Write(bucket, kDataStart + (512 << 10), test::RandomBytes(10000, 12)).ok());
+  CHECK(g.array->defective_bytes() > 0);
+  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.CheckBuckets();
+  g.CheckParityClean();
 }
 
 TEST_CASE("LoneStarArray: the parity check recomputes a damaged parity range", "[array]") {
