@@ -352,7 +352,8 @@ std::unique_ptr<Disk> LoneStarArray::View(uint32_t position) {
 
 Status LoneStarArray::Halted() const {
   if (!halted_) return Status::OK();
-  return Status::IOError(fmt::format("lonestar group {}: stopped at a crash point", options_.name));
+  return Status::IOError(fmt::format("lonestar group {}: stopped (a failure it could not record, or a test's crash "
+                                     "point); a remount recovers it", options_.name));
 }
 
 bool LoneStarArray::Crash(std::string_view step) {
@@ -655,9 +656,18 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
     if (st.ok()) st = kept;
   }
   if (!st.ok()) {  // the range is undefined now: its parity knows what it held
-    Status marked = AddDefect(position, r);
-    if (marked.ok()) marked = journal_->Done(std::vector<uint64_t>{promise->txn});
-    if (!marked.ok()) LogError("lonestar group {}: {}", options_.name, marked.message());
+    if (Status marked = AddDefect(position, r); !marked.ok()) {
+      // Nothing says so: a later write there would take its delta from what is on the disk.
+      // The group stops; its next open finds the promise open and rebuilds the range.
+      halted_ = true;
+      LogError("lonestar group {} stops: disk {} bytes {}..{} are undefined after a failed write ({}), and the "
+               "journal cannot record it: {}; a remount repairs them",
+               options_.name, members_[position].disk, r.offset, r.end(), st.message(), marked.message());
+      return st;
+    }
+    if (Status done = journal_->Done(std::vector<uint64_t>{promise->txn}); !done.ok()) {
+      LogError("lonestar group {}: {}", options_.name, done.message());  // open, it is driven forward at open
+    }
     return st;
   }
   Pending pending{*promise, positions, delayed ? nullptr : delta};  // delayed: the journal keeps it

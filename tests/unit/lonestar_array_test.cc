@@ -3,6 +3,9 @@
 // rebuild of a replaced disk and of parity whose journal was lost, and the parity check.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <future>
 #include <array>
@@ -612,6 +615,43 @@ TEST_CASE("LoneStarArray: a replaced disk rebuilt and then written is not taken 
   g.fail_next_write[bucket] = true;
   CHECK_FALSE(g.array->Write(bucket, kDataStart + (512 << 10), test::RandomBytes(10000, 12)).ok());
   CHECK(g.array->defective_bytes() > 0);
+  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.CheckBuckets();
+  g.CheckParityClean();
+}
+
+TEST_CASE("LoneStarArray: a failed write the journal cannot record stops the group, and a reopen repairs it",
+          "[array]") {
+  Group g(ArrayWriteMode::kSerialized);
+  g.FillBuckets(64 << 10, 13);
+  const uint32_t bucket = g.geometry.data_disks().front();
+  int journal = -1;  // the journal's descriptor, found by its path
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(fd.path(), ec) == std::filesystem::path(g.tmp / "cold.journal")) {
+      journal = std::stoi(fd.path().filename().string());
+    }
+  }
+  REQUIRE(journal >= 0);
+  const int saved = ::dup(journal);
+  const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  REQUIRE((saved >= 0 && full >= 0));
+  // The write's promise is begun, then its data lands and fails, and the journal is full.
+  g.observer.also = [&](uint32_t disk, ArrayIoObserver::Access access) {
+    if (disk == kFirstDisk + bucket && access == ArrayIoObserver::Access::kWrite) ::dup2(full, journal);
+  };
+  g.fail_next_write[bucket] = true;
+  CHECK_FALSE(g.array->Write(bucket, kDataStart + 4096, test::RandomBytes(5000, 14)).ok());
+  g.observer.also = nullptr;
+  ::dup2(saved, journal);  // the journal works again; the group must not believe the disk
+  ::close(saved);
+  ::close(full);
+  auto again = test::RandomBytes(3000, 15);
+  if (g.array->Write(bucket, kDataStart + 6000, again).ok()) {  // what a group that went on would keep
+    REQUIRE(g.array->Sync(bucket).ok());
+    std::copy(again.begin(), again.end(), g.expected[bucket].begin() + 6000 - kDataStart);
+  }
+  g.Open();  // the open promise: its range is rebuilt from the parity
   for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
   g.CheckBuckets();
   g.CheckParityClean();
