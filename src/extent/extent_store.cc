@@ -153,9 +153,11 @@ void ExtentStore::ReleaseUncommitted(const ExtentRecord& extent) {
 }
 
 void ExtentStore::ReleaseUncommittedChunk(const ChunkPlacement& chunk) {
-  Status st = stores_[chunk.disk]->Release(chunk.locator());
-  // A refusal (double free) keeps the space out of use rather than risk handing it out
-  // twice; it is free again after the next mount's rebuild.
+  // Discarded too: what was written there must not be found by recover, where the newest
+  // extent wins, as a version of its files (stale bytes, a deleted file's). A refusal
+  // (double free) keeps the space out of use rather than risk handing it out twice; it is
+  // free again after the next mount's rebuild.
+  Status st = stores_[chunk.disk]->Free(chunk.locator());
   if (!st.ok()) LogError("{}: {}", stores_[chunk.disk]->name(), st.message());
 }
 

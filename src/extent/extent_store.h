@@ -98,7 +98,7 @@ class ExtentStore {
   // back with ReleaseUncommitted.
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                          std::span<const uint8_t> payload, const ExtentEncoding& encoding);
-  // Returns the space of an extent that was never committed.
+  // Returns the space of an extent that was never committed, discarding what was written.
   void ReleaseUncommitted(const ExtentRecord& extent);
   // Reserves room for chunk `index` of `extent` on another disk of its group, in a failure
   // domain that holds no other chunk of it (rebuild of a chunk whose disk is out). The

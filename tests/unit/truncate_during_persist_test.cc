@@ -1,6 +1,7 @@
 // A truncate while the persister has a file's segments in flight (read out of the staging
 // cache, held at a slow disk, not committed): the file must stay dirty until that commit,
-// and the commit must not bring back bytes the truncate cut off.
+// and the commit must not bring back bytes the truncate cut off. An unlink meanwhile: what
+// was written for the file must not come back either.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 
 #include "archive_fixture.h"
 #include "fault_disk.h"
+#include "maintenance/recover.h"
 #include "sql_faults.h"
 #include "test_util.h"
 
@@ -149,4 +151,20 @@ TEST_CASE("Truncate during a persist: a truncate that fails leaves the segment i
 
   REQUIRE(f.fs->EvictAll().ok());  // the rewrite is on the disks, or the cache copy stays
   CHECK(f.ReadFile(ino, data.size()) == data);
+}
+
+TEST_CASE("Unlink during a persist: what was written for the file is discarded, and recover does not bring it back") {
+  GatedArchive f;
+  uint64_t ino = f.WriteFile("gone", test::RandomBytes(kSegment + 100, 71));
+  auto persist = f.PersistHeld();
+  REQUIRE(f.Bounded([&] { return f.fs->Unlink(kRootInode, "gone"); }).ok());
+  f.fs->Forget(ino, 1);  // the create's lookup: the file is gone now, not an orphan
+  f.gate.Open();
+  REQUIRE(persist.get().ok());
+  f.Close();
+  auto recovered = RecoverCatalog(f.dir, RecoverOptions{.force = true});
+  REQUIRE(recovered.ok());
+  CHECK(recovered->files == 0);
+  f.Open();
+  CHECK(f.fs->LookupPath("/gone").status().IsNotFound());
 }
