@@ -1,5 +1,8 @@
 #include "archive/config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -309,10 +312,22 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
 
 Result<ArchiveOptions> LoadConfig(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Status::NotFound(fmt::format("cannot read {} (is this a cairn archive?)", path));
+  struct stat st;
+  if (!in || ::stat(path.c_str(), &st) != 0) {
+    return Status::NotFound(fmt::format("cannot read {} (is this a cairn archive?)", path));
+  }
   std::stringstream text;
   text << in.rdbuf();
-  return ParseConfig(text.str(), path);
+  auto options = ParseConfig(text.str(), path);
+  // Whoever may edit the file must not aim our key commands (as root: at another archive's
+  // keystore, or any file) by it.
+  if (options.ok() && !options->keystore.empty() && st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return Status::Permission(fmt::format("{}: keystore = {}: the file is owned by uid {}, and a keystore elsewhere is "
+                                          "taken only from a cairn.conf of root's or of whoever runs cairn (without "
+                                          "the line the archive's own keystore is used)",
+                                          path, options->keystore, st.st_uid));
+  }
+  return options;
 }
 
 std::string FormatConfig(const ArchiveOptions& o) {

@@ -204,3 +204,30 @@ TEST_CASE("SaveConfig: a leftover cairn.conf.tmp with a second name elsewhere is
   CHECK(text == "precious\n");
   CHECK(LoadConfig(f.dir + "/cairn.conf").ok());
 }
+
+TEST_CASE("Config: a keystore elsewhere is taken only from a cairn.conf of root's or of whoever runs cairn",
+          "[config]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cairn.conf";
+  MkfsOptions mkfs;
+  mkfs.options.keystore = "/srv/other-archive/keystore";
+  mkfs.options.disks = {"disks/disk-000.img"};
+  mkfs.options.archive_id = kId;
+  {
+    std::ofstream out(path);
+    out << FormatConfig(mkfs.options);
+  }
+  INFO(LoadConfig(path).status().ToString());
+  REQUIRE(LoadConfig(path).ok());  // ours
+  if (::geteuid() != 0) return;    // chown needs root (CI runs as root)
+  REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+  auto foreign = LoadConfig(path);
+  CHECK(foreign.status().code() == Status::Code::kPermission);
+  CHECK(foreign.status().message().find("owned by uid 65534") != std::string::npos);
+  mkfs.options.keystore.clear();  // its own keystore: fine
+  {
+    std::ofstream out(path);
+    out << FormatConfig(mkfs.options);
+  }
+  CHECK(LoadConfig(path).ok());
+}
