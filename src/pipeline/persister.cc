@@ -16,6 +16,7 @@
 #include "util/clock.h"
 #include "util/coding.h"
 #include "util/log.h"
+#include "util/wait_for_all.h"
 
 namespace cairn {
 namespace {
@@ -360,14 +361,7 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
   };
   std::vector<Read> reads;
   reads.reserve(candidates.size());
-  struct WaitForReads {
-    std::vector<Read>& reads;
-    ~WaitForReads() {
-      for (Read& read : reads) {
-        if (read.bytes.valid()) read.bytes.wait();
-      }
-    }
-  } wait_for_reads{reads};
+  WaitForAll wait_for_reads{reads, &Read::bytes};
   const int fd = (*file)->fd();
   size_t taken = 0;
   uint64_t segments_read = 0;

@@ -11,6 +11,7 @@
 #include "extent/extent_store.h"
 #include "pipeline/member_metadata.h"
 #include "util/coding.h"
+#include "util/wait_for_all.h"
 
 namespace cairn {
 
@@ -81,14 +82,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
   std::deque<Job> ahead;
   // The pool's tasks read `pieces` and the plans: none may outlive this call, even when it
   // throws.
-  struct WaitForAll {
-    std::deque<Job>& jobs;
-    ~WaitForAll() {
-      for (Job& job : jobs) {
-        if (job.stored.valid()) job.stored.wait();
-      }
-    }
-  } wait_for_all{ahead};
+  WaitForAll wait_for_all{ahead, &Job::stored};
   auto write_oldest = [&] {
     Job job = std::move(ahead.front());
     ahead.pop_front();

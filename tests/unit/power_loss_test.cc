@@ -364,20 +364,27 @@ TEST_CASE("PowerSupply: unsynced writes roll back or stay, the write cut by the 
   }
 }
 
-TEST_CASE("Power loss: a change to a persisted file reads the same from its cache copy and from the disks",
-          "[power_loss]") {
-  CrashLoop("overwrite", [](PowerSupply& supply, int cut_at, const Survivors& survivors) {
+namespace {
+
+// A persisted file (clean, its cache copy kept) changed by a write that is not fsync'd,
+// after a truncate that grows it when `grow_first`, with the power cut at each step: after
+// the restart it reads the same from its cache copy and, once evicted, from the disks.
+void ChangePersistedFile(const char* step, bool grow_first) {
+  CrashLoop(step, [grow_first](PowerSupply& supply, int cut_at, const Survivors& survivors) {
     CrashArchive a(supply, 3);
     a.Open();
     const std::vector<uint8_t> data = test::RandomBytes(2 * kSegment, 21);
     a.Write("f", 0, data);
-    REQUIRE(a.fs->PersistAll().ok());  // clean, its cache copy kept
+    REQUIRE(a.fs->PersistAll().ok());
     uint64_t ino = a.fs->Lookup(kRootInode, "f")->ino;
     const std::vector<uint8_t> change(10, 0xEE);
     bool cut = a.PowerCutDuring(cut_at, survivors, [&] {
+      SetAttrRequest grow;
+      grow.size = 3 * kSegment;
+      if (grow_first && !a.fs->SetAttr(ino, grow).ok()) return;  // marks the file dirty
       auto fh = a.fs->Open(ino, O_RDWR, Caller{});
       REQUIRE(fh.ok());
-      (void)a.fs->Write(*fh, kSegment + 7, change);  // not fsync'd: kept or lost, but not both
+      (void)a.fs->Write(*fh, kSegment + 7, change);  // kept or lost, but not both
       a.fs->Release(*fh);
     });
     auto read = [&] {
@@ -396,37 +403,14 @@ TEST_CASE("Power loss: a change to a persisted file reads the same from its cach
   });
 }
 
+}  // namespace
+
+TEST_CASE("Power loss: a change to a persisted file reads the same from its cache copy and from the disks",
+          "[power_loss]") {
+  ChangePersistedFile("overwrite", false);
+}
+
 TEST_CASE("Power loss: a persisted file grown by a truncate, then changed, reads the same from its cache copy and "
           "from the disks", "[power_loss]") {
-  CrashLoop("grow-overwrite", [](PowerSupply& supply, int cut_at, const Survivors& survivors) {
-    CrashArchive a(supply, 3);
-    a.Open();
-    const std::vector<uint8_t> data = test::RandomBytes(2 * kSegment, 22);
-    a.Write("f", 0, data);
-    REQUIRE(a.fs->PersistAll().ok());  // clean, its cache copy kept
-    uint64_t ino = a.fs->Lookup(kRootInode, "f")->ino;
-    const std::vector<uint8_t> change(10, 0xEE);
-    bool cut = a.PowerCutDuring(cut_at, survivors, [&] {
-      SetAttrRequest grow;
-      grow.size = 3 * kSegment;
-      if (!a.fs->SetAttr(ino, grow).ok()) return;  // marks the file dirty
-      auto fh = a.fs->Open(ino, O_RDWR, Caller{});
-      REQUIRE(fh.ok());
-      (void)a.fs->Write(*fh, kSegment + 7, change);  // not fsync'd: kept or lost, but not both
-      a.fs->Release(*fh);
-    });
-    auto read = [&] {
-      auto fh = a.fs->Open(ino, O_RDONLY, Caller{});
-      REQUIRE(fh.ok());
-      auto bytes = test::ReadBytes(*a.fs, *fh, 0, kMaxFileSize);
-      a.fs->Release(*fh);
-      REQUIRE(bytes.ok());
-      return *bytes;
-    };
-    std::vector<uint8_t> cached = read();
-    REQUIRE(a.fs->EvictAll().ok());
-    CHECK(read() == cached);
-    a.Unmount();
-    return cut;
-  });
+  ChangePersistedFile("grow-overwrite", true);
 }

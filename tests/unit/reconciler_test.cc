@@ -66,6 +66,27 @@ struct GatedKeyArchive : test::ArchiveFixture {
     REQUIRE(gate.WaitUntilHolding(kPatience));
     return apply;
   }
+  // The segments of `ino` are in the extents `before` lists.
+  void CheckSameExtents(uint64_t ino, const std::vector<SegmentRecord>& before) {
+    auto now = Segments(ino);
+    REQUIRE(now.size() == before.size());
+    for (size_t i = 0; i < now.size(); i++) CHECK(now[i].extent_id == before[i].extent_id);
+  }
+  // Erases the data keys master key k1 wraps (one file's) while `policy apply /` is held
+  // there, then lets the apply finish. The erase must not wait for it.
+  void EraseK1WhileApplyHeld() {
+    auto apply = ApplyHeld();
+    auto erase = std::async(std::launch::async, [this] { return fs->ChangeFileKeys("erase", "k1"); });
+    if (erase.wait_for(kPatience) != std::future_status::ready) {
+      gate.Open();
+      FAIL("the erase waited for the held re-encode");
+    }
+    auto erased = erase.get();
+    REQUIRE(erased.ok());
+    CHECK(*erased == 1);
+    gate.Open();
+    REQUIRE(apply.get().ok());
+  }
 };
 
 }  // namespace
@@ -82,22 +103,10 @@ TEST_CASE("Reconciler: a crypto-erase while a file is rewritten in clear is not 
   const auto sealed = a.Segments(file);
   REQUIRE(a.Set(file, "user.cairn.encrypt", "off").ok());  // queued to be rewritten in clear
 
-  auto apply = a.ApplyHeld();  // its plaintext read, the clear extents on their way to the disks
-  auto erase = std::async(std::launch::async, [&] { return a.fs->ChangeFileKeys("erase", "k1"); });
-  if (erase.wait_for(kPatience) != std::future_status::ready) {
-    a.gate.Open();
-    FAIL("the erase waited for the held re-encode");
-  }
-  auto erased = erase.get();
-  REQUIRE(erased.ok());
-  CHECK(*erased == 1);
-  a.gate.Open();
-  REQUIRE(apply.get().ok());
+  a.EraseK1WhileApplyHeld();  // its plaintext read, the clear extents on their way to the disks
 
   // Still the sealed extents, whose data key is gone: nothing to read.
-  auto now = a.Segments(file);
-  REQUIRE(now.size() == sealed.size());
-  for (size_t i = 0; i < now.size(); i++) CHECK(now[i].extent_id == sealed[i].extent_id);
+  a.CheckSameExtents(file, sealed);
   auto fh = a.fs->Open(file, O_RDONLY, Caller{});
   REQUIRE(fh.ok());
   auto read = test::ReadBytes(*a.fs, *fh, 0, data.size());
@@ -132,22 +141,10 @@ TEST_CASE("Reconciler: a crypto-erase while a file is re-encrypted under another
   const auto sealed = a.Segments(file);
   REQUIRE(a.Set(file, "user.cairn.key", "k2").ok());  // queued to be rewritten
 
-  auto apply = a.ApplyHeld();  // its plaintext read, the first extent on its way to the disks
-  auto erase = std::async(std::launch::async, [&] { return a.fs->ChangeFileKeys("erase", "k1"); });
-  if (erase.wait_for(kPatience) != std::future_status::ready) {
-    a.gate.Open();
-    FAIL("the erase waited for the held re-encode");
-  }
-  auto erased = erase.get();
-  REQUIRE(erased.ok());
-  CHECK(*erased == 1);
-  a.gate.Open();
-  REQUIRE(apply.get().ok());
+  a.EraseK1WhileApplyHeld();  // its plaintext read, the first extent on its way to the disks
 
   // No segment was sealed with a new key and swapped in: nothing of the file reads.
-  auto now = a.Segments(file);
-  REQUIRE(now.size() == sealed.size());
-  for (size_t i = 0; i < now.size(); i++) CHECK(now[i].extent_id == sealed[i].extent_id);
+  a.CheckSameExtents(file, sealed);
   auto fh = a.fs->Open(file, O_RDONLY, Caller{});
   REQUIRE(fh.ok());
   for (uint64_t at = 0; at < data.size(); at += kSegment) {
