@@ -309,13 +309,7 @@ Status Archive::CheckPlacementFits(const std::string& placement) const {
 }
 
 Status Archive::CheckRaidInGroup(const std::string& raid, const std::string& placement) const {
-  std::string name;
-  PlacementHints hints;
-  CAIRN_RETURN_IF_ERROR(ParsePlacement(placement, name, hints));
-  for (const ArchiveOptions::Group& group : EffectiveGroups(options_)) {
-    if (group.name == (name.empty() ? first_group_ : name)) return CheckRaidFitsGroup(raid, options_, group);
-  }
-  return CheckPlacementFits(placement);  // names a group the archive does not have
+  return CheckRaidInPlacement(raid, placement, options_);
 }
 
 PolicyContext Archive::policy_context() const {

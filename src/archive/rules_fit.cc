@@ -53,17 +53,28 @@ Status CheckRaidFitsGroup(std::string_view raid, const ArchiveOptions& options, 
                                              raid, redundancy->chunk_count(), disks_of, domains.size()));
 }
 
-Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options) {
+Status CheckRaidFitsSomeGroup(std::string_view raid, const ArchiveOptions& options) {
   std::vector<ArchiveOptions::Group> groups = EffectiveGroups(options);
-  if (raid == "2d") {  // for files placed in a lonestar group, whichever comes first
-    for (const auto& group : groups) {
-      if (*GroupTypeNamed(group.type) == GroupType::kLoneStar) return Status::OK();
-    }
-    return Status::InvalidArgument("raid=2d keeps each extent whole on one bucket of a lonestar group; this "
-                                   "archive has none (cairn group add)");
+  Status first;  // the refusal of the group where new data goes, when none fits
+  for (const auto& group : groups) {
+    Status st = CheckRaidFitsGroup(raid, options, group);
+    if (st.ok()) return st;
+    if (first.ok()) first = st;
   }
-  // New data goes to the first group, which is named when cairn.conf names groups.
-  return CheckRaidFitsGroup(raid, options, groups.front());
+  if (groups.size() == 1) return first;
+  return Status::InvalidArgument(fmt::format("no disk group can keep raid={}: {}", raid, first.message()));
+}
+
+Status CheckRaidInPlacement(std::string_view raid, const std::string& placement, const ArchiveOptions& options) {
+  std::string name;
+  PlacementHints hints;
+  CAIRN_RETURN_IF_ERROR(ParsePlacement(placement, name, hints));
+  std::vector<ArchiveOptions::Group> groups = EffectiveGroups(options);
+  if (name.empty()) return CheckRaidFitsGroup(raid, options, groups.front());
+  for (const auto& group : groups) {
+    if (group.name == name) return CheckRaidFitsGroup(raid, options, group);
+  }
+  return CheckPlacementFits(placement, options);  // names a group the archive does not have
 }
 
 Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& options) {
@@ -81,20 +92,38 @@ Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& op
 }
 
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file) {
-  auto fits = [&](const std::vector<PolicySetting>& settings, int line, const std::string& what) {
-    const std::string* raid = FindSetting(settings, PolicyKey::kRaid);
-    const std::string* placement = FindSetting(settings, PolicyKey::kPlacement);
-    Status st = raid ? CheckRaidFits(*raid, options) : Status::OK();
-    if (st.ok() && placement) st = CheckPlacementFits(*placement, options);
-    if (st.ok()) return st;
+  auto refuse = [&](const Status& st, int line, const std::string& what) {
     std::string where = line > 0 ? fmt::format("{}:{}", file, line) : file;
     return Status::InvalidArgument(fmt::format("{}: {}: {}", where, what, st.message()));
   };
+  // A named policy is checked on its own: without a placement it may be used in any group
+  // (where it is used, setting the attribute checks the pair).
   for (const auto& policy : rules.policies()) {
-    CAIRN_RETURN_IF_ERROR(fits(policy.settings, policy.line, "policy " + policy.name));
+    const std::string* raid = FindSetting(policy.settings, PolicyKey::kRaid);
+    const std::string* placement = FindSetting(policy.settings, PolicyKey::kPlacement);
+    Status st = placement ? CheckPlacementFits(*placement, options) : Status::OK();
+    if (st.ok() && raid) {
+      st = placement ? CheckRaidInPlacement(*raid, *placement, options) : CheckRaidFitsSomeGroup(*raid, options);
+    }
+    if (!st.ok()) return refuse(st, policy.line, "policy " + policy.name);
   }
-  for (const auto& rule : rules.rules()) CAIRN_RETURN_IF_ERROR(fits(rule.settings(), rule.line(), "rule " + rule.name()));
-  return fits(rules.default_rule().settings(), rules.default_rule().line(), "default");
+  // A rule gives the files it matches what it sets (itself or through its named policy), and
+  // the default's settings for the rest: the raid= and placement= they end with must agree.
+  const std::vector<PolicySetting> fallback = rules.Expand(rules.default_rule().settings());
+  auto fits = [&](const Rule& rule, const std::string& what) {
+    std::vector<PolicySetting> own = rules.Expand(rule.settings());
+    auto setting = [&](PolicyKey key) {
+      const std::string* value = FindSetting(own, key);
+      return value ? value : FindSetting(fallback, key);
+    };
+    const std::string* raid = setting(PolicyKey::kRaid);
+    const std::string* placement = setting(PolicyKey::kPlacement);
+    Status st = placement ? CheckPlacementFits(*placement, options) : Status::OK();
+    if (st.ok() && raid) st = CheckRaidInPlacement(*raid, placement ? *placement : "balanced", options);
+    return st.ok() ? st : refuse(st, rule.line(), what);
+  };
+  for (const auto& rule : rules.rules()) CAIRN_RETURN_IF_ERROR(fits(rule, "rule " + rule.name()));
+  return fits(rules.default_rule(), "default");
 }
 
 Status CheckRulesKeys(const RuleSet& rules, const std::function<Status(const std::string&)>& usable,

@@ -18,20 +18,24 @@ namespace cairn {
 std::string DomainOf(const ArchiveOptions& options, size_t disk);
 
 // InvalidArgument when raid=`raid` needs more distinct disks (or failure domains) than
-// the group where new data goes has, saying how many it needs and how many there are, or is
-// a scheme that group cannot keep (CheckSchemeFitsGroup). raid=2d fits an archive that has
-// a lonestar group.
-Status CheckRaidFits(std::string_view raid, const ArchiveOptions& options);
-// The same for the files of `group` (of `options`).
+// `group` (of `options`) has, saying how many it needs and how many there are, or is a
+// scheme that group cannot keep (CheckSchemeFitsGroup).
 Status CheckRaidFitsGroup(std::string_view raid, const ArchiveOptions& options, const ArchiveOptions::Group& group);
+// The same for the group placement=`placement` sends files to (the first group, where new
+// data goes, when it names none); InvalidArgument too when it names no group of `options`.
+Status CheckRaidInPlacement(std::string_view raid, const std::string& placement, const ArchiveOptions& options);
+// InvalidArgument when no group of `options` can keep raid=`raid` (the refusal of the first).
+Status CheckRaidFitsSomeGroup(std::string_view raid, const ArchiveOptions& options);
 
 // InvalidArgument when placement=`placement` names a disk group `options` does not define,
 // listing the groups there are.
 Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& options);
 
-// CheckRaidFits and CheckPlacementFits for the raid= and placement= of every named policy, every rule and the default of
-// `rules`; the message names `file` and the policy or rule. (idr= is per disk and fits
-// any archive.)
+// The placement= and raid= of `rules` checked against `options`: a rule's, each taken from
+// the rule (itself or its named policy) or else from the default, must agree
+// (CheckRaidInPlacement), and so must the default's; a named policy's raid= must fit the
+// group its placement= names, or without one some group. The message names `file`, the
+// line and the rule or policy. (idr= is per disk and fits any archive.)
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file);
 
 // InvalidArgument when a named policy, a rule or the default of `rules` sets encrypt= (not
