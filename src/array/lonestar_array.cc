@@ -656,15 +656,7 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
     if (st.ok()) st = kept;
   }
   if (!st.ok()) {  // the range is undefined now: its parity knows what it held
-    if (Status marked = AddDefect(position, r); !marked.ok()) {
-      // Nothing says so: a later write there would take its delta from what is on the disk.
-      // The group stops; its next open finds the promise open and rebuilds the range.
-      halted_ = true;
-      LogError("lonestar group {} stops: disk {} bytes {}..{} are undefined after a failed write ({}), and the "
-               "journal cannot record it: {}; a remount repairs them",
-               options_.name, members_[position].disk, r.offset, r.end(), st.message(), marked.message());
-      return st;
-    }
+    if (!MarkUndefined(position, r, st).ok()) return st;
     if (Status done = journal_->Done(std::vector<uint64_t>{promise->txn}); !done.ok()) {
       LogError("lonestar group {}: {}", options_.name, done.message());  // open, it is driven forward at open
     }
@@ -751,7 +743,22 @@ Status LoneStarArray::Sync(uint32_t position) {
       unsynced_.erase(it);
     }
   }
-  Status st = CompletePromises(position, txns);
+  Status st = SyncMember(position);
+  if (!st.ok()) {
+    // What the promises wrote may be lost whatever a later sync says (a failed fsync can
+    // drop the pages): their ranges are rebuilt from the parity, which takes their deltas
+    // all the same, so a later Sync that completes them acknowledges what can be read back.
+    for (uint64_t txn : txns) {
+      ByteRange r;
+      {
+        std::lock_guard lock(mutex_);
+        r = pending_.at(txn).range();
+      }
+      if (!MarkUndefined(position, r, st).ok()) break;
+    }
+  } else {
+    st = CompletePromises(txns);
+  }
   if (!st.ok() && !txns.empty()) {  // still this bucket's: the next Sync tries them again
     std::lock_guard lock(mutex_);
     std::vector<uint64_t>& later = unsynced_[position];
@@ -769,8 +776,7 @@ Status LoneStarArray::Sync(uint32_t position) {
   return owed > kMaxDeltasPerCache * options_.delta_cache_bytes ? FlushParity() : Status::OK();
 }
 
-Status LoneStarArray::CompletePromises(uint32_t position, std::vector<uint64_t>& txns) {
-  CAIRN_RETURN_IF_ERROR(SyncMember(position));
+Status LoneStarArray::CompletePromises(std::vector<uint64_t>& txns) {
   if (txns.empty()) return Status::OK();
   if (Crash("data-synced")) return Halted();
   if (options_.mode == ArrayWriteMode::kDirect) {
@@ -976,6 +982,17 @@ void LoneStarArray::MarkLost(uint32_t position, const std::string& why) {
 
 Status LoneStarArray::Replacing(uint32_t position) {
   return AddDefect(position, {options_.data_start, options_.data_end - options_.data_start});
+}
+
+Status LoneStarArray::MarkUndefined(uint32_t position, const ByteRange& r, const Status& failure) {
+  Status marked = AddDefect(position, r);
+  if (marked.ok()) return marked;
+  // Nothing says so: a later write there would take its delta from what is on the disk.
+  halted_ = true;
+  LogError("lonestar group {} stops: disk {} bytes {}..{} are undefined ({}), and the journal cannot record it: "
+           "{}; a remount repairs them",
+           options_.name, members_[position].disk, r.offset, r.end(), failure.message(), marked.message());
+  return marked;
 }
 
 Status LoneStarArray::AddDefect(uint32_t position, const ByteRange& r) {

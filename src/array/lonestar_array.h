@@ -207,10 +207,10 @@ class LoneStarArray {
   // Applies `delta` to parity member `position` over `r` (read, XOR, write). REQUIRES: units locked.
   Status ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta);
   Status SyncMember(uint32_t position);
-  // Sync's work for the promises it took from bucket `position`: makes them durable with their
-  // parity as the mode says. Empties `txns` once they are no longer the bucket's to retry
-  // (delayed: handed to the flush).
-  Status CompletePromises(uint32_t position, std::vector<uint64_t>& txns);
+  // Sync's work for the promises it took from a bucket, once the bucket is synced: makes them
+  // durable with their parity as the mode says. Empties `txns` once they are no longer the
+  // bucket's to retry (delayed: handed to the flush).
+  Status CompletePromises(std::vector<uint64_t>& txns);
   // The delta of a pending promise, from memory or the journal.
   Result<std::shared_ptr<const std::vector<uint8_t>>> DeltaOf(uint64_t txn);
   // Applies the parity of `txns` role by role, each disk synced and marked before the next role.
@@ -222,6 +222,10 @@ class LoneStarArray {
   // range clears its defects there less those, which came after it had read the range.
   class DefectWatch;
   Status AddDefect(uint32_t position, const ByteRange& r);
+  // AddDefect for range `r` of `position`, which `failure` (a write or a sync) left undefined;
+  // when the journal cannot record it either, the group stops (its next open finds the
+  // promises open and rebuilds their ranges).
+  Status MarkUndefined(uint32_t position, const ByteRange& r, const Status& failure);
   // Removes `r` from the defects of `position`, but for what was added since `since` began.
   Status RemoveDefect(uint32_t position, const ByteRange& r, const DefectWatch& since);
   // Rebuilds range `r` of every erased member that is there, a slice at a time, syncs them and
