@@ -102,6 +102,9 @@ Result<MasterKeySource> NewSource(const std::string& name, uint32_t version, con
   source.version = version;
   auto bytes = MasterKeyOf(source);
   if (!bytes.ok()) return bytes.status();
+  auto check = MasterKeyCheckValue(*bytes);  // recorded: a source that later gives another key is refused
+  if (!check.ok()) return check.status();
+  source.check = std::move(*check);
   return source;
 }
 
@@ -166,8 +169,9 @@ int List(const std::string& archive, const Keystore& store) {
       const char* kind = v->kind == MasterKeySource::Kind::kInline ? "in the keystore"
                          : v->kind == MasterKeySource::Kind::kFile ? "file"
                                                                    : "command";
-      versions += fmt::format("{}v{} ({}{}{})", versions.empty() ? "" : ", ", v->version, kind,
-                              v->location.empty() ? "" : " ", v->location);
+      bool unchecked = v->kind != MasterKeySource::Kind::kInline && v->check.empty();  // added before checks were
+      versions += fmt::format("{}v{} ({}{}{}{})", versions.empty() ? "" : ", ", v->version, kind,
+                              v->location.empty() ? "" : " ", v->location, unchecked ? ", no check value" : "");
     }
     std::string who;
     for (const std::string& w : store.grants(name)) who += (who.empty() ? "" : ",") + w;

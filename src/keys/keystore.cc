@@ -18,7 +18,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "util/sync_directory.h"
 
@@ -27,6 +30,7 @@ namespace {
 
 constexpr size_t kMaxKeystoreBytes = 4 << 20;
 constexpr size_t kMaxSourceOutput = 4096;  // what a key file or command may give
+constexpr size_t kCheckValueBytes = 16;
 constexpr int kCommandTimeoutMs = 30000;
 
 std::string ModeProblem(const struct stat& st) {
@@ -202,6 +206,7 @@ Result<Keystore> Keystore::Load(const std::string& path) {
   auto file = ReadPrivateFile(path, kMaxKeystoreBytes, "keystore");
   if (!file.ok()) return file.status();
   Keystore store(path);
+  std::vector<std::tuple<size_t, MasterKeySource, std::string>> checks;  // line, whose, value
   std::string_view text(reinterpret_cast<const char*>(file->first.data()), file->second);
   size_t line_number = 0;
   for (size_t start = 0; start < text.size();) {
@@ -233,13 +238,23 @@ Result<Keystore> Keystore::Load(const std::string& path) {
       if (Status st = store.SetGrants(name, who); !st.ok()) return bad(st.message());
       continue;
     }
-    if (verb != "key") return bad("it starts with neither 'key' nor 'allow'");
+    if (verb != "key" && verb != "check") return bad("it starts with neither 'key', 'check' nor 'allow'");
     std::string_view number = next_word();
     MasterKeySource source;
     source.name = name;
     auto [rest, error] = std::from_chars(number.data(), number.data() + number.size(), source.version);
     if (error != std::errc() || rest != number.data() + number.size() || source.version == 0) {
       return bad(fmt::format("key {}: the version is not a number (1, 2, ...)", name));
+    }
+    if (verb == "check") {
+      std::string value(next_word());
+      if (value.size() != 2 * kCheckValueBytes || !line.empty() ||
+          !std::all_of(value.begin(), value.end(), [](char c) { return HexDigit(c) >= 0; })) {
+        return bad(fmt::format("key {} version {}: a check value is {} hex digits", name, source.version,
+                               2 * kCheckValueBytes));
+      }
+      checks.emplace_back(line_number, std::move(source), std::move(value));
+      continue;
     }
     if (store.find(name, source.version)) return bad(fmt::format("key {} version {} is listed twice", name, source.version));
     while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
@@ -262,6 +277,20 @@ Result<Keystore> Keystore::Load(const std::string& path) {
   std::sort(store.keys_.begin(), store.keys_.end(), [](const MasterKeySource& a, const MasterKeySource& b) {
     return std::tie(a.name, a.version) < std::tie(b.name, b.version);
   });
+  for (auto& [line, of, value] : checks) {
+    auto key = std::find_if(store.keys_.begin(), store.keys_.end(), [&, &of = of](const MasterKeySource& k) {
+      return k.name == of.name && k.version == of.version;
+    });
+    std::string problem = key == store.keys_.end() ? "there is no such key"
+                          : key->kind == MasterKeySource::Kind::kInline ? "it is in the keystore itself"
+                          : !key->check.empty()                         ? "it has one already"
+                                                                        : "";
+    if (!problem.empty()) {
+      return Status::InvalidArgument(fmt::format("keystore {} line {}: key {} version {}: a check value, but {}", path,
+                                                 line, of.name, of.version, problem));
+    }
+    key->check = std::move(value);
+  }
   return store;
 }
 
@@ -272,6 +301,9 @@ Status Keystore::Save() const {
   for (const MasterKeySource& key : keys_) {
     lines.push_back(fmt::format("key {} {} {}", key.name, key.version, KindPrefix(key.kind)));
     size += lines.back().size() + (key.kind == MasterKeySource::Kind::kInline ? 2 * kMasterKeyBytes : key.location.size()) + 1;
+  }
+  for (const MasterKeySource& key : keys_) {
+    if (!key.check.empty()) size += fmt::format("check {} {} {}\n", key.name, key.version, key.check).size();
   }
   for (const auto& [name, who] : grants_) {
     lines.push_back(fmt::format("allow {}", name));
@@ -298,6 +330,9 @@ Status Keystore::Save() const {
     *at++ = '\n';
   }
   for (size_t g = 1 + keys_.size(); g < lines.size(); g++) append(lines[g]);
+  for (const MasterKeySource& key : keys_) {
+    if (!key.check.empty()) append(fmt::format("check {} {} {}\n", key.name, key.version, key.check));
+  }
   std::string temp = path_ + ".new";
   Status status;
   // A fresh file of ours: not one someone left there (or linked) beforehand.
@@ -422,16 +457,38 @@ Result<SecretBytes> MasterKeyOf(const MasterKeySource& source) {
                     : RunKeyCommand(source);
   if (!output.ok()) return output.status();
   auto [bytes, length] = std::move(*output);
+  const char* from = source.kind == MasterKeySource::Kind::kFile ? "file" : "command";
+  SecretBytes key;
   if (source.kind == MasterKeySource::Kind::kFile && length == kMasterKeyBytes) {
-    return SecretBytes::CopyOf(bytes.bytes().first(length));
-  }
-  auto key = FromHex(std::string_view(reinterpret_cast<const char*>(bytes.data()), length));
-  if (!key) {
-    return Status::InvalidArgument(fmt::format("{}: its {} gave neither {} raw bytes nor {} hex digits", what,
-                                               source.kind == MasterKeySource::Kind::kFile ? "file" : "command",
+    key = SecretBytes::CopyOf(bytes.bytes().first(length));
+  } else if (auto hex = FromHex(std::string_view(reinterpret_cast<const char*>(bytes.data()), length))) {
+    key = std::move(*hex);
+  } else {
+    return Status::InvalidArgument(fmt::format("{}: its {} gave neither {} raw bytes nor {} hex digits", what, from,
                                                kMasterKeyBytes, 2 * kMasterKeyBytes));
   }
-  return std::move(*key);
+  if (source.check.empty()) return key;
+  auto check = MasterKeyCheckValue(key);
+  if (!check.ok()) return check.status();
+  if (*check != source.check) {
+    return Status::InvalidArgument(fmt::format("{}: its {} gave another key than the one it gave when the version was "
+                                               "added (the check value in the keystore differs); nothing is read or "
+                                               "written with it",
+                                               what, from));
+  }
+  return key;
+}
+
+Result<std::string> MasterKeyCheckValue(const SecretBytes& key) {
+  static constexpr char kLabel[] = "cairn master key check value";
+  uint8_t mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const uint8_t*>(kLabel),
+            sizeof kLabel - 1, mac, &length) ||
+      length < kCheckValueBytes) {
+    return Status::IOError("OpenSSL could not compute a master key's check value");
+  }
+  return fmt::format("{:02x}", fmt::join(std::span<const uint8_t>(mac, kCheckValueBytes), ""));
 }
 
 Result<MasterKeySource> NewInlineMasterKey(const std::string& name) {

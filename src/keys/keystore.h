@@ -26,10 +26,18 @@ struct MasterKeySource {
   Kind kind = Kind::kInline;
   std::string location;                      // kFile: the path; kCommand: the shell command
   std::shared_ptr<const SecretBytes> bytes;  // kInline: the key itself
+  // kFile, kCommand: the key's MasterKeyCheckValue, recorded when the version was added, so
+  // that another key given back later is refused; "" in keystores from before it was.
+  std::string check;
 };
+
+// A check value of master key `key`: the first 16 bytes of an HMAC-SHA256 of a fixed label
+// under it, in hex. It tells the key from another without revealing it.
+Result<std::string> MasterKeyCheckValue(const SecretBytes& key);
 
 // The file, parsed. Lines (see cairn(8), KEYS):
 //   key NAME VERSION hex:<64 hex digits> | file:/PATH | command:SHELL COMMAND
+//   check NAME VERSION <32 hex digits>   (a file or command key's check value)
 //   allow NAME WHO...      (WHO: uid:N, gid:N or *; root may always use every key)
 // '#' starts a comment line.
 class Keystore {
@@ -74,7 +82,8 @@ class Keystore {
 
 // A master key of kMasterKeyBytes: read from the file or the command's output (64 hex digits,
 // or the raw bytes for a file), or the inline one. InvalidArgument naming the key (never its
-// bytes) when the source fails or gives something else.
+// bytes) when the source fails, gives something else, or gives a key whose check value is not
+// the one recorded: nothing is then wrapped or unwrapped with a wrong key.
 Result<SecretBytes> MasterKeyOf(const MasterKeySource& source);
 
 // A fresh random inline master key for `name`.

@@ -498,3 +498,36 @@ def test_a_key_command_is_tried_as_the_version_it_becomes_and_must_be_one_line(a
     assert r.returncode != 0 and "must be one line" in r.stderr, r
     listed = cairn("key", "list", archive.arch).stdout
     assert "k1" in listed and "k2" not in listed, listed
+
+
+def test_a_key_file_that_gives_another_key_is_refused_for_reading_and_writing(archive):
+    key_file = archive.s("k1.hex")
+    write_file(key_file, HEX1.encode())
+    os.chmod(key_file, 0o600)
+    cairn("key", "create", archive.arch, "k1", "--from-file", key_file)
+    assert "no check value" not in cairn("key", "list", archive.arch).stdout
+    encrypt_dir(archive, archive.m("e"))
+    data = random_bytes(2 * MiB, 60)
+    write_file(archive.m("e", "f"), data)
+    archive.persist()
+    archive.evict()
+    archive.umount()
+    write_file(key_file, HEX2.encode())  # another key where it was (a KMS answering for the wrong one)
+    archive.mount()
+    drop_caches()
+    with pytest.raises(OSError) as e:
+        read_file(archive.m("e", "f"))
+    assert e.value.errno == errno.EIO
+    # Nothing new is sealed with it either: the file waits in the staging cache.
+    write_file(archive.m("e", "g"), b"written while the key file is wrong\n")
+    r = cairn("persist", archive.arch, check=False, timeout=60)
+    refusal = "key k1 version 1: its file gave another key than the one it gave when the version was added"
+    assert r.returncode != 0 and refusal in r.stderr, r
+    assert refusal in log_text(archive) and HEX2 not in log_text(archive)
+    assert os.getxattr(archive.m("e", "g"), "user.cairn.state") != b"persisted"
+    write_file(key_file, HEX1.encode())  # put right: both files read and persist
+    archive.persist()
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("e", "f")) == data
+    assert read_file(archive.m("e", "g")) == b"written while the key file is wrong\n"

@@ -133,7 +133,7 @@ TEST_CASE("Keys: the keystore saves and loads root-only, and refuses a wider mod
            {"allow k1 uid:x\n", "line 1: key k1: 'uid:x' is not uid:N, gid:N"},
            {"allow k1 uid:01000\n", "line 1: key k1: 'uid:01000' is not uid:N, gid:N"},  // would match no one
            {"allow k1 gid:4294967296\n", "'gid:4294967296' is not uid:N, gid:N"},
-           {"secret k1\n", "it starts with neither 'key' nor 'allow'"},
+           {"secret k1\n", "it starts with neither 'key', 'check' nor 'allow'"},
            {"key k1 " + std::string(64, 'b') + "\n", "the version is not a number"},  // never echoes the digits,
        }) {
     WriteFile(path, text, 0600);
@@ -173,6 +173,57 @@ TEST_CASE("Keys: master keys come from a root-only file or a command, and a fail
   source.location = "echo not-a-key";
   CHECK(MasterKeyOf(source).status().message().find("gave neither 32 raw bytes nor 64 hex digits") !=
         std::string::npos);
+}
+
+TEST_CASE("Keys: a file or command key that gives another key than when it was added is refused", "[keys]") {
+  TempDir dir;
+  // Known vectors: HMAC-SHA256 of the label under the key, its first 16 bytes.
+  CHECK(*MasterKeyCheckValue(SecretBytes(32)) == "f37b1ab4e13d2b9405dee19d31f292af");
+  std::string hex(64, 'c');
+  auto c = MasterKeyCheckValue(SecretBytes::CopyOf(std::vector<uint8_t>(32, 0xcc)));
+  REQUIRE(c.ok());
+  CHECK(*c == "2e349c274e4910b3dae0b4cce5648377");
+
+  WriteFile(dir / "master.hex", hex + "\n", 0600);
+  MasterKeySource source{"k", 1, MasterKeySource::Kind::kFile, dir / "master.hex", nullptr, *c};
+  REQUIRE(MasterKeyOf(source).ok());
+  WriteFile(dir / "master.hex", std::string(64, 'd') + "\n", 0600);  // another key where the file was
+  std::string refused = MasterKeyOf(source).status().message();
+  CHECK(refused ==
+        "key k version 1: its file gave another key than the one it gave when the version was added (the check value "
+        "in the keystore differs); nothing is read or written with it");
+  source.kind = MasterKeySource::Kind::kCommand;
+  source.location = "echo " + hex;
+  CHECK(MasterKeyOf(source).ok());
+  source.location = "echo " + std::string(64, 'e');
+  CHECK(MasterKeyOf(source).status().message().starts_with("key k version 1: its command gave another key"));
+
+  // The keystore keeps check values; a key recorded without one is taken as it comes.
+  std::string path = dir / "keystore";
+  Keystore store(path);
+  source.location = "echo " + hex;
+  REQUIRE(store.AddVersion(source).ok());
+  MasterKeySource old{"old", 0, MasterKeySource::Kind::kFile, dir / "master.hex", nullptr, ""};
+  REQUIRE(store.AddVersion(old).ok());
+  REQUIRE(store.Save().ok());
+  auto loaded = Keystore::Load(path);
+  REQUIRE(loaded.ok());
+  CHECK(loaded->current("k")->check == *c);
+  CHECK(loaded->current("old")->check.empty());
+  CHECK(MasterKeyOf(*loaded->current("k")).ok());
+  CHECK(MasterKeyOf(*loaded->current("old")).ok());
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"key k 1 file:/x\ncheck k 1 abc\n", "line 2: key k version 1: a check value is 32 hex digits"},
+           {"check k 2 " + *c + "\n", "line 1: key k version 2: a check value, but there is no such key"},
+           {"key k 1 hex:" + hex + "\ncheck k 1 " + *c + "\n", "a check value, but it is in the keystore itself"},
+           {"key k 1 file:/x\ncheck k 1 " + *c + "\ncheck k 1 " + *c + "\n", "line 3: key k version 1: a check "
+                                                                             "value, but it has one already"},
+       }) {
+    WriteFile(path, text, 0600);
+    auto bad = Keystore::Load(path);
+    INFO(text << " -> " << bad.status().ToString());
+    CHECK(bad.status().message().find(why) != std::string::npos);
+  }
 }
 
 TEST_CASE("Keys: a file's data key is wrapped in the catalog, survives rotation, is bound to its file, and erased",
