@@ -15,8 +15,7 @@ std::string CursorKey(const LoneStarArray& array) { return "parity_scrub_cursor.
 
 }  // namespace
 
-Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairReport* report) {
-  RepairPace pace(options);
+Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairPace& pace, RepairReport* report) {
   report->finished = true;
   for (const auto& array : archive.arrays()) {
     LoneStarArray::RebuildRun run;  // a range that fails is reported and passed over
@@ -55,19 +54,41 @@ Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairRepor
   return Status::OK();
 }
 
-Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairReport* report) {
-  RepairPace pace(options);
-  report->finished = true;
+Result<bool> ParityScrubUnderWay(Archive& archive) {
+  std::lock_guard lock(archive.catalog_mutex());
   for (const auto& array : archive.arrays()) {
-    uint64_t at = 0;
-    {
-      std::lock_guard lock(archive.catalog_mutex());
-      auto saved = archive.catalog().GetMeta(CursorKey(*array));
-      if (!saved.ok() && !saved.status().IsNotFound()) return saved.status();
-      if (saved.ok()) at = std::strtoull(saved->c_str(), nullptr, 10);
-    }
-    uint64_t end = array->data_end();
-    at = std::max(at, array->data_start());
+    auto saved = archive.catalog().GetMeta(CursorKey(*array));
+    if (saved.ok() && !saved->empty()) return true;
+    if (!saved.ok() && !saved.status().IsNotFound()) return saved.status();
+  }
+  return false;
+}
+
+// Each group's cursor: "" before a check (and after all groups are through), else the
+// offset it has checked up to (its data end once through).
+Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairPace& pace, RepairReport* report) {
+  report->finished = true;
+  std::vector<uint64_t> cursors;
+  {
+    std::lock_guard lock(archive.catalog_mutex());
+    Status begun = InTransaction(archive.catalog(), [&]() -> Status {
+      for (const auto& array : archive.arrays()) {
+        auto saved = archive.catalog().GetMeta(CursorKey(*array));
+        if (!saved.ok() && !saved.status().IsNotFound()) return saved.status();
+        uint64_t at = saved.ok() && !saved->empty() ? std::strtoull(saved->c_str(), nullptr, 10) : 0;
+        cursors.push_back(std::max(at, array->data_start()));
+        if (!saved.ok() || saved->empty()) {
+          CAIRN_RETURN_IF_ERROR(archive.catalog().SetMeta(CursorKey(*array), std::to_string(cursors.back())));
+        }
+      }
+      return Status::OK();
+    });
+    if (!begun.ok()) return begun;
+  }
+  for (size_t i = 0; i < archive.arrays().size(); i++) {
+    const auto& array = archive.arrays()[i];
+    uint64_t at = cursors[i];
+    const uint64_t end = array->data_end();
     while (at < end) {
       if (pace.Over()) {
         report->finished = false;
@@ -84,9 +105,8 @@ Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairReport*
       at += length;
       {
         std::lock_guard lock(archive.catalog_mutex());
-        Status saved = InTransaction(archive.catalog(), [&] {
-          return archive.catalog().SetMeta(CursorKey(*array), at < end ? std::to_string(at) : "");
-        });
+        Status saved = InTransaction(archive.catalog(),
+                                     [&] { return archive.catalog().SetMeta(CursorKey(*array), std::to_string(at)); });
         if (!saved.ok()) return saved;
       }
       if (options.progress && !options.progress(*report)) {
@@ -95,6 +115,14 @@ Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairReport*
       }
       pace.Throttle(report->bytes_read);
     }
+  }
+  {  // every group is through: the next scrub begins with the extents
+    std::lock_guard lock(archive.catalog_mutex());
+    Status reset = InTransaction(archive.catalog(), [&]() -> Status {
+      for (const auto& array : archive.arrays()) CAIRN_RETURN_IF_ERROR(archive.catalog().SetMeta(CursorKey(*array), ""));
+      return Status::OK();
+    });
+    if (!reset.ok()) return reset;
   }
   return archive.CommitDurably();
 }

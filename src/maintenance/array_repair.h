@@ -8,15 +8,19 @@
 
 #include "archive/archive.h"
 #include "maintenance/repair.h"
+#include "maintenance/repair_pace.h"
 
 namespace cairn {
 
 // Rebuilds, 64 MiB at a time, every defect range of a disk that is there; report->finished
 // once none is left. The bytes rebuilt count as read.
-Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairReport* report);
+Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairPace& pace, RepairReport* report);
 // Checks every parity relation of every group, repairing the disk wrong where one fails and a
 // single disk explains it (reported as problems, counted in parity_bad, parity_repaired and
-// parity_buckets_rebuilt).
-Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairReport* report);
+// parity_buckets_rebuilt). A check begun is recorded at once, so that a scrub out of time or
+// stopped goes on with it next time (ParityScrubUnderWay) rather than with the extents.
+Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairPace& pace, RepairReport* report);
+// Whether a parity check ScrubArrays began has not gone through every group yet.
+Result<bool> ParityScrubUnderWay(Archive& archive);
 
 }  // namespace cairn

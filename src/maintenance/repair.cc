@@ -59,8 +59,8 @@ struct BatchWrites {
 class Repairer {
  public:
   // Disks of lonestar groups are left out: their arrays rebuild them in place (array_repair.h).
-  Repairer(Archive& archive, const RepairOptions& options)
-      : archive_(archive), options_(options), awaiting_(WithoutArrays(archive, archive.awaiting_rebuild())),
+  Repairer(Archive& archive, const RepairOptions& options, RepairPace& pace)
+      : archive_(archive), options_(options), pace_(pace), awaiting_(WithoutArrays(archive, archive.awaiting_rebuild())),
         lost_disks_(awaiting_) {
     for (const auto& [disk, why] : archive.missing_disks()) {
       if (!archive.array_of(disk).first) lost_disks_.insert(static_cast<uint32_t>(disk));
@@ -87,7 +87,7 @@ class Repairer {
 
   Archive& archive_;
   const RepairOptions& options_;
-  const RepairPace pace_{options_};
+  RepairPace& pace_;
   const std::set<uint32_t> awaiting_;  // replaced disks: chunks rewritten in place
   std::set<uint32_t> lost_disks_;      // those and the missing disks
   std::mutex mutex_;  // guards report_, stop_error_ and the BatchWrites while workers run
@@ -396,13 +396,28 @@ Result<RepairReport> Repairer::Run() {
 }  // namespace
 
 Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options) {
+  RepairPace pace(options);  // one budget and one rate for all the phases
   RepairReport arrays;
   // A rebuild first fills the lonestar disks from their parity (the chunks of pool disks
-  // come from other chunks); a scrub checks every chunk, then every parity relation.
-  if (options.rebuild) CAIRN_RETURN_IF_ERROR(RebuildArrays(archive, options, &arrays));
-  auto report = Repairer(archive, options).Run();
+  // come from other chunks); a scrub checks every chunk, then every parity relation, and
+  // one that stopped during the parity goes on with it.
+  if (options.rebuild) {
+    CAIRN_RETURN_IF_ERROR(RebuildArrays(archive, options, pace, &arrays));
+    pace.PhaseDone(arrays.bytes_read);
+  } else {
+    auto under_way = ParityScrubUnderWay(archive);
+    if (!under_way.ok()) return under_way.status();
+    if (*under_way) {
+      CAIRN_RETURN_IF_ERROR(ScrubArrays(archive, options, pace, &arrays));
+      return arrays;
+    }
+  }
+  auto report = Repairer(archive, options, pace).Run();
   if (!report.ok()) return report;
-  if (!options.rebuild && report->finished) CAIRN_RETURN_IF_ERROR(ScrubArrays(archive, options, &arrays));
+  if (!options.rebuild && report->finished) {
+    pace.PhaseDone(report->bytes_read);
+    CAIRN_RETURN_IF_ERROR(ScrubArrays(archive, options, pace, &arrays));
+  }
   report->bytes_read += arrays.bytes_read;
   report->parity_bad += arrays.parity_bad;
   report->parity_repaired += arrays.parity_repaired;

@@ -5,13 +5,16 @@
 
 #include <fcntl.h>
 
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "archive/archive.h"
 #include "archive_fixture.h"
 #include "array/grid_geometry.h"
+#include "maintenance/repair.h"
 
 using namespace cairn;
 
@@ -170,4 +173,40 @@ TEST_CASE("Lonestar archive: a file whose raid does not fit the group its direct
   CHECK(a.ReadFile(good, data.size()) == data);
   CHECK(a.ReadFile(bad, data.size()) == data);
   REQUIRE(a.fs->Unlink(dir->ino, "bad-new").ok());  // else the unmount could not persist it
+}
+
+TEST_CASE("Lonestar archive: a scrub keeps one budget for extents and parity, and goes on with the parity check it "
+          "stopped in",
+          "[array]") {
+  LoneStarArchive a;
+  a.WriteFile("f", test::RandomBytes(3 * kSegment, 2), a.cold);
+  REQUIRE(a.fs->PersistAll().ok());
+  RepairOptions budgeted;
+  budgeted.budget_ns = 200'000'000;
+  budgeted.batch_bytes = 1;  // a batch per extent
+  bool slept = false;
+  budgeted.progress = [&](const RepairReport& r) {
+    if (!slept && r.extents_total > 0 && r.extents_done == r.extents_total) {
+      slept = true;  // the last extent's batch takes longer than the whole budget
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    return true;
+  };
+  auto first = RepairArchive(*a.archive, budgeted);
+  REQUIRE(first.ok());
+  CHECK(first->extents_total >= 3);
+  CHECK(first->extents_done == first->extents_total);
+  CHECK_FALSE(first->finished);  // no time was left for the parity check: it waits for the next scrub
+  CHECK(first->parity_bad == 0);
+
+  auto second = RepairArchive(*a.archive, RepairOptions{});
+  REQUIRE(second.ok());
+  CHECK(second->extents_total == 0);  // the extents were verified: the parity check goes on
+  CHECK(second->bytes_read > 0);
+  CHECK(second->finished);
+
+  auto third = RepairArchive(*a.archive, RepairOptions{});  // a new pass, from the extents
+  REQUIRE(third.ok());
+  CHECK(third->extents_total == first->extents_total);
+  CHECK(third->finished);
 }
