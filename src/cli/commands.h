@@ -55,8 +55,6 @@ Result<std::string> ArchiveDir(const std::string& target);
 // Loads the plugins the archive in `dir` uses (those of the default directory for ""), so the
 // values they make valid (compress=zstd) are checked as its daemon would.
 Status LoadPluginsOf(const std::string& dir);
-// The cairn mounts of this system: (archive directory, mountpoint).
-std::vector<std::pair<std::string, std::string>> CairnMounts();
 
 // Prints "cairn: <line>" to stderr: progress and notes, kept apart from a command's output.
 void Tell(const std::string& line);

@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -12,6 +11,7 @@
 #include "archive/private_files.h"
 #include "cli/commands.h"
 #include "daemon/control_server.h"
+#include "util/cairn_mounts.h"
 
 namespace cairn {
 
@@ -62,37 +62,6 @@ int SendControl(const std::string& archive_dir, const ControlRequest& request, s
   if (last == "ok") return 0;
   if (last.starts_with("error: ")) return Fail(1, last.substr(7));
   return Fail(1, "the daemon closed the connection without answering");
-}
-
-namespace {
-
-// A field of /proc/mounts as it was given: the kernel writes a space, tab, newline or
-// backslash in it as a backslash and three octal digits.
-std::string UnescapeMountField(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); i++) {
-    auto octal = [&](size_t at) { return at < field.size() && field[at] >= '0' && field[at] <= '7'; };
-    if (field[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<std::pair<std::string, std::string>> CairnMounts() {
-  // The mount's source (fsname) is the archive directory.
-  std::ifstream mounts("/proc/mounts");
-  std::string source, target, type, rest;
-  std::vector<std::pair<std::string, std::string>> found;
-  while (mounts >> source >> target >> type && std::getline(mounts, rest)) {
-    if (type == "fuse.cairn") found.emplace_back(UnescapeMountField(source), UnescapeMountField(target));
-  }
-  return found;
 }
 
 Result<MountedPath> LocateInMount(const std::string& path) {

@@ -19,6 +19,7 @@
 #include "archive/archive.h"
 #include "cli/commands.h"
 #include "daemon/mount_daemon.h"
+#include "util/cairn_mounts.h"
 
 namespace cairn {
 namespace {
