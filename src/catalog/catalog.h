@@ -91,6 +91,10 @@ struct SegmentSummary {
   uint64_t max_extent_offset = 0;  // of the rows with data
 };
 
+// The disk of a chunk no one knows the place of: one `cairn recover` did not find, whose
+// digest it does not know either.
+constexpr uint32_t kNoDisk = UINT32_MAX;
+
 // Where one chunk of an extent lives: its own on-disk extent (header + bytes).
 struct ChunkPlacement {
   uint32_t disk = 0;

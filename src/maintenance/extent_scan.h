@@ -13,9 +13,6 @@
 
 namespace cairn {
 
-// A chunk that was not found: its placement names no disk.
-constexpr uint32_t kNoDisk = UINT32_MAX;
-
 struct FoundExtent {
   ExtentRecord record;     // chunks in chunk-index order; those not found on kNoDisk
   ExtentHeader header;     // of one chunk: kind, policy stamp, member table length, version

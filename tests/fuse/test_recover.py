@@ -322,6 +322,31 @@ def test_recover_with_a_disk_missing_rebuilds_from_the_other_chunks(archive):
         assert os.getxattr(archive.m(name), "user.cairn.raid") == (b"mirror-2" if name == "mirrored" else b"rs-2-1")
 
 
+@pytest.mark.parametrize("raid,checksum", [("mirror-2", "xxh3"), ("rs-2-1", "blake3")])
+def test_recover_rebuilds_a_missing_first_chunk_whatever_the_checksum(archive, raid, checksum):
+    """Recover learns no digest for a chunk it did not find: the first chunk rebuilt from the
+    others is checked against the payload's CRC, not refused against an unknown digest."""
+    os.mkdir(archive.m("d"))
+    os.setxattr(archive.m("d"), "user.cairn.raid", raid.encode())
+    os.setxattr(archive.m("d"), "user.cairn.checksum", checksum.encode())
+    data = random_bytes(3 * MiB, 31)
+    write_file(archive.m("d", "f"), data)
+    archive.persist()
+    location = os.getxattr(archive.m("d", "f"), "user.cairn.location").decode()
+    first_disk = int(re.search(r"^0=disk(\d+)@", location).group(1))  # chunk 0 of segment 0
+    lose_catalog(archive)
+    os.remove(os.path.join(archive.arch, "disks", f"disk-{first_disk:03d}.img"))
+
+    r = recover(archive, expect=3)
+    assert "rewritten from the others as extent" in r.stdout, r.stdout
+    assert "not found on any disk" not in r.stdout and "does not match" not in r.stdout, r.stdout
+    cairn("disk", "replace", archive.arch, str(first_disk), os.path.join(archive.arch, "disks", "replacement.img"))
+    cairn("rebuild", archive.arch)
+    archive.fsck()
+    archive.mount()
+    assert_file_equals(archive.m("d", "f"), data)
+
+
 def test_recover_brings_back_zeros_written_over_data_and_files_of_zeros(archive):
     """Holes are recorded in the member tables: a segment overwritten with zeros comes back as
     zeros, not with its older bytes (a small file's old bytes stay on the disks while its pack
