@@ -27,6 +27,18 @@ constexpr double kCacheTimeout = 86400.0;
 Filesystem& Fs(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
 FileHandle* Handle(fuse_file_info* fi) { return reinterpret_cast<FileHandle*>(fi->fh); }
 
+constexpr int64_t kNsPerSecond = 1000000000;
+
+// Seconds and nanoseconds of 0..999999999, also before 1970 (-1.5 s is -2 s + 0.5 s).
+timespec ToTimespec(int64_t ns) {
+  int64_t seconds = ns / kNsPerSecond, rest = ns % kNsPerSecond;
+  if (rest < 0) {
+    seconds--;
+    rest += kNsPerSecond;
+  }
+  return {static_cast<time_t>(seconds), static_cast<long>(rest)};
+}
+
 struct stat ToStat(const InodeRecord& r) {
   struct stat st {};
   st.st_ino = r.ino;
@@ -38,9 +50,9 @@ struct stat ToStat(const InodeRecord& r) {
   st.st_size = static_cast<off_t>(r.size);
   st.st_blksize = 1 << 20;
   st.st_blocks = static_cast<blkcnt_t>((r.size + 511) / 512);
-  st.st_atim = {static_cast<time_t>(r.atime_ns / 1000000000), static_cast<long>(r.atime_ns % 1000000000)};
-  st.st_mtim = {static_cast<time_t>(r.mtime_ns / 1000000000), static_cast<long>(r.mtime_ns % 1000000000)};
-  st.st_ctim = {static_cast<time_t>(r.ctime_ns / 1000000000), static_cast<long>(r.ctime_ns % 1000000000)};
+  st.st_atim = ToTimespec(r.atime_ns);
+  st.st_mtim = ToTimespec(r.mtime_ns);
+  st.st_ctim = ToTimespec(r.ctime_ns);
   return st;
 }
 
@@ -72,7 +84,14 @@ Caller CallerOf(fuse_req_t req) {
   return Caller{ctx->uid, ctx->gid, ctx->umask, supplementary};
 }
 
-int64_t ToNs(const timespec& ts) { return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec; }
+// Nanoseconds since 1970; a time past what they hold (before 1678, after 2262) is clamped to
+// the nearest one they do, as the kernel clamps times to a filesystem's range.
+int64_t ToNs(const timespec& ts) {
+  constexpr int64_t kLastSecond = INT64_MAX / kNsPerSecond - 1;
+  if (ts.tv_sec > kLastSecond) return INT64_MAX;
+  if (ts.tv_sec < -kLastSecond) return INT64_MIN;
+  return static_cast<int64_t>(ts.tv_sec) * kNsPerSecond + ts.tv_nsec;
+}
 
 void ReplyError(fuse_req_t req, const Status& st, const char* op) { fuse_reply_err(req, ErrnoFor(st, op)); }
 

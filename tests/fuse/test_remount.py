@@ -38,3 +38,27 @@ def test_umount_returns_after_daemon_exit(archive):
         assert not pid_alive(pid) and not archive.late_exits, \
             f"round {i}: cairn umount returned while daemon {pid} still ran: {archive.late_exits}"
         archive.mount()
+
+
+def test_times_before_1970_and_past_2262_read_back_as_set(archive):
+    """Nanoseconds before 1970 count up from a whole second below (-1.5 s is -2 s + 0.5 s);
+    a time past what the catalog holds is clamped to its end, never wrapped around."""
+    os.mkdir(archive.m("old"))
+    write_file(archive.m("old", "f"), b"x")
+    link = archive.m("old", "link")
+    os.symlink("f", link)
+    for path in (archive.m("old"), archive.m("old", "f"), link):
+        os.utime(path, ns=(-1_500_000_001, -86_400_000_000_000 - 7), follow_symlinks=False)
+    os.utime(archive.m("old", "f"), ns=(-1_500_000_001, 2**62 + 3))
+    far = archive.m("far")  # a directory: the kernel keeps no times of its own for it
+    os.mkdir(far)
+    os.utime(far, (32503680000, 32503680000))  # the year 3000
+    for when in ("now", "after a remount"):
+        for path in (archive.m("old"), link):
+            st = os.stat(path, follow_symlinks=False)
+            assert (st.st_atime_ns, st.st_mtime_ns) == (-1_500_000_001, -86_400_000_000_000 - 7), (when, path)
+        st = os.stat(archive.m("old", "f"))
+        assert (st.st_atime_ns, st.st_mtime_ns) == (-1_500_000_001, 2**62 + 3), when
+        st = os.stat(far)
+        assert st.st_mtime_ns == 2**63 - 1, (when, st.st_mtime_ns)  # 2262, not wrapped around
+        archive.remount()
