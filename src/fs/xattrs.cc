@@ -1,5 +1,6 @@
 #include "fs/xattrs.h"
 
+#include <linux/limits.h>
 #include <sys/xattr.h>
 
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include "policy/vocabulary.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/printable.h"
 
 namespace cairn {
 namespace {
@@ -57,6 +59,18 @@ class KeyCheck {
 std::optional<KeyCheck> KeyCheckFor(FileKeys& keys, const std::string& name, const Caller& caller) {
   if (caller.uid == 0 || !DecidesEncryption(name)) return std::nullopt;
   return std::optional<KeyCheck>(std::in_place, keys, caller);
+}
+
+// ENOSPC when one more name would make the file's name list longer than listxattr(2) can
+// return (XATTR_LIST_MAX, 64 KiB): past it, no program could list or copy its attributes.
+Status CheckListRoom(Catalog& catalog, uint64_t ino, const std::string& name) {
+  auto names = catalog.ListXattrs(ino);
+  if (!names.ok()) return names.status();
+  size_t length = name.size() + 1;
+  for (const std::string& listed : *names) length += listed.size() + 1;
+  if (length <= XATTR_LIST_MAX) return Status::OK();
+  return Status::Posix(ENOSPC, fmt::format("{}: the names of a file's extended attributes take at most {} bytes",
+                                           Abbreviated(name, 80), XATTR_LIST_MAX));
 }
 
 }  // namespace
@@ -113,6 +127,7 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
     bool exists = existing->has_value();
     if ((flags & XATTR_CREATE) && exists) return Status::Posix(EEXIST, name);
     if ((flags & XATTR_REPLACE) && !exists) return Status::Posix(ENODATA, name);
+    if (!exists) CAIRN_RETURN_IF_ERROR(CheckListRoom(catalog, ino, name));
     std::vector<uint8_t> bytes(value.begin(), value.end());
     if (name == kAclAccessXattr) {
       int perms = AclPermissionBits(bytes);

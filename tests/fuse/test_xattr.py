@@ -196,3 +196,25 @@ def test_only_the_linux_xattr_namespaces_are_stored(archive):
     archive.remount()
     assert os.listxattr(m("secret")) == []
     assert os.getxattr(m("pub"), "trusted.admin") == b"hidden"
+
+
+def test_a_file_never_has_more_attribute_names_than_listxattr_can_return(archive):
+    """The names take at most 64 KiB (XATTR_LIST_MAX): a name past that is refused with ENOSPC,
+    and the file's attributes can still be listed and copied."""
+    f = archive.m("f")
+    write_file(f, b"x")
+    added = 0
+    with pytest.raises(OSError) as e:
+        for i in range(400):
+            os.setxattr(f, f"user.{i:03d}" + "n" * 240, b"v")
+            added += 1
+    assert e.value.errno == errno.ENOSPC
+    names = os.listxattr(f)
+    assert len(names) == added and sum(len(n) + 1 for n in names) <= 65536, added
+    os.setxattr(f, "user.000" + "n" * 240, b"replaced")  # an existing name may still change
+    assert os.getxattr(f, "user.000" + "n" * 240) == b"replaced"
+    os.removexattr(f, "user.001" + "n" * 240)
+    os.setxattr(f, "user.new", b"room again")
+    assert "user.new" in os.listxattr(f)
+    archive.remount()
+    assert len(os.listxattr(f)) == added
