@@ -170,7 +170,7 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
     // Mark the segments dirty in memory before the cache changes, with the segment size
     // the file has now (a persist may have fixed it since we looked): a commit of the
     // persister in between then keeps the file dirty.
-    DirtyFile& dirty = state_.MarkWritten(fh->ino, src.size());
+    DirtyFile& dirty = state_.MarkWritten(fh->ino, src.size(), std::max<uint64_t>(inode->size, offset + src.size()));
     if (inode->segment_size == 0) {
       // Decided by the policy at first persist; until then the whole file is dirty.
       dirty.all_cached = true;

@@ -11,6 +11,7 @@
 // sync after letting go, Archive::MakeDurable). Data locks may be held across disk I/O.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -36,7 +37,9 @@ struct DirtyFile {
   std::set<uint64_t> persisting;
   bool all_cached = false;      // after a crash: every cache-resident segment is suspect
   int64_t last_write_ns = 0;
-  uint64_t written_bytes = 0;   // bytes written since it was last clean (space it may need)
+  // Bytes written since it was last clean, at most its size: the space its persist may need
+  // (a byte written twice needs it once).
+  uint64_t written_bytes = 0;
 };
 
 struct FileState {
@@ -44,11 +47,12 @@ struct FileState {
   std::map<uint64_t, DirtyFile> dirty;
   uint64_t dirty_bytes = 0;  // sum of dirty[*].written_bytes
 
-  // Records a write of `bytes` to `ino`.
-  DirtyFile& MarkWritten(uint64_t ino, uint64_t bytes) {
+  // Records a write of `bytes` to `ino`, which is `size` bytes long after it.
+  DirtyFile& MarkWritten(uint64_t ino, uint64_t bytes, uint64_t size) {
     DirtyFile& file = dirty[ino];
-    file.written_bytes += bytes;
-    dirty_bytes += bytes;
+    uint64_t charged = std::max(file.written_bytes, std::min(file.written_bytes + bytes, size));
+    dirty_bytes += charged - file.written_bytes;
+    file.written_bytes = charged;
     return file;
   }
   void EraseDirty(uint64_t ino) {

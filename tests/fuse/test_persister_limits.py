@@ -231,3 +231,21 @@ def test_kill9_while_a_large_file_is_persisted_in_slices(archive):
     archive.umount()
     archive.fsck()
     archive.mount()
+
+
+def test_rewriting_an_open_file_charges_its_bytes_once(archive):
+    """What waits to be persisted counts each byte of a file once, however often it is
+    rewritten while open: free space (statfs, and the ENOSPC check of writes) drops by the
+    file's size, not by every write."""
+    before = os.statvfs(archive.mnt)
+    fd = os.open(archive.m("f"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        for i in range(64):
+            os.pwrite(fd, random_bytes(MiB, 70 + i % 2), 0)
+            os.fsync(fd)
+        during = os.statvfs(archive.mnt)
+    finally:
+        os.close(fd)
+    dropped = (before.f_bavail - during.f_bavail) * before.f_frsize
+    assert dropped < 8 * MiB, dropped
+    assert read_file(archive.m("f")) == random_bytes(MiB, 71)
