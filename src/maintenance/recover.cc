@@ -1,6 +1,7 @@
 #include "maintenance/recover.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,17 +37,27 @@ bool Exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-std::string TimeSuffix() {
+// The time now (20261127T084500Z), with -2, -3, ... after it when an earlier recover of the
+// same second left its backups of `dir` under that name: a backup is never replaced.
+std::string BackupSuffix(const std::string& dir) {
   std::time_t now = std::time(nullptr);
   std::tm utc{};
   ::gmtime_r(&now, &utc);
   char text[32];
   std::strftime(text, sizeof(text), "%Y%m%dT%H%M%SZ", &utc);
-  return text;
+  for (int n = 1;; n++) {
+    std::string suffix = n == 1 ? std::string(text) : fmt::format("{}-{}", text, n);
+    bool taken = Exists(dir + "/cache.bak-" + suffix);
+    for (const char* part : {"", "-wal", "-shm"}) taken = taken || Exists(dir + "/catalog.db.bak-" + suffix + part);
+    if (!taken) return suffix;
+  }
 }
 
+// Renames, never over an existing file.
 Status Rename(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) return Status::FromErrno(fmt::format("rename {} to {}", from, to), errno);
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0) {
+    return Status::FromErrno(fmt::format("rename {} to {}", from, to), errno);
+  }
   return Status::OK();
 }
 
@@ -87,7 +98,7 @@ Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& 
                                       "catalog.db.bak-TIME and rebuild it from the disks",
                                       catalog));
   }
-  std::string suffix = TimeSuffix();
+  std::string suffix = BackupSuffix(dir);
   // A -wal or -shm left without its database would be taken for the new one's.
   for (const char* part : {"", "-wal", "-shm"}) {
     if (Exists(catalog + part)) {
@@ -323,6 +334,11 @@ class CatalogWriter {
     // Inodes restored now and made later get generations above those seen: a file handle
     // of a lost inode (NFS) never matches a new file with its number.
     CAIRN_RETURN_IF_ERROR(catalog_.RaiseEpoch(v_.max_generation));
+    // The inodes of the data keys kept from the old catalog are taken, found or not: a new
+    // file given one of their numbers would be sealed with that key, under its grants.
+    auto keys = catalog_.AllFileKeys();
+    if (!keys.ok()) return keys.status();
+    for (const FileKeyRecord& key : *keys) max_keyed_ino_ = std::max(max_keyed_ino_, key.ino);
     ChooseNames();
     CAIRN_RETURN_IF_ERROR(WriteDirectories());
     for (const auto& [ino, names] : names_) CAIRN_RETURN_IF_ERROR(WriteFile(ino, names));
@@ -381,7 +397,7 @@ class CatalogWriter {
       }
     }
     for (const auto& [ino, names] : names_) used_inos_.insert(ino);
-    next_ino_ = v_.max_ino + 1;
+    next_ino_ = std::max(v_.max_ino, max_keyed_ino_) + 1;
   }
 
   Status WriteDirectories() {
@@ -478,6 +494,7 @@ class CatalogWriter {
   std::map<std::string, uint64_t> dir_ino_;
   std::set<uint64_t> used_inos_;
   uint64_t next_ino_ = kRootInode + 1;
+  uint64_t max_keyed_ino_ = 0;  // the highest inode of a data key kept from the old catalog
   std::map<uint64_t, uint64_t> refs_;  // extent -> segments in it
 };
 
