@@ -92,38 +92,27 @@ Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& op
 }
 
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file) {
-  auto refuse = [&](const Status& st, int line, const std::string& what) {
-    std::string where = line > 0 ? fmt::format("{}:{}", file, line) : file;
-    return Status::InvalidArgument(fmt::format("{}: {}: {}", where, what, st.message()));
-  };
-  // A named policy is checked on its own: without a placement it may be used in any group
-  // (where it is used, setting the attribute checks the pair).
-  for (const auto& policy : rules.policies()) {
-    const std::string* raid = FindSetting(policy.settings, PolicyKey::kRaid);
-    const std::string* placement = FindSetting(policy.settings, PolicyKey::kPlacement);
+  // Each statement's own pair (a rule's with its named policy's): a raid= beside a placement=
+  // must fit the group it names; one without must fit some group, since what places the files
+  // (an attribute, a pin, the default) may come from elsewhere, and setting it checks the pair.
+  auto fits = [&](const std::vector<PolicySetting>& settings, int line, const std::string& what) {
+    const std::string* raid = FindSetting(settings, PolicyKey::kRaid);
+    const std::string* placement = FindSetting(settings, PolicyKey::kPlacement);
     Status st = placement ? CheckPlacementFits(*placement, options) : Status::OK();
     if (st.ok() && raid) {
       st = placement ? CheckRaidInPlacement(*raid, *placement, options) : CheckRaidFitsSomeGroup(*raid, options);
     }
-    if (!st.ok()) return refuse(st, policy.line, "policy " + policy.name);
-  }
-  // A rule gives the files it matches what it sets (itself or through its named policy), and
-  // the default's settings for the rest: the raid= and placement= they end with must agree.
-  const std::vector<PolicySetting> fallback = rules.Expand(rules.default_rule().settings());
-  auto fits = [&](const Rule& rule, const std::string& what) {
-    std::vector<PolicySetting> own = rules.Expand(rule.settings());
-    auto setting = [&](PolicyKey key) {
-      const std::string* value = FindSetting(own, key);
-      return value ? value : FindSetting(fallback, key);
-    };
-    const std::string* raid = setting(PolicyKey::kRaid);
-    const std::string* placement = setting(PolicyKey::kPlacement);
-    Status st = placement ? CheckPlacementFits(*placement, options) : Status::OK();
-    if (st.ok() && raid) st = CheckRaidInPlacement(*raid, placement ? *placement : "balanced", options);
-    return st.ok() ? st : refuse(st, rule.line(), what);
+    if (st.ok()) return st;
+    std::string where = line > 0 ? fmt::format("{}:{}", file, line) : file;
+    return Status::InvalidArgument(fmt::format("{}: {}: {}", where, what, st.message()));
   };
-  for (const auto& rule : rules.rules()) CAIRN_RETURN_IF_ERROR(fits(rule, "rule " + rule.name()));
-  return fits(rules.default_rule(), "default");
+  for (const auto& policy : rules.policies()) {
+    CAIRN_RETURN_IF_ERROR(fits(policy.settings, policy.line, "policy " + policy.name));
+  }
+  for (const auto& rule : rules.rules()) {
+    CAIRN_RETURN_IF_ERROR(fits(rules.Expand(rule.settings()), rule.line(), "rule " + rule.name()));
+  }
+  return fits(rules.Expand(rules.default_rule().settings()), rules.default_rule().line(), "default");
 }
 
 Status CheckRulesKeys(const RuleSet& rules, const std::function<Status(const std::string&)>& usable,

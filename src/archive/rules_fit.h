@@ -31,11 +31,10 @@ Status CheckRaidFitsSomeGroup(std::string_view raid, const ArchiveOptions& optio
 // listing the groups there are.
 Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& options);
 
-// The placement= and raid= of `rules` checked against `options`: a rule's, each taken from
-// the rule (itself or its named policy) or else from the default, must agree
-// (CheckRaidInPlacement), and so must the default's; a named policy's raid= must fit the
-// group its placement= names, or without one some group. The message names `file`, the
-// line and the rule or policy. (idr= is per disk and fits any archive.)
+// The placement= and raid= of each named policy, rule (with its named policy) and the default
+// of `rules`, checked against `options`: a raid= beside a placement= must fit the group it
+// names (CheckRaidInPlacement), one without must fit some group. The message names `file`,
+// the line and the rule or policy. (idr= is per disk and fits any archive.)
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file);
 
 // InvalidArgument when a named policy, a rule or the default of `rules` sets encrypt= (not

@@ -62,6 +62,19 @@ Result<std::string> PolicyXattrs::Check(uint64_t ino, const std::string& name, s
                                        "trusted.cairn.policy",
                                        *canonical));
     }
+    // Its raid= and placement=, each or the file's own where it sets none, must agree.
+    const std::string* raid = FindSetting(policy->settings, PolicyKey::kRaid);
+    const std::string* placement = FindSetting(policy->settings, PolicyKey::kPlacement);
+    if (raid || placement) {
+      auto resolved = ResolvePolicy(catalog, ino, context);
+      if (!resolved.ok()) return resolved.status();
+      const ResolvedField& now = resolved->Get(PolicyKey::kRaid);
+      if (raid || !now.source.starts_with("default")) {  // a raid that defaults follows the group
+        Status fits = archive_.CheckRaidInGroup(raid ? *raid : now.value,
+                                                placement ? *placement : resolved->Get(PolicyKey::kPlacement).value);
+        if (!fits.ok()) return refuse(EINVAL, fmt::format("policy '{}': {}", *canonical, fits.message()));
+      }
+    }
   }
   if (!trusted) {
     auto lock = LockCovering(catalog, ino, *key);

@@ -97,7 +97,7 @@ TEST_CASE("Archive: a chunk relocated off a failed disk stays in its group", "[g
   archive->extents().ReleaseUncommittedChunk(*moved);
 }
 
-TEST_CASE("CheckRulesFit: each rule's raid= must fit the group its placement= (or the default's) sends files to",
+TEST_CASE("CheckRulesFit: a raid= beside a placement= must fit the group it names, one without some group",
           "[groups][rules]") {
   ArchiveOptions options;
   options.disks.resize(19);
@@ -108,26 +108,27 @@ TEST_CASE("CheckRulesFit: each rule's raid= must fit the group its placement= (o
     REQUIRE(rules.ok());
     return CheckRulesFit(*rules, options, "rules");
   };
-  // Fits: 2d and mirrors in the lonestar group, a 2-way mirror in the 2-disk pool.
+  // Fits: 2d and mirrors in the lonestar group, a 2-way mirror in the 2-disk pool; without a
+  // placement= beside it, a raid= that some group keeps (an attribute or a pin may place the
+  // files there).
   CHECK(check("rule iso\n  where name *.iso\n  set raid=2d placement=group=cold\ndefault\n").ok());
-  CHECK(check("rule iso\n  where name *.iso\n  set raid=2d\ndefault\n  set placement=group=cold\n").ok());
-  CHECK(check("rule m\n  where name *.m\n  set raid=mirror-2\ndefault\n  set placement=group=cold\n").ok());
+  CHECK(check("rule iso\n  where name *.iso\n  set raid=2d\ndefault\n").ok());
+  CHECK(check("rule m\n  where name *.m\n  set raid=mirror-3 placement=group=cold\ndefault\n").ok());
   CHECK(check("rule hot\n  where name *.db\n  set placement=group=hot\ndefault\n  set raid=mirror-2\n").ok());
-  // A policy without placement= only has to fit some group.
   CHECK(check("policy flat selectable\n  set raid=2d\ndefault\n").ok());
   CHECK(check("policy wide selectable\n  set raid=rs-4-2\ndefault\n").message() ==
         "rules:1: policy wide: no disk group can keep raid=rs-4-2: raid=rs-4-2 puts 6 chunks on distinct disks; group "
         "hot (where new data goes) has 2 disks");
 
-  // Refused: the pair a rule ends with, whichever of rule, named policy or default gave each half.
-  CHECK(check("rule iso\n  where name *.iso\n  set raid=2d\ndefault\n").message() ==
-        "rules:1: rule iso: raid=2d keeps each extent whole on one bucket of a lonestar group; group hot is a pool "
-        "(set placement=group=<a lonestar group>)");
-  CHECK(check("rule iso\n  where name *.iso\n  set raid=rs-2-1\ndefault\n  set placement=group=cold\n").message() ==
+  // Refused: the pair a statement sets, itself or through its named policy.
+  CHECK(check("rule iso\n  where name *.iso\n  set raid=rs-2-1 placement=group=cold\ndefault\n").message() ==
         "rules:1: rule iso: raid=rs-2-1 stripes extents across disks; lonestar group cold keeps each whole on one "
         "bucket under its parity grid (use raid=2d, or mirror-N for copies on N buckets)");
-  CHECK(check("policy p\n  set placement=group=hot\nrule db\n  where name *.db\n  set policy=p\n"
-              "default\n  set raid=mirror-3\n")
+  CHECK(check("rule iso\n  where name *.iso\n  set raid=2d placement=group=hot\ndefault\n").message() ==
+        "rules:1: rule iso: raid=2d keeps each extent whole on one bucket of a lonestar group; group hot is a pool "
+        "(set placement=group=<a lonestar group>)");
+  CHECK(check("policy p\n  set placement=group=hot\nrule db\n  where name *.db\n  set policy=p raid=mirror-3\n"
+              "default\n")
             .message() ==
         "rules:3: rule db: raid=mirror-3 puts 3 chunks on distinct disks; group hot (where new data goes) has 2 disks");
   CHECK(check("rule x\n  where name *.x\n  set placement=group=lukewarm\ndefault\n").message() ==

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 
 #include <chrono>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -209,4 +210,18 @@ TEST_CASE("Lonestar archive: a scrub keeps one budget for extents and parity, an
   REQUIRE(third.ok());
   CHECK(third->extents_total == first->extents_total);
   CHECK(third->finished);
+}
+
+TEST_CASE("Lonestar archive: a named policy is refused where its raid= would not fit the file's group", "[array]") {
+  LoneStarArchive a;
+  std::ofstream(a.archive->rules_path()) << "policy wide selectable\n  set raid=rs-2-1\n"
+                                            "policy copies selectable\n  set raid=mirror-2\ndefault\n";
+  REQUIRE(a.archive->LoadRules().ok());
+  Status wide = a.fs->SetXattr(a.cold, "user.cairn.policy", Bytes("wide"), 0, Caller{});
+  CHECK(wide.sys_errno() == EINVAL);
+  CHECK(wide.message().find("policy 'wide': raid=rs-2-1 stripes extents across disks; lonestar group cold") !=
+        std::string::npos);
+  CHECK(a.fs->SetXattr(a.cold, "user.cairn.policy", Bytes("copies"), 0, Caller{}).ok());
+  uint64_t pool_file = a.WriteFile("p", test::RandomBytes(100, 6));  // in the pool of 3 disks: it fits
+  CHECK(a.fs->SetXattr(pool_file, "user.cairn.policy", Bytes("wide"), 0, Caller{}).ok());
 }
