@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -253,6 +254,7 @@ Result<Keystore> Keystore::Load(const std::string& path) {
         return bad(fmt::format("key {} version {}: a check value is {} hex digits", name, source.version,
                                2 * kCheckValueBytes));
       }
+      std::transform(value.begin(), value.end(), value.begin(), [](char c) { return std::tolower(c); });
       checks.emplace_back(line_number, std::move(source), std::move(value));
       continue;
     }

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -212,6 +213,12 @@ TEST_CASE("Keys: a file or command key that gives another key than when it was a
   CHECK(loaded->current("old")->check.empty());
   CHECK(MasterKeyOf(*loaded->current("k")).ok());
   CHECK(MasterKeyOf(*loaded->current("old")).ok());
+  std::string upper = *c;  // written by hand or by another tool: hex digits in either case
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](char ch) { return std::toupper(ch); });
+  WriteFile(path, "key k 1 command:echo " + hex + "\ncheck k 1 " + upper + "\n", 0600);
+  auto uppercase = Keystore::Load(path);
+  REQUIRE(uppercase.ok());
+  CHECK(MasterKeyOf(*uppercase->current("k")).ok());
   for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
            {"key k 1 file:/x\ncheck k 1 abc\n", "line 2: key k version 1: a check value is 32 hex digits"},
            {"check k 2 " + *c + "\n", "line 1: key k version 2: a check value, but there is no such key"},
