@@ -116,15 +116,16 @@ Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairPace& p
       pace.Throttle(report->bytes_read);
     }
   }
-  {  // every group is through: the next scrub begins with the extents
-    std::lock_guard lock(archive.catalog_mutex());
-    Status reset = InTransaction(archive.catalog(), [&]() -> Status {
-      for (const auto& array : archive.arrays()) CAIRN_RETURN_IF_ERROR(archive.catalog().SetMeta(CursorKey(*array), ""));
-      return Status::OK();
-    });
-    if (!reset.ok()) return reset;
-  }
+  CAIRN_RETURN_IF_ERROR(RestartParityScrub(archive));  // every group is through
   return archive.CommitDurably();
+}
+
+Status RestartParityScrub(Archive& archive) {
+  std::lock_guard lock(archive.catalog_mutex());
+  return InTransaction(archive.catalog(), [&]() -> Status {
+    for (const auto& array : archive.arrays()) CAIRN_RETURN_IF_ERROR(archive.catalog().SetMeta(CursorKey(*array), ""));
+    return Status::OK();
+  });
 }
 
 }  // namespace cairn

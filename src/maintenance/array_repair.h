@@ -22,5 +22,7 @@ Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairPace&
 Status ScrubArrays(Archive& archive, const RepairOptions& options, RepairPace& pace, RepairReport* report);
 // Whether a parity check ScrubArrays began has not gone through every group yet.
 Result<bool> ParityScrubUnderWay(Archive& archive);
+// Forgets where the parity check is: the next scrub begins with the extents.
+Status RestartParityScrub(Archive& archive);
 
 }  // namespace cairn

@@ -53,11 +53,12 @@ std::string BackupSuffix(const std::string& dir) {
   }
 }
 
-// Renames, never over an existing file.
+// Renames, never over an existing file where the filesystem can promise it (NFS cannot:
+// there, BackupSuffix checked the name under the archive lock).
 Status Rename(const std::string& from, const std::string& to) {
-  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0) {
-    return Status::FromErrno(fmt::format("rename {} to {}", from, to), errno);
-  }
+  int rc = ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) rc = ::rename(from.c_str(), to.c_str());
+  if (rc != 0) return Status::FromErrno(fmt::format("rename {} to {}", from, to), errno);
   return Status::OK();
 }
 

@@ -408,7 +408,13 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
     auto under_way = ParityScrubUnderWay(archive);
     if (!under_way.ok()) return under_way.status();
     if (*under_way) {
-      CAIRN_RETURN_IF_ERROR(ScrubArrays(archive, options, pace, &arrays));
+      Status checked = ScrubArrays(archive, options, pace, &arrays);
+      if (!checked.ok()) {  // one that keeps failing there must not keep the next scrubs from the extents
+        if (Status restarted = RestartParityScrub(archive); !restarted.ok()) {
+          LogError("scrub: the parity check stays where it failed: {}", restarted.message());
+        }
+        return checked;
+      }
       return arrays;
     }
   }
