@@ -6,6 +6,7 @@
 #include <fcntl.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -224,4 +225,61 @@ TEST_CASE("Lonestar archive: a named policy is refused where its raid= would not
   CHECK(a.fs->SetXattr(a.cold, "user.cairn.policy", Bytes("copies"), 0, Caller{}).ok());
   uint64_t pool_file = a.WriteFile("p", test::RandomBytes(100, 6));  // in the pool of 3 disks: it fits
   CHECK(a.fs->SetXattr(pool_file, "user.cairn.policy", Bytes("wide"), 0, Caller{}).ok());
+}
+
+TEST_CASE("Lonestar archive: a parity check that fails lets the next scrub verify the extents again", "[array]") {
+  LoneStarArchive a;
+  uint64_t ino = a.WriteFile("f", test::RandomBytes(3 * kSegment, 3), a.cold);
+  REQUIRE(a.fs->PersistAll().ok());
+  uint64_t offset;  // where the file's first extent is on its bucket: the parity there is not zero
+  {
+    std::lock_guard lock(a.archive->catalog_mutex());
+    auto segments = a.archive->catalog().GetSegments(ino);
+    REQUIRE(segments.ok());
+    auto extent = a.archive->catalog().GetExtent(segments->front().extent_id);
+    REQUIRE(extent.ok());
+    offset = extent->chunks[0].offset;
+  }
+  // A scrub out of time after the extents: the parity check waits, begun, for the next one.
+  RepairOptions budgeted;
+  budgeted.budget_ns = 200'000'000;
+  budgeted.progress = [](const RepairReport& r) {
+    if (r.extents_total > 0 && r.extents_done == r.extents_total) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    return true;
+  };
+  auto first = RepairArchive(*a.archive, budgeted);
+  REQUIRE(first.ok());
+  REQUIRE_FALSE(first->finished);
+
+  // A vP range that does not add up, whose repair cannot be written.
+  uint32_t vp = 0;
+  while (a.geometry.role(vp) != DiskRole::kVerticalParity) vp++;
+  std::filesystem::path image = a.archive->options().disks.at(kPoolDisks + vp);
+  if (image.is_relative()) image = std::filesystem::path(a.dir) / image;
+  test::FaultPlan plan;
+  a.Close();
+  {
+    std::fstream disk(image, std::ios::in | std::ios::out | std::ios::binary);
+    disk.seekg(static_cast<std::streamoff>(offset + 100));
+    char byte = 0;
+    disk.read(&byte, 1);
+    byte ^= 0x5a;
+    disk.seekp(static_cast<std::streamoff>(offset + 100));
+    disk.write(&byte, 1);
+    REQUIRE(disk.good());
+  }
+  a.Open(&plan);
+  plan.fail_at = plan.operations + 1;  // every write and sync from here on
+  auto failed = RepairArchive(*a.archive, RepairOptions{});
+  CHECK_FALSE(failed.ok());
+  CHECK(plan.injected > 0);
+
+  plan.fail_at = 0;  // the disk works again: the next scrub is a whole pass, extents first
+  auto third = RepairArchive(*a.archive, RepairOptions{});
+  REQUIRE(third.ok());
+  CHECK(third->extents_total == first->extents_total);
+  CHECK(third->parity_repaired >= 1);
+  CHECK(third->finished);
 }
