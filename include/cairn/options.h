@@ -44,6 +44,9 @@ struct ArchiveOptions {
   uint64_t cache_size = 1ull << 30;
   // Decoded segments kept in memory to serve reads of evicted files. Default: 8.
   uint32_t read_buffer_segments = 8;
+  // How far the kernel reads ahead of a sequential reader of the mount (its read_ahead_kb;
+  // the kernel's own default for FUSE is 128 KiB); 0 leaves the kernel's. Default: 1 MiB.
+  uint64_t read_ahead = 1ull << 20;
   // Bytes per second the background reconciler may re-encode (out-of-policy files);
   // 0 = unlimited. `cairn policy apply` is never throttled. Default: 64 MiB.
   uint64_t reconcile_rate = 64ull << 20;

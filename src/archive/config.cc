@@ -22,6 +22,8 @@
 namespace cairn {
 namespace {
 
+constexpr uint64_t kMaxReadAhead = 64ull << 20;
+
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r");
   size_t e = s.find_last_not_of(" \t\r");
@@ -217,6 +219,15 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
   if (key == "cache_size") return SetSize(o.cache_size, key, value, 1 << 20);
   if (key == "persist_idle") return SetCount(o.persist_idle_seconds, key, value);
   if (key == "read_buffer_segments") return SetCount(o.read_buffer_segments, key, value, 1);
+  if (key == "read_ahead") {
+    uint64_t bytes = 0;
+    CAIRN_RETURN_IF_ERROR(SetSize(bytes, key, value, 0, kMaxReadAhead));
+    if (bytes % 4096 != 0) {
+      return Status::InvalidArgument(fmt::format("read_ahead = {:?}: a multiple of 4K (0: the kernel's default)", value));
+    }
+    o.read_ahead = bytes;
+    return Status::OK();
+  }
   if (key == "log_max_size") return SetSize(o.log_max_size, key, value, 64 << 10);
   if (key == "reconcile_rate") return SetSize(o.reconcile_rate, key, value, 0);
   if (key == "reconcile_idle") return SetCount(o.reconcile_idle_seconds, key, value);
@@ -243,7 +254,7 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
   }
   return Status::InvalidArgument(fmt::format(
       "unknown option {:?} (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
-      "reconcile_rate, reconcile_idle, log_max_size, plugin_dir, transform_workers, keystore)",
+      "read_ahead, reconcile_rate, reconcile_idle, log_max_size, plugin_dir, transform_workers, keystore)",
       key));
 }
 
@@ -338,6 +349,7 @@ std::string FormatConfig(const ArchiveOptions& o) {
   out += fmt::format("cache_size = {}\n", o.cache_size);
   out += fmt::format("persist_idle = {}\n", o.persist_idle_seconds);
   out += fmt::format("read_buffer_segments = {}\n", o.read_buffer_segments);
+  out += fmt::format("read_ahead = {}\n", o.read_ahead);
   out += fmt::format("reconcile_rate = {}\n", o.reconcile_rate);
   out += fmt::format("reconcile_idle = {}\n", o.reconcile_idle_seconds);
   out += fmt::format("log_max_size = {}\n", o.log_max_size);

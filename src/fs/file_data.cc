@@ -19,7 +19,6 @@
 #include "util/log.h"
 
 namespace cairn {
-
 Result<FileHandle*> FileData::Open(uint64_t ino, int flags) {
   bool writable = (flags & O_ACCMODE) != O_RDONLY;
   // Shared: an eviction (exclusive) is either finished or not begun while the handle
@@ -63,7 +62,7 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
   uint64_t segment_size;
   uint64_t length;
   std::vector<std::optional<SegmentRecord>> segments;
-  std::optional<SegmentRecord> next;  // the segment after the last one read, if persisted
+  std::vector<SegmentRecord> next;  // persisted segments after the last one read
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
@@ -79,21 +78,23 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
       segments.push_back(std::move(*segment));
       if (segments.back()) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segments.back(), *inode));
     }
-    if ((last + 1) * segment_size < inode->size &&
-        segments.back() && !segments.back()->cached) {
-      // Only a guess at what comes next: a failure here is the later read's to report.
-      auto after = archive_.catalog().GetSegment(fh->ino, last + 1);
+    // Only a guess at what comes next: a failure here is the later read's to report. Read
+    // from the disks, this reader will likely read the extents after it from there too.
+    const bool from_disks = segments.back() && !segments.back()->cached;
+    for (uint64_t i = last + 1; from_disks && i <= last + store_.LoadsAhead() && i * segment_size < inode->size; i++) {
+      auto after = archive_.catalog().GetSegment(fh->ino, i);
       Status usable = !after.ok() ? after.status()
                       : *after && !(*after)->cached ? CheckSegmentRecord(**after, *inode)
                                                     : Status::NotFound("");
-      if (usable.ok()) {
-        next = **after;
-      } else if (!usable.IsNotFound()) {
-        LogWarning("inode {}: segment {} not read ahead: {}", fh->ino, last + 1, usable.message());
+      if (!usable.ok()) {
+        if (!usable.IsNotFound()) LogWarning("inode {}: segment {} not read ahead: {}", fh->ino, i, usable.message());
+        break;
       }
+      next.push_back(**after);
     }
   }
-  if (next) store_.LoadAhead(*next);  // a sequential reader wants it next: read and decoded meanwhile
+  // A sequential reader wants them next: read and decoded meanwhile.
+  for (const SegmentRecord& segment : next) store_.LoadAhead(segment);
   uint64_t done = 0;
   SharedFile file;
   for (const auto& segment : segments) {

@@ -9,12 +9,16 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <new>
+#include <sstream>
 
 #include <fmt/format.h>
 
 #include "fuse/errno_map.h"
+#include "util/cairn_mounts.h"
 #include "util/log.h"
 
 namespace cairn {
@@ -126,7 +130,7 @@ void ForgetGuarded(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   }
 }
 
-void OpInit(void*, fuse_conn_info* conn) {
+void OpInit(void* userdata, fuse_conn_info* conn) {
   auto want = [conn](unsigned cap) {
     if (conn->capable & cap) conn->want |= cap;
   };
@@ -139,7 +143,9 @@ void OpInit(void*, fuse_conn_info* conn) {
   // the filesystem would have to otherwise, for the writes too, which it sees without caller.
   conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
   conn->max_write = 1 << 20;
-  conn->max_readahead = 1 << 20;
+  // What the kernel takes is the least of this and the mount's read_ahead_kb (SetReadAhead).
+  uint64_t read_ahead = static_cast<Filesystem*>(userdata)->archive().options().read_ahead;
+  if (read_ahead != 0) conn->max_readahead = static_cast<unsigned>(read_ahead);
   conn->time_gran = 1;
 }
 
@@ -465,6 +471,27 @@ fuse_lowlevel_ops MakeOperations() {
   return ops;
 }
 
+// The kernel reads ahead of a FUSE reader by its mount's read_ahead_kb, 128 KiB unless set
+// (whatever INIT asks for): sets it to `bytes` for the cairn mount at `mountpoint`, a
+// canonical path. Only root may; anyone else keeps the kernel's, with a log line.
+void SetReadAhead(const std::string& mountpoint, uint64_t bytes) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::stringstream mountinfo;
+  mountinfo << in.rdbuf();
+  auto device = CairnMountDevice(mountinfo.str(), mountpoint);
+  if (!device) {
+    LogWarning("read_ahead: the mount at {} is not in /proc/self/mountinfo; the kernel's read-ahead stays", mountpoint);
+    return;
+  }
+  std::string knob = fmt::format("/sys/class/bdi/{}/read_ahead_kb", *device);
+  std::ofstream out(knob);
+  out << bytes / 1024 << '\n';
+  out.flush();
+  if (!out) {
+    LogInfo("read_ahead: cannot write {} ({}); the kernel reads ahead its default", knob, std::strerror(errno));
+  }
+}
+
 }  // namespace
 
 Status ServeFuse(Filesystem& fs, const MountSettings& settings, const std::function<Status()>& ready) {
@@ -487,12 +514,17 @@ Status ServeFuse(Filesystem& fs, const MountSettings& settings, const std::funct
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &fs);
   if (!se) return Status::InvalidArgument(fmt::format("libfuse rejected the mount options '{}'", options));
   Status result;
+  // Now: once mounted, resolving the path would ask this daemon, which does not serve yet.
+  std::error_code error;
+  std::string canonical = std::filesystem::canonical(settings.mountpoint, error).string();
   if (fuse_set_signal_handlers(se) != 0) {
     result = Status::IOError("cannot install signal handlers");
   } else {
     if (fuse_session_mount(se, settings.mountpoint.c_str()) != 0) {
       result = Status::IOError(fmt::format("cannot mount on {} (see the message above)", settings.mountpoint));
     } else {
+      uint64_t read_ahead = fs.archive().options().read_ahead;
+      if (read_ahead != 0 && !error) SetReadAhead(canonical, read_ahead);
       // open() asks the kernel to keep a file's pages; a crypto-erase must be able to take
       // them back (Filesystem::ChangeFileKeys).
       fs.SetKernelCacheDropper([se](uint64_t ino) {

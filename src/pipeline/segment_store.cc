@@ -86,12 +86,16 @@ Result<SegmentStore::Payload> SegmentStore::ReadAndDecode(const SegmentRecord& s
   return std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
 }
 
+size_t SegmentStore::LoadsAhead() const {
+  return std::clamp<size_t>(archive_.transform_pool().threads(), 1, std::max<size_t>(1, capacity_ / 2));
+}
+
 void SegmentStore::LoadAhead(const SegmentRecord& segment) {
   if (segment.extent_id == kHoleExtent) return;
   std::lock_guard lock(mutex_);
   if (index_.contains(segment.extent_id) || loading_.contains(segment.extent_id)) return;
   std::erase_if(ahead_, [](auto& load) { return load.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
-  if (ahead_.size() >= 2) return;  // the reader is behind: no more memory for it
+  if (ahead_.size() >= LoadsAhead()) return;  // the reader is behind: no more memory for it
   ahead_.push_back(archive_.transform_pool().Submit([this, segment]() -> Result<std::vector<uint8_t>> {
     auto loaded = Load(segment);  // buffered for the reader; a failure is logged, and its reader's
     if (!loaded.ok()) return loaded.status();

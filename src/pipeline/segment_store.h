@@ -37,6 +37,9 @@ class SegmentStore {
   // Starts loading the extent of `segment` on the transform pool unless it is buffered or
   // being loaded already (a reader will likely want it next). Errors are the reader's.
   void LoadAhead(const SegmentRecord& segment);
+  // How many extents a sequential reader's next are loaded ahead at once: one per transform
+  // worker (decoding keeps pace with the replies), at most half of the buffered payloads.
+  size_t LoadsAhead() const;
   // Drops a buffered payload (its extent was freed).
   void Forget(uint64_t extent_id);
   // Drops every buffered payload (data keys were erased: what they decrypted goes too).

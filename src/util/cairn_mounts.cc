@@ -63,4 +63,21 @@ std::vector<std::pair<std::string, std::string>> CairnMounts() {
   return ParseCairnMounts(text.str());
 }
 
+std::optional<std::string> CairnMountDevice(std::string_view mountinfo, std::string_view mountpoint) {
+  // ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [TAG...] - TYPE SOURCE SUPER-OPTIONS
+  std::istringstream lines{std::string(mountinfo)};
+  std::optional<std::string> device;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, numbers, root, target, options, tag, type;
+    if (!(fields >> id >> parent >> numbers >> root >> target >> options)) continue;
+    while (fields >> tag && tag != "-") {
+    }
+    if (tag == "-" && fields >> type && type == "fuse.cairn" && UnescapeMountField(target) == mountpoint) {
+      device = numbers;  // a later line is a mount on top of it
+    }
+  }
+  return device;
+}
+
 }  // namespace cairn

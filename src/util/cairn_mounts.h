@@ -4,6 +4,7 @@
 // never reaches an archive its owner did not mount.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,5 +17,9 @@ namespace cairn {
 std::vector<std::pair<std::string, std::string>> ParseCairnMounts(std::string_view table);
 // ParseCairnMounts of /proc/mounts.
 std::vector<std::pair<std::string, std::string>> CairnMounts();
+
+// The device ("MAJOR:MINOR") of the last fuse.cairn mount at `mountpoint` (a canonical path) in
+// `mountinfo` (text as /proc/self/mountinfo gives it); nothing when there is none.
+std::optional<std::string> CairnMountDevice(std::string_view mountinfo, std::string_view mountpoint);
 
 }  // namespace cairn

@@ -1,7 +1,8 @@
 """11. Everything survives an unmount/mount cycle: names, modes, owners, xattrs, data."""
 import os
 
-from conftest import MiB, assert_snapshots_equal, make_rich_tree, pid_alive, random_bytes, snapshot, write_file
+from conftest import (MiB, assert_snapshots_equal, cairn, is_mounted, make_rich_tree, pid_alive, random_bytes, snapshot,
+                      write_file)
 
 
 def test_remount_persists_everything(archive):
@@ -62,3 +63,30 @@ def test_times_before_1970_and_past_2262_read_back_as_set(archive):
         st = os.stat(far)
         assert st.st_mtime_ns == 2**63 - 1, (when, st.st_mtime_ns)  # 2262, not wrapped around
         archive.remount()
+
+
+def _read_ahead_kb(mnt):
+    st = os.stat(mnt)
+    with open(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb") as f:
+        return int(f.read())
+
+
+def test_read_ahead_is_set_on_the_mount_and_reads_stay_byte_identical(archive):
+    """The kernel reads ahead 128 KiB of a FUSE file unless told: cairn sets its mount's
+    read_ahead_kb (read_ahead, default 1M; 0 leaves the kernel's); a bad value is refused."""
+    data = random_bytes(7, 9 * MiB + 12345)
+    write_file(archive.m("f"), data)
+    assert _read_ahead_kb(archive.mnt) == 1024
+    archive.evict()  # reads come from the disks, in the kernel's read-ahead steps
+    with open(archive.m("f"), "rb") as f:
+        assert f.read() == data
+    archive.remount("read_ahead=256K")
+    assert _read_ahead_kb(archive.mnt) == 256
+    archive.umount()
+    r = cairn("mount", archive.arch, archive.mnt, "-o", "read_ahead=1000", check=False, timeout=60)
+    assert r.returncode != 0 and "read_ahead" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert not is_mounted(archive.mnt)
+    archive.mount("read_ahead=0")
+    assert _read_ahead_kb(archive.mnt) == 128  # the kernel's own
+    with open(archive.m("f"), "rb") as f:
+        assert f.read() == data

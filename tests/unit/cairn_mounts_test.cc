@@ -33,3 +33,20 @@ TEST_CASE("CairnMounts: a mount counts only when root or the owner of the archiv
   CHECK(mounts[0] == std::pair<std::string, std::string>(mine, "/mnt/a"));
   CHECK(mounts[1] == std::pair<std::string, std::string>(theirs, "/mnt/b"));
 }
+
+TEST_CASE("CairnMountDevice: the device of the last cairn mount at a path in /proc/self/mountinfo", "[cli]") {
+  const std::string mountinfo =
+      "22 1 0:21 / /proc rw,nosuid shared:12 - proc proc rw\n"
+      "40 22 0:40 / /mnt/my\\040arch rw,nosuid,nodev shared:80 - fuse.cairn /srv/a rw,user_id=0,group_id=0\n"
+      "41 22 0:41 / /mnt/other rw - fuse.other x rw,user_id=0\n"
+      "42 22 0:42 / /mnt/plain rw - ext4 /dev/sda1 rw\n"
+      "43 40 0:43 / /mnt/my\\040arch rw master:3 shared:81 - fuse.cairn /srv/b rw,user_id=0\n"  // on top
+      "44 22 0:44 / /mnt/untagged rw - fuse.cairn /srv/c rw,user_id=0\n";
+  CHECK(CairnMountDevice(mountinfo, "/mnt/my arch") == "0:43");
+  CHECK(CairnMountDevice(mountinfo, "/mnt/untagged") == "0:44");
+  CHECK_FALSE(CairnMountDevice(mountinfo, "/mnt/other").has_value());  // not cairn
+  CHECK_FALSE(CairnMountDevice(mountinfo, "/mnt/plain").has_value());
+  CHECK_FALSE(CairnMountDevice(mountinfo, "/mnt/my\\040arch").has_value());  // compared unescaped
+  CHECK_FALSE(CairnMountDevice(mountinfo, "/mnt").has_value());
+  CHECK_FALSE(CairnMountDevice("40 22 0:40 / /mnt/x rw\n", "/mnt/x").has_value());  // truncated line
+}

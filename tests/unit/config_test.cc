@@ -38,6 +38,17 @@ TEST_CASE("Config: parses, round-trips and applies overrides") {
   auto with_log_size = ParseConfig(FormatConfig(*o), "x");
   REQUIRE(with_log_size.ok());
   CHECK(with_log_size->log_max_size == 1u << 20);
+  CHECK(o->read_ahead == 1u << 20);
+  REQUIRE(ApplyOption(*o, "read_ahead", "256K").ok());
+  CHECK(ParseConfig(FormatConfig(*o), "x")->read_ahead == 256u << 10);
+  REQUIRE(ApplyOption(*o, "read_ahead", "0").ok());  // the kernel's default
+  CHECK(o->read_ahead == 0);
+  for (const char* bad : {"1000", "65M", "lots"}) {  // not whole pages; past 64M; not a size
+    auto st = ApplyOption(*o, "read_ahead", bad);
+    CHECK(!st.ok());
+    CHECK(st.message().find("read_ahead") != std::string::npos);
+    CHECK(o->read_ahead == 0);  // unchanged
+  }
 }
 
 TEST_CASE("Config: errors name the file, the line and the problem") {
