@@ -93,6 +93,7 @@ struct Checker {
       if (n == 0) {
         if (inode.nlink == 0) {
           report.notes.push_back(fmt::format("inode {} was unlinked while open; it is freed at the next mount", ino));
+          unlinked_while_open.insert(ino);
         } else {
           Problem("inode {} has nlink {} but no name points to it", ino, inode.nlink);
         }
@@ -103,6 +104,8 @@ struct Checker {
   // Extent rows that fail CheckExtentRecord: reported, kept for the reference and placement
   // checks, never read.
   std::set<uint64_t> damaged_extents;
+  // Files no name points to any more, freed at the next mount (CheckNamespace).
+  std::set<uint64_t> unlinked_while_open;
 
   void CheckExtentsAndSegments(const std::map<uint64_t, InodeRecord>& inodes) {
     std::map<uint64_t, ExtentRecord> extents;
@@ -238,6 +241,11 @@ struct Checker {
                                  : stored;
       if (!stored.ok()) {
         Problem("extent {}: {}", e.id, stored.status().message());
+      } else if (!logical.ok() && logical.status().IsNotFound() && it != owner.end() &&
+                 unlinked_while_open.contains(it->second)) {
+        report.notes.push_back(fmt::format("extent {} of inode {}, unlinked while open, is crypto-erased; it is freed "
+                                           "at the next mount",
+                                           e.id, it->second));
       } else if (!logical.ok() && logical.status().IsNotFound()) {
         Problem("{} (crypto-erased by cairn key delete --erase, or the key was lost with a catalog: the data cannot "
                 "be read; delete the file)",

@@ -536,3 +536,37 @@ def test_a_key_file_that_gives_another_key_is_refused_for_reading_and_writing(ar
     drop_caches()
     assert read_file(archive.m("e", "f")) == data
     assert read_file(archive.m("e", "g")) == b"written while the key file is wrong\n"
+
+
+def test_fsck_notes_a_crypto_erased_file_unlinked_while_open_instead_of_failing(archive):
+    """A file unlinked while open stays in the catalog until the next mount frees it: when its
+    key was erased, fsck says so in a note, not as a problem of the archive."""
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    write_file(archive.m("e", "f"), random_bytes(2 * MiB, 5))
+    archive.persist()
+    archive.umount()
+    cairn("key", "delete", archive.arch, "k1", "--erase")
+    archive.mount()
+    held = os.open(archive.m("e", "f"), os.O_RDONLY)
+    try:
+        os.remove(archive.m("e", "f"))
+        d = os.open(archive.m("e"), os.O_RDONLY)
+        try:
+            os.fsync(d)  # the unlink committed
+        finally:
+            os.close(d)
+        archive.kill9()  # the handle is never released: the file stays an orphan
+    finally:
+        try:
+            os.close(held)
+        except OSError as e:  # the daemon is gone
+            assert e.errno == errno.ENOTCONN, e
+    r = cairn("fsck", archive.arch, check=False, timeout=300)
+    assert r.returncode == 0 and "clean" in r.stdout, r.stdout + r.stderr
+    assert "unlinked while open" in r.stdout and "crypto-erased" in r.stdout, r.stdout
+    archive.mount()  # frees it
+    archive.umount()
+    r = cairn("fsck", archive.arch, check=False, timeout=300)
+    assert r.returncode == 0 and "crypto-erased" not in r.stdout, r.stdout + r.stderr
+    archive.mount()
