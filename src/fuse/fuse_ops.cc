@@ -349,24 +349,35 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bo
     if (!add("..", parent, 2, false)) return fuse_reply_buf(req, buffer.data(), used), void();
   }
   uint64_t after = offset > 2 ? static_cast<uint64_t>(offset) - 2 : 0;
-  auto entries = fs.ReadDir(ino, after, size / 32 + 1);
-  if (!entries.ok()) return ReplyError(req, entries.status(), "readdir");
-  for (size_t i = 0; i < entries->size(); i++) {
-    const DirEntry& entry = (*entries)[i];
-    if (plus) {
-      // Each readdirplus entry is a lookup reference; take it before replying.
-      auto counted = fs.Lookup(ino, entry.name);
-      if (!counted.ok() && counted.status().sys_errno() == ENOENT) continue;  // removed since it was listed
-      if (!counted.ok()) {  // F5: entries already in the buffer go out; the error, if none did
-        if (used == 0) return ReplyError(req, counted.status(), "readdirplus");
+  const size_t batch = size / 32 + 1;
+  // An empty reply ends the listing: when every entry of a whole batch was removed between
+  // listing it and looking it up, the entries after it are listed instead.
+  size_t listed = 0;  // catalog entries in the reply
+  for (bool more = true; more && listed == 0;) {
+    auto entries = fs.ReadDir(ino, after, batch);
+    if (!entries.ok()) return ReplyError(req, entries.status(), "readdir");
+    more = entries->size() == batch;
+    for (const DirEntry& entry : *entries) {
+      after = entry.cookie;
+      if (plus) {
+        // Each readdirplus entry is a lookup reference; take it before replying.
+        auto counted = fs.Lookup(ino, entry.name);
+        if (!counted.ok() && counted.status().sys_errno() == ENOENT) continue;  // removed since it was listed
+        if (!counted.ok()) {  // F5: entries already in the buffer go out; the error, if none did
+          if (used == 0) return ReplyError(req, counted.status(), "readdirplus");
+          more = false;
+          break;
+        }
+        if (!add(entry.name.c_str(), *counted, static_cast<off_t>(entry.cookie + 2), true)) {
+          fs.Forget(counted->ino, 1);  // did not fit: the kernel never saw it (F5)
+          more = false;
+          break;
+        }
+      } else if (!add(entry.name.c_str(), entry.attr, static_cast<off_t>(entry.cookie + 2), false)) {
+        more = false;
         break;
       }
-      if (!add(entry.name.c_str(), *counted, static_cast<off_t>(entry.cookie + 2), true)) {
-        fs.Forget(counted->ino, 1);  // did not fit: the kernel never saw it (F5)
-        break;
-      }
-    } else if (!add(entry.name.c_str(), entry.attr, static_cast<off_t>(entry.cookie + 2), false)) {
-      break;
+      listed++;
     }
   }
   fuse_reply_buf(req, buffer.data(), used);
