@@ -304,13 +304,15 @@ Status Keystore::Save() const {
     lines.push_back(fmt::format("key {} {} {}", key.name, key.version, KindPrefix(key.kind)));
     size += lines.back().size() + (key.kind == MasterKeySource::Kind::kInline ? 2 * kMasterKeyBytes : key.location.size()) + 1;
   }
-  for (const MasterKeySource& key : keys_) {
-    if (!key.check.empty()) size += fmt::format("check {} {} {}\n", key.name, key.version, key.check).size();
-  }
   for (const auto& [name, who] : grants_) {
     lines.push_back(fmt::format("allow {}", name));
     for (const std::string& w : who) lines.back() += " " + w;
     lines.back() += '\n';
+    size += lines.back().size();
+  }
+  for (const MasterKeySource& key : keys_) {
+    if (key.check.empty()) continue;
+    lines.push_back(fmt::format("check {} {} {}\n", key.name, key.version, key.check));
     size += lines.back().size();
   }
   SecretBytes text(size);
@@ -331,10 +333,7 @@ Status Keystore::Save() const {
     }
     *at++ = '\n';
   }
-  for (size_t g = 1 + keys_.size(); g < lines.size(); g++) append(lines[g]);
-  for (const MasterKeySource& key : keys_) {
-    if (!key.check.empty()) append(fmt::format("check {} {} {}\n", key.name, key.version, key.check));
-  }
+  for (size_t g = 1 + keys_.size(); g < lines.size(); g++) append(lines[g]);  // grants, then check values
   std::string temp = path_ + ".new";
   Status status;
   // A fresh file of ours: not one someone left there (or linked) beforehand.
