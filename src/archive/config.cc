@@ -349,7 +349,8 @@ std::string FormatConfig(const ArchiveOptions& o) {
   out += fmt::format("cache_size = {}\n", o.cache_size);
   out += fmt::format("persist_idle = {}\n", o.persist_idle_seconds);
   out += fmt::format("read_buffer_segments = {}\n", o.read_buffer_segments);
-  out += fmt::format("read_ahead = {}\n", o.read_ahead);
+  // Only when set: a cairn from before the key must still read the file.
+  if (o.read_ahead != ArchiveOptions{}.read_ahead) out += fmt::format("read_ahead = {}\n", o.read_ahead);
   out += fmt::format("reconcile_rate = {}\n", o.reconcile_rate);
   out += fmt::format("reconcile_idle = {}\n", o.reconcile_idle_seconds);
   out += fmt::format("log_max_size = {}\n", o.log_max_size);

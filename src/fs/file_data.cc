@@ -78,10 +78,14 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
       segments.push_back(std::move(*segment));
       if (segments.back()) CAIRN_RETURN_IF_ERROR(CheckSegmentRecord(*segments.back(), *inode));
     }
-    // Only a guess at what comes next: a failure here is the later read's to report. Read
-    // from the disks, this reader will likely read the extents after it from there too.
+    // Only a guess at what comes next: a failure here is the later read's to report. A
+    // sequential reader that reads from the disks will likely read the extents after it from
+    // there too; a random reader gets none (they would push out the payloads it reuses).
+    const uint64_t previous_end = fh->read_end.exchange(offset + length);
+    const bool sequential = offset + segment_size >= previous_end && offset <= previous_end + segment_size;
     const bool from_disks = segments.back() && !segments.back()->cached;
-    for (uint64_t i = last + 1; from_disks && i <= last + store_.LoadsAhead() && i * segment_size < inode->size; i++) {
+    for (uint64_t i = last + 1; sequential && from_disks && i <= last + store_.LoadsAhead() && i * segment_size < inode->size;
+         i++) {
       auto after = archive_.catalog().GetSegment(fh->ino, i);
       Status usable = !after.ok() ? after.status()
                       : *after && !(*after)->cached ? CheckSegmentRecord(**after, *inode)

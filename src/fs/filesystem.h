@@ -67,9 +67,9 @@ class Filesystem {
                 unsigned flags) {
     return names_.Rename(parent, name, new_parent, new_name, flags);
   }
-  // Entries of `dir` after `cookie`, at most `limit`.
-  Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit) {
-    return names_.ReadDir(dir, cookie, limit);
+  // Entries of `dir` after `cookie`, at most `limit`; see Namespace::ReadDir.
+  Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit, uint64_t* resume = nullptr) {
+    return names_.ReadDir(dir, cookie, limit, resume);
   }
   // The inode at `path` inside the archive ("/a/b"; "/" is the root).
   Result<uint64_t> LookupPath(const std::string& path) { return names_.LookupPath(path); }

@@ -2,6 +2,7 @@
 // setattr request, an open file, a directory entry, statfs numbers. No FUSE types.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -48,6 +49,9 @@ struct SetAttrRequest {
 struct FileHandle {
   uint64_t ino = 0;
   bool writable = false;  // the cache file itself is taken from the staging cache's FdCache per call
+  // Where the last read through this handle ended: a read that starts within a segment of it
+  // is taken as sequential (the kernel's concurrent read-ahead requests may come out of order).
+  std::atomic<uint64_t> read_end{0};
 };
 
 struct DirEntry {

@@ -333,7 +333,7 @@ Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_
   return Status::OK();
 }
 
-Result<std::vector<DirEntry>> Namespace::ReadDir(uint64_t dir, uint64_t cookie, size_t limit) {
+Result<std::vector<DirEntry>> Namespace::ReadDir(uint64_t dir, uint64_t cookie, size_t limit, uint64_t* resume) {
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   auto record = GetDir(catalog, dir);
@@ -341,6 +341,7 @@ Result<std::vector<DirEntry>> Namespace::ReadDir(uint64_t dir, uint64_t cookie, 
   std::vector<DirEntry> out;
   auto entries = catalog.ListEntries(dir, cookie, limit);
   if (!entries.ok()) return entries.status();
+  if (resume) *resume = limit > 0 && entries->size() == limit ? entries->back().cookie : 0;
   for (auto& entry : *entries) {
     auto inode = catalog.GetInode(entry.ino);
     if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();

@@ -49,8 +49,10 @@ class Namespace {
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
   Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name,
                 unsigned flags);
-  // Entries of `dir` after `cookie`, at most `limit`.
-  Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit);
+  // Entries of `dir` after `cookie`, at most `limit`; one whose inode is missing (a damaged
+  // catalog) is logged and left out. *resume, if given, is the cookie the next batch starts
+  // after (past the entries left out), or 0 when the directory has no more.
+  Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit, uint64_t* resume = nullptr);
   // The inode at `path` inside the archive ("/a/b"; "/" is the root).
   Result<uint64_t> LookupPath(const std::string& path);
 

@@ -350,37 +350,44 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bo
   }
   uint64_t after = offset > 2 ? static_cast<uint64_t>(offset) - 2 : 0;
   const size_t batch = size / 32 + 1;
+  std::vector<uint64_t> counted_inos;  // readdirplus: the lookup references this reply hands over
   // An empty reply ends the listing: when every entry of a whole batch was removed between
-  // listing it and looking it up, the entries after it are listed instead.
-  size_t listed = 0;  // catalog entries in the reply
-  for (bool more = true; more && listed == 0;) {
-    auto entries = fs.ReadDir(ino, after, batch);
+  // listing it and looking it up (or left out, its inode missing), the entries after it are
+  // listed instead.
+  for (;;) {
+    uint64_t resume = 0;
+    auto entries = fs.ReadDir(ino, after, batch, &resume);
     if (!entries.ok()) return ReplyError(req, entries.status(), "readdir");
-    more = entries->size() == batch;
+    bool full = false;
+    size_t listed = 0;
     for (const DirEntry& entry : *entries) {
-      after = entry.cookie;
       if (plus) {
         // Each readdirplus entry is a lookup reference; take it before replying.
         auto counted = fs.Lookup(ino, entry.name);
         if (!counted.ok() && counted.status().sys_errno() == ENOENT) continue;  // removed since it was listed
         if (!counted.ok()) {  // F5: entries already in the buffer go out; the error, if none did
           if (used == 0) return ReplyError(req, counted.status(), "readdirplus");
-          more = false;
+          full = true;
           break;
         }
         if (!add(entry.name.c_str(), *counted, static_cast<off_t>(entry.cookie + 2), true)) {
           fs.Forget(counted->ino, 1);  // did not fit: the kernel never saw it (F5)
-          more = false;
+          full = true;
           break;
         }
+        counted_inos.push_back(counted->ino);
       } else if (!add(entry.name.c_str(), entry.attr, static_cast<off_t>(entry.cookie + 2), false)) {
-        more = false;
+        full = true;
         break;
       }
       listed++;
     }
+    if (full || listed > 0 || resume == 0) break;
+    after = resume;
   }
-  fuse_reply_buf(req, buffer.data(), used);
+  if (fuse_reply_buf(req, buffer.data(), used) != 0) {
+    for (uint64_t counted : counted_inos) fs.Forget(counted, 1);  // the kernel never saw them
+  }
 }
 
 void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info*) {
@@ -535,7 +542,12 @@ Status ServeFuse(Filesystem& fs, const MountSettings& settings, const std::funct
       result = Status::IOError(fmt::format("cannot mount on {} (see the message above)", settings.mountpoint));
     } else {
       uint64_t read_ahead = fs.archive().options().read_ahead;
-      if (read_ahead != 0 && !error) SetReadAhead(canonical, read_ahead);
+      if (read_ahead != 0 && error) {
+        LogWarning("read_ahead: cannot resolve {} ({}); the kernel's read-ahead stays", settings.mountpoint,
+                   error.message());
+      } else if (read_ahead != 0) {
+        SetReadAhead(canonical, read_ahead);
+      }
       // open() asks the kernel to keep a file's pages; a crypto-erase must be able to take
       // them back (Filesystem::ChangeFileKeys).
       fs.SetKernelCacheDropper([se](uint64_t ino) {

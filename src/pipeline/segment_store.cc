@@ -87,7 +87,7 @@ Result<SegmentStore::Payload> SegmentStore::ReadAndDecode(const SegmentRecord& s
 }
 
 size_t SegmentStore::LoadsAhead() const {
-  return std::clamp<size_t>(archive_.transform_pool().threads(), 1, std::max<size_t>(1, capacity_ / 2));
+  return std::clamp<size_t>(archive_.transform_pool().threads(), 1, std::max<size_t>(1, capacity_ / 4));
 }
 
 void SegmentStore::LoadAhead(const SegmentRecord& segment) {
@@ -113,6 +113,12 @@ Result<SegmentStore::View> SegmentStore::ViewOf(const SegmentRecord& segment, ui
   if (start + n > bytes.size()) {
     return Status::Corruption(fmt::format("extent {} is {} bytes; segment of inode {} needs bytes up to {}",
                                           segment.extent_id, bytes.size(), segment.ino, start + n));
+  }
+  if (offset + n == segment.length) {
+    // Read to its end, the segment is behind a sequential reader: the first to make room for
+    // the extents loaded ahead of it, which are not read yet.
+    std::lock_guard lock(mutex_);
+    if (auto it = index_.find(segment.extent_id); it != index_.end()) lru_.splice(lru_.end(), lru_, it->second);
   }
   return View{std::span(bytes).subspan(start, n), std::move(*payload)};
 }

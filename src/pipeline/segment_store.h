@@ -38,7 +38,8 @@ class SegmentStore {
   // being loaded already (a reader will likely want it next). Errors are the reader's.
   void LoadAhead(const SegmentRecord& segment);
   // How many extents a sequential reader's next are loaded ahead at once: one per transform
-  // worker (decoding keeps pace with the replies), at most half of the buffered payloads.
+  // worker (decoding keeps pace with the replies), at most a quarter of the buffered payloads
+  // (two readers at a time keep what they read ahead until they read it).
   size_t LoadsAhead() const;
   // Drops a buffered payload (its extent was freed).
   void Forget(uint64_t extent_id);

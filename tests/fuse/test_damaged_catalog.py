@@ -219,3 +219,31 @@ def test_garbage_in_cairn_conf_is_escaped_when_printed(archive):
             assert r.returncode != 0 and f"cairn.conf:{n}: expected 'key = value'" in out, out
             assert "\x1b" not in out and "\x07" not in out and "\x01" not in out, repr(out)
             assert r'\x1b]0;pwned\x07\x1b[2J garbage\x01' in out, repr(out)
+
+
+def test_a_listing_goes_on_past_a_whole_batch_of_entries_whose_inodes_are_missing(archive):
+    """ls must not stop early when a whole batch of entries is left out (here: their inodes
+    missing; the same path serves entries removed between listing and looking up). The
+    kernel asks for up to a page of entries per request, or more: 40,000 entries come first."""
+    os.mkdir(archive.m("d"))
+    names = [f"f{i:03d}" for i in range(100)]
+    for name in names:
+        write_file(archive.m("d", name), b"")
+    d = os.stat(archive.m("d")).st_ino
+    archive.umount()
+    missing = 10**12  # no such inode
+    edit_catalog(archive, "INSERT INTO dentries(parent, name, ino) WITH RECURSIVE n(i) AS "
+                 "(SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 39999) "
+                 "SELECT ?, CAST('gone' || i AS BLOB), ? + i FROM n", d, missing)
+    edit_catalog(archive, "UPDATE dentries SET cookie = cookie + 100000000 WHERE parent = ? AND ino < ?",
+                 d, missing)  # the files' entries after those
+    archive.mount()
+    try:
+        assert sorted(os.listdir(archive.m("d"))) == names
+        r = run(["ls", "-l", archive.m("d")], check=False)  # readdirplus, the kernel's choice for ls -l
+        assert r.returncode == 0 and r.stdout.count("\n-rw") == 100, r.stdout[-2000:] + r.stderr
+    finally:
+        archive.umount()
+        edit_catalog(archive, "DELETE FROM dentries WHERE ino >= ?", missing)
+        archive.mount()
+    assert sorted(os.listdir(archive.m("d"))) == names

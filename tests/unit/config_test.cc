@@ -39,6 +39,7 @@ TEST_CASE("Config: parses, round-trips and applies overrides") {
   REQUIRE(with_log_size.ok());
   CHECK(with_log_size->log_max_size == 1u << 20);
   CHECK(o->read_ahead == 1u << 20);
+  CHECK(FormatConfig(*o).find("read_ahead") == std::string::npos);  // a cairn from before reads the file too
   REQUIRE(ApplyOption(*o, "read_ahead", "256K").ok());
   CHECK(ParseConfig(FormatConfig(*o), "x")->read_ahead == 256u << 10);
   REQUIRE(ApplyOption(*o, "read_ahead", "0").ok());  // the kernel's default
