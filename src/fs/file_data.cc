@@ -82,7 +82,8 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
     // sequential reader that reads from the disks will likely read the extents after it from
     // there too; a random reader gets none (they would push out the payloads it reuses).
     const uint64_t previous_end = fh->read_end.exchange(offset + length);
-    const bool sequential = offset + segment_size >= previous_end && offset <= previous_end + segment_size;
+    const uint64_t slack = std::max<uint64_t>(segment_size, 4 * length);  // a few requests may overtake
+    const bool sequential = offset + slack >= previous_end && offset <= previous_end + slack;
     const bool from_disks = segments.back() && !segments.back()->cached;
     for (uint64_t i = last + 1; sequential && from_disks && i <= last + store_.LoadsAhead() && i * segment_size < inode->size;
          i++) {
