@@ -63,6 +63,7 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
   uint64_t length;
   std::vector<std::optional<SegmentRecord>> segments;
   std::vector<SegmentRecord> next;  // persisted segments after the last one read
+  bool sequential = false;  // this reader reads on from where its reads got to
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
@@ -81,11 +82,18 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
     // Only a guess at what comes next: a failure here is the later read's to report. A
     // sequential reader that reads from the disks will likely read the extents after it from
     // there too; a random reader gets none (they would push out the payloads it reuses).
-    const uint64_t previous_end = fh->read_end.exchange(offset + length);
-    const uint64_t slack = std::max<uint64_t>(segment_size, 4 * length);  // a few requests may overtake
-    const bool sequential = offset + slack >= previous_end && offset <= previous_end + slack;
+    uint64_t high = fh->read_end.load();
+    while (high < offset + length && !fh->read_end.compare_exchange_weak(high, offset + length)) {
+    }
+    // Behind the furthest read by at most the kernel's read-ahead (its requests run at once
+    // and may come in any order), or ahead of it by a segment or a few reads.
+    const uint64_t slack = std::max<uint64_t>(segment_size, 4 * length);
+    const uint64_t behind = std::max<uint64_t>(slack, archive_.options().read_ahead + length);
+    sequential = offset + behind >= high && offset <= high + slack;
+    // From the furthest position read on: what a request that came late asks for is behind it.
+    const uint64_t first = std::max(last + 1, std::max(high, offset + length) / segment_size);
     const bool from_disks = segments.back() && !segments.back()->cached;
-    for (uint64_t i = last + 1; sequential && from_disks && i <= last + store_.LoadsAhead() && i * segment_size < inode->size;
+    for (uint64_t i = first; sequential && from_disks && i < first + store_.LoadsAhead() && i * segment_size < inode->size;
          i++) {
       auto after = archive_.catalog().GetSegment(fh->ino, i);
       Status usable = !after.ok() ? after.status()
@@ -102,7 +110,8 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
   for (const SegmentRecord& segment : next) store_.LoadAhead(segment);
   uint64_t done = 0;
   SharedFile file;
-  for (const auto& segment : segments) {
+  for (size_t k = 0; k < segments.size(); k++) {
+    const auto& segment = segments[k];
     uint64_t position = offset + done;
     uint64_t in_segment = position % segment_size;
     uint64_t n = std::min(length - done, segment_size - in_segment);
@@ -116,6 +125,15 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
       reply.View(view->bytes, std::move(view->payload));
       std::span<uint8_t> zeros = reply.Own(n - view->bytes.size());  // past its stored bytes
       std::fill(zeros.begin(), zeros.end(), 0);
+      // Read to its end by a sequential reader whose next segment is in another extent (not a
+      // pack that holds more of it): that reader is done with this one.
+      const std::optional<SegmentRecord> following =
+          k + 1 < segments.size()                                   ? segments[k + 1]
+          : !next.empty() && next.front().index == segment->index + 1 ? std::optional(next.front())
+                                                                      : std::nullopt;
+      if (sequential && in_segment + n == segment_size && following && following->extent_id != segment->extent_id) {
+        store_.ReadPast(segment->extent_id);
+      }
     } else {  // never-written bytes read as zeros, without a cache file too
       std::span<uint8_t> out = reply.Own(n);
       if (!file) {

@@ -67,6 +67,8 @@ class Filesystem {
                 unsigned flags) {
     return names_.Rename(parent, name, new_parent, new_name, flags);
   }
+  // Returns once the extents being loaded ahead of readers are buffered (tests count disk reads).
+  void WaitForLoadsAhead() { store_.WaitForLoadsAhead(); }
   // Entries of `dir` after `cookie`, at most `limit`; see Namespace::ReadDir.
   Result<std::vector<DirEntry>> ReadDir(uint64_t dir, uint64_t cookie, size_t limit, uint64_t* resume = nullptr) {
     return names_.ReadDir(dir, cookie, limit, resume);

@@ -49,9 +49,8 @@ struct SetAttrRequest {
 struct FileHandle {
   uint64_t ino = 0;
   bool writable = false;  // the cache file itself is taken from the staging cache's FdCache per call
-  // Where the last read through this handle ended: a read that starts within a segment (or
-  // four of its own lengths) of it is taken as sequential (the kernel's concurrent read-ahead
-  // requests may come out of order).
+  // The furthest any read through this handle got: a read that starts near it is taken as
+  // sequential (FileData::Read).
   std::atomic<uint64_t> read_end{0};
 };
 

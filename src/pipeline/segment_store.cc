@@ -10,7 +10,7 @@
 
 namespace cairn {
 
-SegmentStore::~SegmentStore() {
+void SegmentStore::WaitForLoadsAhead() {
   std::vector<std::future<Result<std::vector<uint8_t>>>> ahead;
   {
     std::lock_guard lock(mutex_);
@@ -114,12 +114,6 @@ Result<SegmentStore::View> SegmentStore::ViewOf(const SegmentRecord& segment, ui
     return Status::Corruption(fmt::format("extent {} is {} bytes; segment of inode {} needs bytes up to {}",
                                           segment.extent_id, bytes.size(), segment.ino, start + n));
   }
-  if (offset + n == segment.length) {
-    // Read to its end, the segment is behind a sequential reader: the first to make room for
-    // the extents loaded ahead of it, which are not read yet.
-    std::lock_guard lock(mutex_);
-    if (auto it = index_.find(segment.extent_id); it != index_.end()) lru_.splice(lru_.end(), lru_, it->second);
-  }
   return View{std::span(bytes).subspan(start, n), std::move(*payload)};
 }
 
@@ -130,6 +124,11 @@ Status SegmentStore::Read(const SegmentRecord& segment, uint64_t offset, std::sp
   if (n > 0) std::memcpy(dst.data(), view->bytes.data(), n);
   std::memset(dst.data() + n, 0, dst.size() - n);  // past the stored length: zeros
   return Status::OK();
+}
+
+void SegmentStore::ReadPast(uint64_t extent_id) {
+  std::lock_guard lock(mutex_);
+  if (auto it = index_.find(extent_id); it != index_.end()) lru_.splice(lru_.end(), lru_, it->second);
 }
 
 void SegmentStore::ForgetAll() {

@@ -21,7 +21,7 @@ namespace cairn {
 class SegmentStore {
  public:
   SegmentStore(Archive& archive, size_t capacity) : archive_(archive), capacity_(capacity) {}
-  ~SegmentStore();  // waits for the loads it started ahead
+  ~SegmentStore() { WaitForLoadsAhead(); }
 
   using Payload = std::shared_ptr<const std::vector<uint8_t>>;
   // Bytes [offset, offset + n) of `segment` where they are in memory, cut short where its
@@ -41,6 +41,11 @@ class SegmentStore {
   // worker (decoding keeps pace with the replies), at most a quarter of the buffered payloads
   // (two readers at a time keep what they read ahead until they read it).
   size_t LoadsAhead() const;
+  // Returns once the loads started ahead are over (their payloads buffered).
+  void WaitForLoadsAhead();
+  // A sequential reader went on from this extent to another: the extent is the first to make
+  // room for those loaded ahead of the reader, which are not read yet.
+  void ReadPast(uint64_t extent_id);
   // Drops a buffered payload (its extent was freed).
   void Forget(uint64_t extent_id);
   // Drops every buffered payload (data keys were erased: what they decrypted goes too).

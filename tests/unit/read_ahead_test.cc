@@ -5,8 +5,6 @@
 
 #include <fcntl.h>
 
-#include <chrono>
-#include <thread>
 
 #include "archive_fixture.h"
 #include "fault_disk.h"
@@ -27,7 +25,10 @@ struct ColdFiles : test::ArchiveFixture {
   std::vector<uint64_t> inos;
   int reads_per_extent = 0;
 
-  explicit ColdFiles(int files) {
+  // `read_ahead`: the kernel's read-ahead window the archive is set for; reads that far behind
+  // the furthest one still count as sequential.
+  explicit ColdFiles(int files, uint64_t read_ahead = 0)
+      : ArchiveFixture([read_ahead](MkfsOptions& mkfs) { mkfs.options.read_ahead = read_ahead; }) {
     for (int i = 0; i < files; i++) {
       data.push_back(test::RandomBytes(kSegments * kSegment, 40 + i));
       inos.push_back(WriteFile("f" + std::to_string(i), data.back()));
@@ -52,18 +53,17 @@ struct ColdFiles : test::ArchiveFixture {
     for (const auto& [disk, count] : io.reads) n += count;
     return n;
   }
-  // Loads started ahead finish on the transform pool: waits until the count stops moving.
+  // The disk reads so far, the loads started ahead over.
   int SettledReads() {
-    int now = Reads();
-    for (int before = -1; before != now; now = Reads()) {
-      before = now;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return now;
+    fs->WaitForLoadsAhead();
+    return Reads();
   }
+  // A read, and the loads it started ahead (so that what a test counts does not depend on
+  // when the transform pool gets to them).
   std::vector<uint8_t> Read(FileHandle* fh, uint64_t offset, size_t size) {
     auto bytes = test::ReadBytes(*fs, fh, offset, size);
     REQUIRE(bytes.ok());
+    fs->WaitForLoadsAhead();
     return *bytes;
   }
 };
@@ -101,11 +101,54 @@ TEST_CASE("Read-ahead: two sequential readers at a time read each extent of thei
   f.fs->Release(*b);
   CHECK(read_a == f.data[0]);
   CHECK(read_b == f.data[1]);
-  // Each extent once. A load started ahead may run late, when its pool thread gets the CPU
-  // only after the reader went on and read the extent itself: two such are let pass. Readers
-  // whose loads ahead pushed out each other's (before the read ones made room) read 8 to 76
-  // extents twice.
-  int reads = f.SettledReads();
-  CHECK(reads >= 2 * static_cast<int>(kSegments) * f.reads_per_extent);
-  CHECK(reads <= (2 * static_cast<int>(kSegments) + 2) * f.reads_per_extent);
+  // Each extent once: readers whose loads ahead pushed out each other's (before the extents
+  // read to their end made room) read 8 to 76 extents twice.
+  CHECK(f.SettledReads() == 2 * static_cast<int>(kSegments) * f.reads_per_extent);
+}
+
+TEST_CASE("Read-ahead: reads that come out of order within the kernel's read-ahead are sequential") {
+  ColdFiles f(1, 1 << 20);
+  auto fh = f.fs->Open(f.inos[0], O_RDONLY, Caller{});
+  REQUIRE(fh.ok());
+  constexpr uint64_t kRead = 128 << 10;  // two segments a read, in pairs swapped: 1 0 3 2 5 4 ...
+  std::vector<uint8_t> read(kSegments * kSegment);
+  bool ahead_seen = false;
+  for (uint64_t pair = 0; pair < kSegments * kSegment / (2 * kRead); pair++) {
+    for (uint64_t k : {2 * pair + 1, 2 * pair}) {
+      auto bytes = f.Read(*fh, k * kRead, kRead);
+      std::copy(bytes.begin(), bytes.end(), read.begin() + static_cast<std::ptrdiff_t>(k * kRead));
+      // Past the furthest read, extents were read before any reader asked for them.
+      uint64_t furthest_segment = (2 * pair + 2) * kRead / kSegment;
+      if (f.Reads() > static_cast<int>(furthest_segment) * f.reads_per_extent) ahead_seen = true;
+    }
+  }
+  f.fs->Release(*fh);
+  CHECK(read == f.data[0]);
+  CHECK(ahead_seen);
+  CHECK(f.SettledReads() == static_cast<int>(kSegments) * f.reads_per_extent);
+}
+
+TEST_CASE("Read-ahead: a small file read to its end leaves its pack to the next small file in it") {
+  ColdFiles f(1);  // and small files, packed together into one extent (pack_threshold 8K)
+  f.Close();
+  f.wrap_disk = {};
+  f.Open();
+  std::vector<uint64_t> small;
+  for (int i = 0; i < 4; i++) small.push_back(f.WriteFile("s" + std::to_string(i), test::RandomBytes(4096, 60 + i)));
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());
+  f.Close();
+  f.wrap_disk = [&f](std::unique_ptr<Disk> disk, size_t i) -> std::unique_ptr<Disk> {
+    return std::make_unique<test::IoCountDisk>(std::move(disk), f.io, i);
+  };
+  f.Open();
+  auto large = f.fs->Open(f.inos[0], O_RDONLY, Caller{});
+  REQUIRE(large.ok());
+  for (uint64_t s = 0; s < 16; s++) f.Read(*large, s * kSegment, kSegment);  // the read buffer full
+  CHECK(f.ReadFile(small[0], 4096) == test::RandomBytes(4096, 60));
+  f.Read(*large, 16 * kSegment, 4096);  // buffers another extent of the large file, ahead of it
+  int before = f.SettledReads();
+  CHECK(f.ReadFile(small[1], 4096) == test::RandomBytes(4096, 61));  // from the pack still buffered
+  CHECK(f.SettledReads() == before);
+  f.fs->Release(*large);
 }
