@@ -44,6 +44,15 @@ Result<uint64_t> CreateFile(Catalog& c, const std::string& name) {
   return ino;
 }
 
+// Takes `catalog` back to schema version 4 (no logical lengths, no transform chains, no file keys).
+void MakeVersion4(Catalog& catalog) {
+  char* error = nullptr;
+  REQUIRE(sqlite3_exec(catalog.handle(),
+                       "ALTER TABLE extents DROP COLUMN logical_length; ALTER TABLE extents DROP COLUMN chain; "
+                       "DROP TABLE file_keys; UPDATE meta SET value = '4' WHERE CAST(key AS TEXT) = 'schema_version'",
+                       nullptr, nullptr, &error) == SQLITE_OK);
+}
+
 }  // namespace
 
 TEST_CASE("Catalog: a failed batch commit keeps acknowledged operations and no inode number comes back") {
@@ -173,11 +182,7 @@ TEST_CASE("Catalog: an upgrade whose commit fails leaves the old schema whole, n
       REQUIRE(c->InsertExtent(e).ok());
     }
     REQUIRE(c->Flush().ok());
-    char* error = nullptr;
-    REQUIRE(sqlite3_exec(c->handle(),
-                         "ALTER TABLE extents DROP COLUMN logical_length; ALTER TABLE extents DROP COLUMN chain; "
-                         "DROP TABLE file_keys; UPDATE meta SET value = '4' WHERE CAST(key AS TEXT) = 'schema_version'",
-                         nullptr, nullptr, &error) == SQLITE_OK);
+    MakeVersion4(*c);
   }  // the last connection checkpoints and removes the WAL
   // The schema version of the catalog at `path` and whether its extents have logical lengths.
   auto schema_of = [](const std::string& path) {
@@ -249,11 +254,7 @@ TEST_CASE("Catalog: a version 4 catalog gets logical lengths equal to the stored
     ExtentRecord e{7, 5000, 0xabc, 1, 1, Redundancy{}, {{0, 4096, kAlloc, 0x11}}};
     REQUIRE(c->InsertExtent(e).ok());
     REQUIRE(c->Flush().ok());
-    char* error = nullptr;
-    REQUIRE(sqlite3_exec(c->handle(),
-                         "ALTER TABLE extents DROP COLUMN logical_length; ALTER TABLE extents DROP COLUMN chain; "
-                         "DROP TABLE file_keys; UPDATE meta SET value = '4' WHERE CAST(key AS TEXT) = 'schema_version'",
-                         nullptr, nullptr, &error) == SQLITE_OK);
+    MakeVersion4(*c);
   }
   auto c = std::move(*Catalog::Open(dir / "c.db"));
   CHECK(*c->GetMeta("schema_version") == std::to_string(kCatalogSchemaVersion));
