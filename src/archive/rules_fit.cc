@@ -91,52 +91,56 @@ Status CheckPlacementFits(const std::string& placement, const ArchiveOptions& op
       fmt::format("placement={}: this archive has no disk group {} (groups: {})", placement, group, names));
 }
 
+namespace {
+
+// Runs `check` on the settings of every statement of `rules` (each policy, each rule, the
+// default), a rule's with those of the policy it names; returns the first refusal, prefixed
+// with the file, the line and the statement.
+Status CheckEachStatement(const RuleSet& rules, const std::string& file,
+                          const std::function<Status(const std::vector<PolicySetting>&)>& check) {
+  auto one = [&](const std::vector<PolicySetting>& written, int line, const std::string& what) {
+    Status st = check(rules.Expand(written));  // a policy names no other: its own settings
+    if (st.ok()) return st;
+    std::string where = line > 0 ? fmt::format("{}:{}", file, line) : file;
+    return Status::InvalidArgument(fmt::format("{}: {}: {}", where, what, st.message()));
+  };
+  for (const auto& policy : rules.policies()) {
+    CAIRN_RETURN_IF_ERROR(one(policy.settings, policy.line, "policy " + policy.name));
+  }
+  for (const auto& rule : rules.rules()) {
+    CAIRN_RETURN_IF_ERROR(one(rule.settings(), rule.line(), "rule " + rule.name()));
+  }
+  return one(rules.default_rule().settings(), rules.default_rule().line(), "default");
+}
+
+}  // namespace
+
 Status CheckRulesFit(const RuleSet& rules, const ArchiveOptions& options, const std::string& file) {
   // Each statement's own pair (a rule's with its named policy's): a raid= beside a placement=
   // must fit the group it names; one without must fit some group, since what places the files
   // (an attribute, a pin, the default) may come from elsewhere, and setting it checks the pair.
-  auto fits = [&](const std::vector<PolicySetting>& settings, int line, const std::string& what) {
+  return CheckEachStatement(rules, file, [&](const std::vector<PolicySetting>& settings) {
     const std::string* raid = FindSetting(settings, PolicyKey::kRaid);
     const std::string* placement = FindSetting(settings, PolicyKey::kPlacement);
     Status st = placement ? CheckPlacementFits(*placement, options) : Status::OK();
     if (st.ok() && raid) {
       st = placement ? CheckRaidInPlacement(*raid, *placement, options) : CheckRaidFitsSomeGroup(*raid, options);
     }
-    if (st.ok()) return st;
-    std::string where = line > 0 ? fmt::format("{}:{}", file, line) : file;
-    return Status::InvalidArgument(fmt::format("{}: {}: {}", where, what, st.message()));
-  };
-  for (const auto& policy : rules.policies()) {
-    CAIRN_RETURN_IF_ERROR(fits(policy.settings, policy.line, "policy " + policy.name));
-  }
-  for (const auto& rule : rules.rules()) {
-    CAIRN_RETURN_IF_ERROR(fits(rules.Expand(rule.settings()), rule.line(), "rule " + rule.name()));
-  }
-  return fits(rules.Expand(rules.default_rule().settings()), rules.default_rule().line(), "default");
+    return st;
+  });
 }
 
 Status CheckRulesKeys(const RuleSet& rules, const std::function<Status(const std::string&)>& usable,
                       const std::string& file) {
-  auto check = [&](const std::vector<PolicySetting>& written, int line, const std::string& what) -> Status {
-    std::vector<PolicySetting> settings = rules.Expand(written);
+  return CheckEachStatement(rules, file, [&](const std::vector<PolicySetting>& settings) {
     const std::string* encrypt = FindSetting(settings, PolicyKey::kEncrypt);
     if (!encrypt || *encrypt == "off") return Status::OK();
     const std::string* key = FindSetting(settings, PolicyKey::kKey);
-    Status st = !key || *key == "none"
-                    ? Status::InvalidArgument(fmt::format(
-                          "encrypt={} needs key=NAME beside it (files it matches could not be persisted)", *encrypt))
-                    : usable(*key);
-    if (st.ok()) return st;
-    std::string where = line > 0 ? fmt::format("{}:{}", file, line) : file;
-    return Status::InvalidArgument(fmt::format("{}: {}: {}", where, what, st.message()));
-  };
-  for (const auto& policy : rules.policies()) {
-    CAIRN_RETURN_IF_ERROR(check(policy.settings, policy.line, "policy " + policy.name));
-  }
-  for (const auto& rule : rules.rules()) {
-    CAIRN_RETURN_IF_ERROR(check(rule.settings(), rule.line(), "rule " + rule.name()));
-  }
-  return check(rules.default_rule().settings(), rules.default_rule().line(), "default");
+    return !key || *key == "none"
+               ? Status::InvalidArgument(fmt::format(
+                     "encrypt={} needs key=NAME beside it (files it matches could not be persisted)", *encrypt))
+               : usable(*key);
+  });
 }
 
 std::function<Status(const std::string&)> KeyInKeystore(const std::string& keystore_path) {
