@@ -401,6 +401,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   state_.migrating = 0;
   std::vector<bool> swap(batch.jobs.size());
   std::vector<bool> erased(batch.jobs.size());
+  std::vector<bool> key_gone(batch.jobs.size());  // its new extents hold what an erased key sealed
   for (size_t j = 0; j < batch.jobs.size(); j++) {
     Job& job = batch.jobs[j];
     auto now = catalog.GetInode(job.inode.ino);
@@ -415,6 +416,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
       auto key = catalog.GetFileKey(job.inode.ino);
       if (key.status().IsNotFound()) {
         LogInfo("reconciler: inode {} stays as it is: its data key was erased", job.inode.ino);
+        key_gone[j] = true;
         erased[j] = unchanged;  // else it is re-planned, without a key now
         unchanged = false;
       } else if (!key.ok()) {
@@ -423,6 +425,20 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
       }
     }
     swap[j] = !job.failed && unchanged;
+  }
+  // The new extents of a file whose data key was erased hold its data, in clear if the new
+  // policy has no encryption: no other file's segments may keep one (a pack) on the disks
+  // either. Those files wait for the next pass; Finish discards the extents nobody keeps.
+  std::set<size_t> sealed_by_erased_key;
+  for (const auto& p : batch.placed) {
+    if (key_gone[p.job] && !p.segment.hole) sealed_by_erased_key.insert(p.segment.extent);
+  }
+  for (const auto& p : batch.placed) {
+    if (swap[p.job] && sealed_by_erased_key.contains(p.segment.extent)) {
+      LogInfo("reconciler: inode {} waits for the next pass: its new extent also holds a crypto-erased file's data",
+              batch.jobs[p.job].inode.ino);
+      swap[p.job] = false;
+    }
   }
   SegmentMapUpdate update(archive_, batch.extents, false);  // read from the disks: not in the cache
   Status st = InTransaction(catalog, [&]() -> Status {

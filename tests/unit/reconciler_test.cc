@@ -120,6 +120,53 @@ TEST_CASE("Reconciler: a crypto-erase while a file is rewritten in clear is not 
   CHECK(std::find(queued->begin(), queued->end(), file) == queued->end());
 }
 
+TEST_CASE("Reconciler: a file rewritten in clear during a crypto-erase of its key leaves no plaintext in a pack",
+          "[reconciler][keys]") {
+  GatedKeyArchive a;
+  {
+    auto store = Keystore::Load(a.dir + "/keystore");
+    REQUIRE(store.ok());
+    REQUIRE(store->AddVersion(*NewInlineMasterKey("k2")).ok());
+    REQUIRE(store->Save().ok());
+  }
+  auto dir = a.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  REQUIRE(a.Set(dir->ino, "user.cairn.encrypt", "aes-256-gcm").ok());
+  // Two small files, g sealed under k2 and f under k1 (a file keeps the master key it was
+  // first sealed under); rewritten in clear, they go into one pack.
+  REQUIRE(a.Set(dir->ino, "user.cairn.key", "k2").ok());
+  const auto g_data = test::RandomBytes(4000, 3);
+  uint64_t g = a.WriteFile("g", g_data, dir->ino);
+  REQUIRE(a.fs->PersistAll().ok());
+  REQUIRE(a.Set(dir->ino, "user.cairn.key", "k1").ok());
+  const auto f_data = test::RandomBytes(4000, 4);
+  uint64_t f = a.WriteFile("f", f_data, dir->ino);
+  REQUIRE(a.fs->PersistAll().ok());
+  const auto f_sealed = a.Segments(f);
+  const auto g_sealed = a.Segments(g);
+  REQUIRE(a.Set(dir->ino, "user.cairn.encrypt", "off").ok());  // both queued to be rewritten in clear
+
+  a.EraseK1WhileApplyHeld();  // the pack of both on its way to the disks
+
+  a.CheckSameExtents(f, f_sealed);
+  a.CheckSameExtents(g, g_sealed);  // its new extent held f's plaintext: it waits
+  auto on_disks = [&](const std::vector<uint8_t>& data) {
+    for (size_t i = 0; i < a.archive->extents().disk_count(); i++) {
+      Disk& disk = a.archive->extents().disk(i);
+      std::vector<uint8_t> image(disk.Size());
+      REQUIRE(disk.ReadAt(0, image).ok());
+      if (std::search(image.begin(), image.end(), data.begin(), data.end()) != image.end()) return true;
+    }
+    return false;
+  };
+  CHECK_FALSE(on_disks(f_data));
+  // The next pass rewrites g alone, in clear.
+  REQUIRE(a.fs->ApplyPolicy("/", [](const Reconciler::Progress&) { return true; }).ok());
+  CHECK(a.ReadFile(g, g_data.size()) == g_data);
+  CHECK(on_disks(g_data));
+  CHECK_FALSE(on_disks(f_data));
+}
+
 TEST_CASE("Reconciler: a crypto-erase while a file is re-encrypted under another key is not undone",
           "[reconciler][keys]") {
   // One transform worker: the extents after the first few look up their key only once the
