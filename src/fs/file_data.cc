@@ -90,6 +90,11 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
     const uint64_t slack = std::max<uint64_t>(segment_size, 4 * length);
     const uint64_t behind = std::max<uint64_t>(slack, archive_.options().read_ahead + length);
     sequential = offset + behind >= high && offset <= high + slack;
+    if (!sequential && offset == 0) {  // starts over, as a handle just opened would
+      fh->read_end.store(length);
+      high = length;
+      sequential = true;
+    }
     // From the furthest position read on: what a request that came late asks for is behind it.
     const uint64_t first = std::max(last + 1, std::max(high, offset + length) / segment_size);
     const bool from_disks = segments.back() && !segments.back()->cached;

@@ -152,3 +152,24 @@ TEST_CASE("Read-ahead: a small file read to its end leaves its pack to the next 
   CHECK(f.SettledReads() == before);
   f.fs->Release(*large);
 }
+
+TEST_CASE("Read-ahead: a reader that starts over from the beginning of its file reads ahead again") {
+  ColdFiles f(1);
+  auto fh = f.fs->Open(f.inos[0], O_RDONLY, Caller{});
+  REQUIRE(fh.ok());
+  // The second half of the file, then the whole of it from the start (none of the first half's
+  // extents were read yet).
+  for (uint64_t s = kSegments / 2; s < kSegments; s++) f.Read(*fh, s * kSegment, kSegment);
+  const int before = f.SettledReads();
+  std::vector<uint8_t> read = f.Read(*fh, 0, kSegment);
+  // Those after the first were read ahead, as for a handle that had just been opened: before,
+  // a read that far behind the furthest one counted as random.
+  CHECK(f.SettledReads() - before > f.reads_per_extent);
+  for (uint64_t s = 1; s < kSegments; s++) {
+    auto bytes = f.Read(*fh, s * kSegment, kSegment);
+    read.insert(read.end(), bytes.begin(), bytes.end());
+  }
+  f.fs->Release(*fh);
+  CHECK(read == f.data[0]);
+  CHECK(f.SettledReads() - before <= static_cast<int>(kSegments) * f.reads_per_extent);  // none twice
+}
