@@ -42,6 +42,9 @@ class StagingCache {
   // Before an fsync of a file is acknowledged, and before the catalog says a segment is in
   // the cache.
   Status SyncNames() const;
+  // Whether a cache file was created since the last SyncNames: a power loss could take its
+  // name (what a crash test asks).
+  bool NamesUnsynced() const { return *names_unsynced_; }
   // The cache file of `ino` if it exists (NotFound if not): reads and fsync of a file
   // with nothing staged create nothing.
   Result<SharedFile> OpenExisting(uint64_t ino) const;

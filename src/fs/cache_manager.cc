@@ -91,7 +91,9 @@ Status CacheManager::EvictFiles(const std::vector<uint64_t>& inos, Busy busy) {
         auto inode = catalog.GetInode(ino);
         if (!inode.ok() && !inode.status().IsNotFound()) return inode.status();
         if (!inode.ok()) state_.DropCached(ino);
-        if (open || state_.dirty.contains(ino) || !inode.ok()) continue;
+        // Dirty in the catalog without being in `dirty`: left unpersisted by Recover (its rows
+        // are damaged), the staging cache holds its only copy.
+        if (open || state_.dirty.contains(ino) || !inode.ok() || inode->dirty) continue;
         uint64_t segment_size = SegmentSizeOf(archive_, *inode);
         uint64_t count = (inode->size + segment_size - 1) / segment_size;
         auto segments = catalog.GetSegments(ino);
@@ -129,6 +131,7 @@ Status CacheManager::EvictCleanSegments(uint64_t ino) {
     if (!inode.ok()) return inode.status().IsNotFound() ? Status::OK() : inode.status();
     auto dirty = state_.dirty.find(ino);
     if (dirty != state_.dirty.end() && dirty->second.all_cached) return Status::OK();
+    if (dirty == state_.dirty.end() && inode->dirty) return Status::OK();  // as in EvictFiles
     uint64_t segment_size = SegmentSizeOf(archive_, *inode);
     CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
       auto segments = catalog.GetSegments(ino);

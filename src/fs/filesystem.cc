@@ -144,7 +144,8 @@ Status Filesystem::Recover() {
         if (!removed.ok()) LogError("staging cache: {}", removed.message());
       } else {
         present.insert(ino);
-        if (!state_.dirty.contains(ino)) cached.push_back({mtime, {ino, bytes}});
+        // Not one left unpersisted above: the cache's copy is all it has.
+        if (!state_.dirty.contains(ino) && !inode->dirty) cached.push_back({mtime, {ino, bytes}});
       }
     });
     CAIRN_RETURN_IF_ERROR(lookup);

@@ -238,7 +238,10 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
       pieces.erase(pieces.begin() + static_cast<std::ptrdiff_t>(before), pieces.end());
       left_out->emplace(ino, more.status());
       std::lock_guard lock(archive_.catalog_mutex());
-      if (state_.dirty.contains(ino)) state_.persist_queue[ino] = NowNs() + kRetryDelayNs;
+      if (auto dirty = state_.dirty.find(ino); dirty != state_.dirty.end()) {
+        RecountIfFirstPersist(ino, dirty->second);
+        state_.persist_queue[ino] = NowNs() + kRetryDelayNs;
+      }
       continue;
     }
     if (*more) unfinished.push_back(ino);
@@ -272,6 +275,11 @@ Result<std::shared_ptr<const WritePlan>> Persister::PlanOf(const InodeRecord& in
   if (!plan.ok()) return plan;
   CAIRN_RETURN_IF_ERROR(CheckPlanFits(archive_, **plan));
   return plan;
+}
+
+void Persister::RecountIfFirstPersist(uint64_t ino, DirtyFile& dirty) {
+  auto inode = archive_.catalog().GetInode(ino);
+  if (!inode.ok() || inode->segment_size == 0) dirty.all_cached = true;  // a failing query: counted again too
 }
 
 Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces) {
@@ -413,6 +421,12 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
 Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uint64_t, Status>* left_out) {
   if (pieces.empty()) return Status::OK();
   auto written = WriteSegments(archive_, pieces, [](const SegmentPiece& piece) { return piece.index == kMarker; });
+  // The rows will say the segments are in the staging cache too: a name a power loss could
+  // still take would leave them pointing at nothing there.
+  Status names = written.ok() ? archive_.cache().SyncNames() : Status::OK();
+  if (!names.ok()) {  // their room goes back before the lock is taken: discards may wait for disks
+    for (const ExtentRecord& extent : written->extents) archive_.extents().ReleaseUncommitted(extent);
+  }
 
   std::unique_lock lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
@@ -421,8 +435,9 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
     for (const SegmentPiece& piece : pieces) {
       if (only && !only->contains(piece.ino)) continue;
       auto dirty = state_.dirty.find(piece.ino);
-      if (dirty != state_.dirty.end() && dirty->second.persisting.erase(piece.index)) {
-        dirty->second.segments.insert(piece.index);
+      if (dirty != state_.dirty.end()) {
+        if (dirty->second.persisting.erase(piece.index)) dirty->second.segments.insert(piece.index);
+        RecountIfFirstPersist(piece.ino, dirty->second);
       }
       state_.persist_queue[piece.ino] = NowNs() + kRetryDelayNs;
     }
@@ -430,6 +445,10 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
   if (!written.ok()) {  // WriteSegments gave back what it wrote
     retry_later(nullptr);
     return written.status();
+  }
+  if (!names.ok()) {
+    retry_later(nullptr);
+    return names;
   }
   for (const auto& [ino, why] : written->left_out) {
     LogError("inode {}: not persisted, will retry: no data key: {}", ino, why.message());

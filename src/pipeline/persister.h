@@ -62,6 +62,10 @@ class Persister {
   // dirty marks to DirtyFile::persisting until the commit); holes are found without reading
   // them. Returns whether more are left.
   Result<bool> Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces);
+  // After a failed persist of `ino`: if it was the file's first (no segment size committed
+  // yet), its dirty segments were counted in the segment size of a policy that may change
+  // before the retry, so the retry counts them anew. REQUIRES: catalog mutex held.
+  void RecountIfFirstPersist(uint64_t ino, DirtyFile& dirty);
   // Writes pieces as extents, syncs the disks, commits the catalog; see PersistRound for
   // `left_out`.
   Status WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uint64_t, Status>* left_out);

@@ -1,0 +1,94 @@
+// The persister when something goes wrong around it: a power loss that could take a staging
+// cache file's name, a first persist that fails before a policy change, and a file Recover
+// leaves unpersisted because its rows are damaged. None may end with data lost or a file that
+// reads as EIO for good.
+#include <catch2/catch.hpp>
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "archive_fixture.h"
+#include "fault_disk.h"
+#include "test_util.h"
+
+using namespace cairn;
+
+namespace {
+
+using test::kSegment;
+
+std::span<const uint8_t> Bytes(std::string_view text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
+}  // namespace
+
+TEST_CASE("Persist: the staging cache file names are durable before the rows say a segment is in the cache") {
+  test::ArchiveFixture a;
+  // Not fsync'd: only the persist makes its segment rows say "cached" (with the extents).
+  const auto data = test::RandomBytes(2 * kSegment, 80);
+  uint64_t ino = a.WriteFile("f", data);
+  REQUIRE(a.archive->cache().NamesUnsynced());
+  REQUIRE(a.fs->PersistAll().ok());
+  for (const SegmentRecord& segment : a.Segments(ino)) CHECK(segment.cached);
+  // Else a power loss could take the name: the rows, saying the cache holds the segments,
+  // would find nothing there, and a truncate committed since would leave the file unreadable.
+  CHECK_FALSE(a.archive->cache().NamesUnsynced());
+}
+
+TEST_CASE("Persist: a first persist that fails is redone whole after a change of the segment size") {
+  constexpr uint64_t kLarge = 4 * kSegment;  // the archive's segment size
+  test::ArchiveFixture a([](MkfsOptions& mkfs) { mkfs.options.segment_size = kLarge; });
+  test::FaultPlan faults;
+  a.Close();
+  a.Open(&faults);
+  const auto data = test::RandomBytes(4 * kLarge, 81);
+  uint64_t ino = a.WriteFile("f", data);
+  faults.fail_at = faults.operations + 1;  // every disk write from now on fails
+  CHECK_FALSE(a.fs->PersistAll().ok());
+  faults.fail_at = 0;
+  // Before the retry, the file's policy asks for smaller segments: the four dirty segments
+  // counted in the first policy's size are a quarter of the file in the new one.
+  Status set = a.fs->SetXattr(ino, "user.cairn.segment_size", Bytes(std::to_string(kSegment)), 0, Caller{});
+  INFO(set.ToString());
+  REQUIRE(set.ok());
+  REQUIRE(a.fs->PersistAll().ok());
+  CHECK(a.Segments(ino).size() == 16);
+  REQUIRE(a.fs->EvictAll().ok());
+  CHECK(a.ReadFile(ino, data.size()) == data);  // from the disks; before, open said EIO
+}
+
+TEST_CASE("Persist: the staging cache keeps the copy of a dirty file Recover leaves unpersisted") {
+  test::ArchiveFixture a;
+  auto data = test::RandomBytes(2 * kSegment, 82);
+  uint64_t ino = a.WriteFile("f", data);
+  REQUIRE(a.fs->PersistAll().ok());
+  auto fh = a.fs->Open(ino, O_RDWR, Caller{});
+  REQUIRE(fh.ok());
+  const auto rewrite = test::RandomBytes(100, 83);
+  REQUIRE(a.fs->Write(*fh, 0, rewrite).ok());
+  REQUIRE(a.fs->Fsync(*fh).ok());  // acknowledged: in the staging cache only
+  a.fs->Release(*fh);
+  a.Crash();
+  {  // a damaged row: Recover leaves the file unpersisted for cairn fsck to look at
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open((a.dir + "/catalog.db").c_str(), &db) == SQLITE_OK);
+    auto sql = fmt::format("UPDATE segments SET length = {} WHERE ino = {} AND idx = 1", 2 * kSegment, ino);
+    CHECK(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  a.Open();
+  const std::string cache_file = a.dir + "/cache/" + std::to_string(ino);
+  REQUIRE(std::filesystem::exists(cache_file));
+  REQUIRE(a.fs->EvictAll().ok());
+  CHECK(std::filesystem::exists(cache_file));  // before, evicted: the fsync'd bytes were gone
+  std::vector<uint8_t> head(rewrite.size());
+  auto file = a.archive->cache().OpenExisting(ino);
+  REQUIRE(file.ok());
+  REQUIRE(StagingCache::ReadAt((*file)->fd(), 0, head).ok());
+  CHECK(head == rewrite);
+}
