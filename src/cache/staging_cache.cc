@@ -116,23 +116,39 @@ Status StagingCache::PunchHole(uint64_t ino, uint64_t offset, uint64_t length) c
   return Status::OK();
 }
 
-void StagingCache::ForEach(const std::function<void(uint64_t, uint64_t, int64_t)>& fn) const {
-  int fd = *dir_fd_ < 0 ? -1 : ::openat(*dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+Status StagingCache::ForEach(const std::function<void(uint64_t, uint64_t, int64_t)>& fn) const {
+  if (*dir_fd_ < 0) return dir_errno_ == ENOENT ? Status::OK() : DirOpen();
+  const std::string cannot_list = fmt::format("staging cache: cannot list directory {}", dir_);
+  int fd = ::openat(*dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR* dir = fd < 0 ? nullptr : ::fdopendir(fd);
   if (!dir) {
+    int err = errno;
     if (fd >= 0) ::close(fd);
-    return;
+    return Status::FromErrno(cannot_list, err);
   }
-  while (struct dirent* entry = ::readdir(dir)) {
+  Status st;
+  for (;;) {
+    errno = 0;
+    struct dirent* entry = ::readdir(dir);
+    if (!entry) {
+      if (errno != 0) st = Status::FromErrno(cannot_list, errno);
+      break;
+    }
     uint64_t ino = 0;
     const char* name = entry->d_name;
     auto [ptr, ec] = std::from_chars(name, name + std::strlen(name), ino);
     if (ec != std::errc() || *ptr != '\0') continue;
-    struct stat st;
-    if (::fstatat(::dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-    fn(ino, static_cast<uint64_t>(st.st_blocks) * 512, st.st_mtim.tv_sec);
+    struct stat info;
+    if (::fstatat(::dirfd(dir), name, &info, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // removed meanwhile
+      st = Status::FromErrno(fmt::format("staging cache: cannot look at {}", PathOf(ino)), errno);
+      break;
+    }
+    if (!S_ISREG(info.st_mode)) continue;  // not a cache file: OpenFd refuses it too
+    fn(ino, static_cast<uint64_t>(info.st_blocks) * 512, info.st_mtim.tv_sec);
   }
   ::closedir(dir);
+  return st;
 }
 
 Status StagingCache::ReadAt(int fd, uint64_t offset, std::span<uint8_t> dst) {

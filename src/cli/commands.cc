@@ -265,10 +265,11 @@ int CmdStatus(const Args& args) {
   }
   uint64_t cached = 0;
   uint64_t cache_files = 0;
-  a.cache().ForEach([&](uint64_t, uint64_t bytes, int64_t) {
+  Status listed = a.cache().ForEach([&](uint64_t, uint64_t bytes, int64_t) {
     cached += bytes;
     cache_files++;
   });
+  if (!listed.ok()) return Fail(1, listed.message());
   struct stat st {};
   uint64_t catalog_bytes = 0;
   for (const char* suffix : {"", "-wal"}) {

@@ -132,10 +132,10 @@ Status FileData::Read(FileHandle* fh, uint64_t offset, size_t size, ReadReply& r
       std::fill(zeros.begin(), zeros.end(), 0);
       // Read to its end by a sequential reader whose next segment is in another extent (not a
       // pack that holds more of it): that reader is done with this one.
-      const std::optional<SegmentRecord> following =
-          k + 1 < segments.size()                                   ? segments[k + 1]
-          : !next.empty() && next.front().index == segment->index + 1 ? std::optional(next.front())
-                                                                      : std::nullopt;
+      const SegmentRecord* following =
+          k + 1 < segments.size()                                     ? (segments[k + 1] ? &*segments[k + 1] : nullptr)
+          : !next.empty() && next.front().index == segment->index + 1 ? &next.front()
+                                                                      : nullptr;
       if (sequential && in_segment + n == segment_size && following && following->extent_id != segment->extent_id) {
         store_.ReadPast(segment->extent_id);
       }

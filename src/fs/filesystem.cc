@@ -135,7 +135,8 @@ Status Filesystem::Recover() {
     }
     Status lookup;  // a failing query must not remove the cache's copy of a live file
     std::set<uint64_t> present;  // live files with a cache file
-    archive_.cache().ForEach([&](uint64_t ino, uint64_t bytes, int64_t mtime) {
+    // A cache that cannot be listed: what it was not shown must not count as gone below.
+    Status listed = archive_.cache().ForEach([&](uint64_t ino, uint64_t bytes, int64_t mtime) {
       auto inode = catalog.GetInode(ino);
       if (!inode.ok() && !inode.status().IsNotFound()) {
         if (lookup.ok()) lookup = inode.status();
@@ -148,6 +149,7 @@ Status Filesystem::Recover() {
         if (!state_.dirty.contains(ino) && !inode->dirty) cached.push_back({mtime, {ino, bytes}});
       }
     });
+    CAIRN_RETURN_IF_ERROR(listed);
     CAIRN_RETURN_IF_ERROR(lookup);
     // Segments the catalog finds in the cache while their file's cache file is gone (the
     // directory lost or replaced, a name a crash took): their extents hold their data. Left

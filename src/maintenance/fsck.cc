@@ -278,11 +278,12 @@ struct Checker {
   }
 
   void CheckCache(const std::map<uint64_t, InodeRecord>& inodes) {
-    archive.cache().ForEach([&](uint64_t ino, uint64_t, int64_t) {
+    Status listed = archive.cache().ForEach([&](uint64_t ino, uint64_t, int64_t) {
       if (!inodes.contains(ino)) {
         report.notes.push_back(fmt::format("staging cache holds a file for deleted inode {}; removed at next mount", ino));
       }
     });
+    if (!listed.ok()) Problem("{} (a mount refuses to start until it can be)", listed.message());
   }
 };
 

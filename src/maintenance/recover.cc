@@ -62,10 +62,12 @@ Status Rename(const std::string& from, const std::string& to) {
   return Status::OK();
 }
 
+// Whether the staging cache at `dir` holds files; one that cannot be listed may, so it
+// counts as holding some (it is kept aside, never deleted).
 bool HasFiles(const std::string& dir) {
   bool any = false;
-  StagingCache(dir).ForEach([&](uint64_t, uint64_t, int64_t) { any = true; });
-  return any;
+  Status listed = StagingCache(dir).ForEach([&](uint64_t, uint64_t, int64_t) { any = true; });
+  return any || !listed.ok();
 }
 
 // Encrypted files' data keys live only in the catalog (wrapped): they are copied from the

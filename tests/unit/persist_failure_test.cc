@@ -1,7 +1,7 @@
-// The persister when something goes wrong around it: a power loss that could take a staging
-// cache file's name, a first persist that fails before a policy change, and a file Recover
-// leaves unpersisted because its rows are damaged. None may end with data lost or a file that
-// reads as EIO for good.
+// The persister and the staging cache when something goes wrong around them: a power loss
+// that could take a cache file's name, a first persist that fails before a policy change, a
+// file Recover leaves unpersisted because its rows are damaged, a cache directory that cannot
+// be listed. None may end with data lost or a file that reads as EIO for good.
 #include <catch2/catch.hpp>
 
 #include <sqlite3.h>
@@ -11,7 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "archive/archive.h"
 #include "archive_fixture.h"
+#include "fs/filesystem.h"
 #include "fault_disk.h"
 #include "test_util.h"
 
@@ -90,5 +92,37 @@ TEST_CASE("Persist: the staging cache keeps the copy of a dirty file Recover lea
   auto file = a.archive->cache().OpenExisting(ino);
   REQUIRE(file.ok());
   REQUIRE(StagingCache::ReadAt((*file)->fd(), 0, head).ok());
+  CHECK(head == rewrite);
+}
+
+TEST_CASE("Persist: a staging cache that cannot be listed stops the mount instead of losing what it holds") {
+  test::ArchiveFixture a;
+  uint64_t ino = a.WriteFile("f", test::RandomBytes(2 * kSegment, 84));
+  REQUIRE(a.fs->PersistAll().ok());
+  auto fh = a.fs->Open(ino, O_RDWR, Caller{});
+  REQUIRE(fh.ok());
+  const auto rewrite = test::RandomBytes(100, 85);
+  REQUIRE(a.fs->Write(*fh, 0, rewrite).ok());
+  REQUIRE(a.fs->Fsync(*fh).ok());  // acknowledged: in the staging cache only
+  a.fs->Release(*fh);
+  a.Crash();
+  // The cache directory replaced by a link to it, which the cache does not follow.
+  const std::string cache = a.dir + "/cache";
+  std::filesystem::rename(cache, cache + ".real");
+  std::filesystem::create_directory_symlink("cache.real", cache);
+  {
+    auto archive = Archive::Open(a.dir, {});
+    REQUIRE(archive.ok());
+    Filesystem fs(**archive);
+    Status recovered = fs.Recover();
+    INFO(recovered.ToString());
+    CHECK_FALSE(recovered.ok());  // before, every file counted as without a cache copy
+    CHECK(recovered.message().find("staging cache") != std::string::npos);
+  }
+  std::filesystem::remove(cache);
+  std::filesystem::rename(cache + ".real", cache);
+  a.Open();
+  auto head = a.ReadFile(ino, rewrite.size());
+  head.resize(rewrite.size());
   CHECK(head == rewrite);
 }
