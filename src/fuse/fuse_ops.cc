@@ -93,7 +93,7 @@ Caller CallerOf(fuse_req_t req) {
 int64_t ToNs(const timespec& ts) {
   constexpr int64_t kLastSecond = INT64_MAX / kNsPerSecond - 1;
   if (ts.tv_sec > kLastSecond) return INT64_MAX;
-  if (ts.tv_sec < -kLastSecond) return INT64_MIN;
+  if (ts.tv_sec < -kLastSecond) return SetAttrRequest::kTimeNow + 1;  // the earliest: kTimeNow is INT64_MIN
   return static_cast<int64_t>(ts.tv_sec) * kNsPerSecond + ts.tv_nsec;
 }
 

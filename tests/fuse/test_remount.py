@@ -43,7 +43,8 @@ def test_umount_returns_after_daemon_exit(archive):
 
 def test_times_before_1970_and_past_2262_read_back_as_set(archive):
     """Nanoseconds before 1970 count up from a whole second below (-1.5 s is -2 s + 0.5 s);
-    a time past what the catalog holds is clamped to its end, never wrapped around."""
+    a time past what the catalog holds is clamped to its end, never wrapped around (nor taken
+    for "now")."""
     os.mkdir(archive.m("old"))
     write_file(archive.m("old", "f"), b"x")
     link = archive.m("old", "link")
@@ -54,6 +55,9 @@ def test_times_before_1970_and_past_2262_read_back_as_set(archive):
     far = archive.m("far")  # a directory: the kernel keeps no times of its own for it
     os.mkdir(far)
     os.utime(far, (32503680000, 32503680000))  # the year 3000
+    ancient = archive.m("ancient")
+    os.mkdir(ancient)
+    os.utime(ancient, (-20_000_000_000, -20_000_000_000))  # the year 1336
     for when in ("now", "after a remount"):
         for path in (archive.m("old"), link):
             st = os.stat(path, follow_symlinks=False)
@@ -62,6 +66,8 @@ def test_times_before_1970_and_past_2262_read_back_as_set(archive):
         assert (st.st_atime_ns, st.st_mtime_ns) == (-1_500_000_001, 2**62 + 3), when
         st = os.stat(far)
         assert st.st_mtime_ns == 2**63 - 1, (when, st.st_mtime_ns)  # 2262, not wrapped around
+        st = os.stat(ancient)
+        assert st.st_mtime_ns == -(2**63) + 1, (when, st.st_mtime_ns)  # 1677, not the time it was set
         archive.remount()
 
 
