@@ -256,9 +256,7 @@ Status FileData::Fsync(FileHandle* fh) {
       return Status::IOError(fmt::format("staging cache file of inode {}: an earlier write-back failed", fh->ino));
     }
     CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
-    if (state_.dirty.contains(fh->ino)) {
-      state_.persist_queue[fh->ino] = NowNs();
-    }
+    if (state_.dirty.contains(fh->ino)) state_.persist_queue.try_emplace(fh->ino, NowNs());  // see Release
   }
   return archive_.MakeDurable(std::move(pending));
 }
@@ -278,7 +276,9 @@ void FileData::Release(FileHandle* fh) {
     }
   }
   if (live.nwriters == 0 && state_.dirty.contains(handle->ino)) {
-    state_.persist_queue[handle->ino] = NowNs();  // the persister polls; a wakeup per close costs more
+    // The persister polls (a wakeup per close costs more). Queued since the first close: the
+    // closes of readers after it must not keep putting it off.
+    state_.persist_queue.try_emplace(handle->ino, NowNs());
     state_.last_activity_ns = NowNs();
   }
   // Persisted while open (idle rule): it is clean now, so it may be evicted.
@@ -379,9 +379,7 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
   if (!resized) return inode;
   auto live = state_.live.find(ino);
   bool writing = live != state_.live.end() && live->second.nwriters > 0;
-  if (!writing && state_.dirty.contains(ino)) {
-    state_.persist_queue[ino] = NowNs();
-  }
+  if (!writing && state_.dirty.contains(ino)) state_.persist_queue.try_emplace(ino, NowNs());  // see Release
   // The new size is committed before the cache copy shrinks (the data lock, not the
   // catalog's, is held throughout), durably: a power loss must not bring back the old size
   // over a copy already cut, whose cut bytes may have been the only copy of fsync'd data.

@@ -6,7 +6,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <string>
 
 #include <fmt/format.h>
@@ -125,4 +127,21 @@ TEST_CASE("Persist: a staging cache that cannot be listed stops the mount instea
   auto head = a.ReadFile(ino, rewrite.size());
   head.resize(rewrite.size());
   CHECK(head == rewrite);
+}
+
+TEST_CASE("Persist: a closed file is persisted within persist_idle while readers keep opening and closing it") {
+  using namespace std::chrono_literals;
+  test::ArchiveFixture a([](MkfsOptions& mkfs) { mkfs.options.persist_idle_seconds = 1; });
+  const auto data = test::RandomBytes(kSegment, 86);
+  uint64_t ino = a.WriteFile("f", data);  // closed: queued now
+  REQUIRE(a.fs->StartBackground().ok());
+  // Reads of it more often than persist_idle, and writes elsewhere: never a quiet moment.
+  bool persisted = false;
+  for (int i = 0; i < 40 && !persisted; i++) {
+    a.WriteFile(fmt::format("other{}", i), test::RandomBytes(100, 100 + i));
+    CHECK(a.ReadFile(ino, data.size()) == data);
+    std::this_thread::sleep_for(100ms);
+    persisted = a.Segments(ino).size() == 1;
+  }
+  CHECK(persisted);  // within 4 s; before, each close put it off again
 }
