@@ -85,21 +85,34 @@ Result<std::shared_ptr<const Keystore>> FileKeys::CurrentKeystore() {
 }
 
 Result<FileKeys::DataKey> FileKeys::Master(const std::string& name, uint32_t version) {
-  auto keystore = CurrentKeystore();  // first: a change of the file drops the cached keys
-  if (!keystore.ok()) return keystore.status();
-  {
-    std::lock_guard lock(mutex_);
-    if (auto it = masters_.find({name, version}); it != masters_.end()) return it->second;
+  constexpr int kAttempts = 3;
+  for (int attempt = 1;; attempt++) {
+    auto keystore = CurrentKeystore();  // first: a change of the file drops the cached keys
+    if (!keystore.ok()) return keystore.status();
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = masters_.find({name, version}); it != masters_.end()) return it->second;
+    }
+    const MasterKeySource* source = (*keystore)->find(name, version);
+    if (!source) {
+      return Status::NotFound(fmt::format("keystore {} has no key {} version {}", keystore_path_, name, version));
+    }
+    auto bytes = MasterKeyOf(*source);  // without the lock: may read a file or run a command
+    if (!bytes.ok()) return bytes.status();
+    // The keystore as it is now: a key deleted meanwhile (and perhaps made again under the same
+    // name and version) must be neither used nor kept.
+    auto now = CurrentKeystore();
+    if (!now.ok()) return now.status();
+    if (*now == *keystore) {
+      auto key = std::make_shared<const SecretBytes>(std::move(*bytes));
+      std::lock_guard lock(mutex_);
+      return masters_.emplace(std::make_pair(name, version), key).first->second;
+    }
+    if (attempt == kAttempts) {
+      return Status::IOError(fmt::format("keystore {} changed each time key {} version {} was being loaded; try again",
+                                         keystore_path_, name, version));
+    }
   }
-  const MasterKeySource* source = (*keystore)->find(name, version);
-  if (!source) {
-    return Status::NotFound(fmt::format("keystore {} has no key {} version {}", keystore_path_, name, version));
-  }
-  auto bytes = MasterKeyOf(*source);  // without the lock: may read a file or run a command
-  if (!bytes.ok()) return bytes.status();
-  auto key = std::make_shared<const SecretBytes>(std::move(*bytes));
-  std::lock_guard lock(mutex_);
-  return masters_.emplace(std::make_pair(name, version), key).first->second;
 }
 
 Result<std::vector<uint8_t>> FileKeys::Wrap(const SecretBytes& data_key, uint64_t ino, const std::string& name,

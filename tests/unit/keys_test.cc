@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
+#include <thread>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -330,4 +333,30 @@ TEST_CASE("Keys: a master key deleted and made again under its name is not serve
   auto restarted = c.Keys();
   CHECK(restarted->ForReading(*second).ok());  // wrapped by the key the keystore holds
   CHECK(restarted->ForReading(*first).status().IsCorruption());
+}
+
+TEST_CASE("Keys: a master key deleted and made again while a command loads it is not used nor kept", "[keys]") {
+  KeyedCatalog c;
+  InodeRecord file;
+  file.mode = 0100644;
+  file.nlink = 1;
+  auto first = c.catalog->InsertInode(file);
+  auto second = c.catalog->InsertInode(file);
+  REQUIRE((first.ok() && second.ok()));
+  // Version 1 of k1 comes from a slow command (an external KMS).
+  WriteFile(c.keystore, "key k1 1 command:sleep 1; echo " + std::string(64, 'a') + "\n", 0600);
+  auto owned_keys = c.Keys();
+  FileKeys& keys = *owned_keys;
+  auto writing = std::async(std::launch::async, [&] { return keys.ForWriting(*first, "k1"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Meanwhile cairn key delete k1, then cairn key create k1: version 1 again, other bytes.
+  Keystore again(c.keystore);
+  REQUIRE(again.AddVersion(*NewInlineMasterKey("k1")).ok());
+  REQUIRE(again.Save().ok());
+  REQUIRE(writing.get().ok());
+  REQUIRE(keys.ForWriting(*second, "k1").ok());
+  // Both wrapped by the key the keystore holds: before, by the old command's, kept in memory.
+  auto restarted = c.Keys();
+  CHECK(restarted->ForReading(*first).ok());
+  CHECK(restarted->ForReading(*second).ok());
 }
