@@ -65,10 +65,13 @@ Result<std::pair<SecretBytes, size_t>> ReadPrivateFile(const std::string& path, 
     ::close(fd);
     return st_status;
   }
-  SecretBytes buffer(limit + 1);
+  // As large as the file, not as the limit: it is locked memory, of which an unprivileged
+  // daemon may have little. One byte more notices a file that grew since the fstat.
+  const size_t capacity = static_cast<size_t>(st.st_size) + 1;
+  SecretBytes buffer(capacity);
   size_t length = 0;
-  while (length <= limit) {
-    ssize_t n = ::read(fd, buffer.data() + length, limit + 1 - length);
+  while (length < capacity) {
+    ssize_t n = ::read(fd, buffer.data() + length, capacity - length);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       st_status = Status::IOError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
@@ -79,7 +82,7 @@ Result<std::pair<SecretBytes, size_t>> ReadPrivateFile(const std::string& path, 
   }
   ::close(fd);
   if (!st_status.ok()) return st_status;
-  if (length > limit) return Status::InvalidArgument(fmt::format("{} {} is larger than {} bytes", what, path, limit));
+  if (length == capacity) return Status::IOError(fmt::format("{} {} grew while it was read; try again", what, path));
   return std::make_pair(std::move(buffer), length);
 }
 
