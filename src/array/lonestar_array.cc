@@ -688,7 +688,7 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
     Status applied = parity[role].get();
     if (!applied.ok()) {  // the data is safe; that parity range is rebuilt later
       LogError("lonestar group {}: {}", options_.name, applied.message());
-      Status marked = AddDefect(positions[role], r);
+      Status marked = MarkUndefined(positions[role], r, applied);
       if (!marked.ok() && unmarked.ok()) unmarked = marked;
     }
     std::lock_guard lock(mutex_);
@@ -703,16 +703,18 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
 }
 
 Status LoneStarArray::ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta) {
+  bool lost;
   bool blank;
   {
     std::lock_guard lock(mutex_);
-    if (members_[position].lost) return Status::OK();  // rebuilt whole once replaced
+    lost = members_[position].lost;
     auto d = defects_.find(position);
     blank = members_[position].replaced && d != defects_.end() && d->second.Overlaps(r);
   }
+  // Missing (a degraded mount): what it holds there is stale if it comes back, not replaced.
   // A replaced disk's defective range stays as its rebuild expects it (zeros where it writes
   // none): the range is a defect again, so a rebuild under way does not clear it.
-  if (blank) return AddDefect(position, r);
+  if (lost || blank) return AddDefect(position, r);
   // Any other defective range takes the delta too: a running rebuild may have rewritten it
   // already (it clears the defect once all its range is synced); if not, it does after this.
   std::vector<uint8_t> parity(r.length);
@@ -785,7 +787,24 @@ Status LoneStarArray::CompletePromises(std::vector<uint64_t>& txns) {
       std::lock_guard lock(mutex_);
       for (uint64_t txn : txns) touched.insert(pending_.at(txn).positions.begin() + 1, pending_.at(txn).positions.end());
     }
-    for (uint32_t p : touched) CAIRN_RETURN_IF_ERROR(SyncMember(p));
+    for (uint32_t p : touched) {
+      Status synced = SyncMember(p);
+      if (synced.ok()) continue;
+      // What was written there may never reach the disk, whatever a later sync says: those
+      // ranges are rebuilt (the data is durable).
+      LogError("lonestar group {}: {}", options_.name, synced.message());
+      for (uint64_t txn : txns) {
+        ByteRange r;
+        bool touches;
+        {
+          std::lock_guard lock(mutex_);
+          const Pending& pending = pending_.at(txn);
+          r = pending.range();
+          touches = std::find(pending.positions.begin() + 1, pending.positions.end(), p) != pending.positions.end();
+        }
+        if (touches) CAIRN_RETURN_IF_ERROR(MarkUndefined(p, r, synced));
+      }
+    }
     if (Crash("parity-synced")) return Halted();
   } else {
     CAIRN_RETURN_IF_ERROR(journal_->Mark(txns, kDataRole, true));
@@ -876,7 +895,7 @@ Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge)
         Status st = ApplyDelta(target, o.range, *o.delta);
         if (!st.ok()) {  // the data is safe; that parity range is rebuilt later
           LogError("lonestar group {}: {}", options_.name, st.message());
-          CAIRN_RETURN_IF_ERROR(AddDefect(target, o.range));
+          CAIRN_RETURN_IF_ERROR(MarkUndefined(target, o.range, st));
         }
         std::lock_guard lock(mutex_);  // readers of the parity stop adding these deltas
         for (uint64_t txn : o.txns) pending_.at(txn).applied[role] = true;
@@ -888,7 +907,7 @@ Status LoneStarArray::ApplyParity(const std::vector<uint64_t>& txns, bool merge)
       if (synced.ok()) continue;
       // What was written there may not have reached the disk: those ranges are rebuilt.
       LogError("lonestar group {}: {}", options_.name, synced.message());
-      for (const Owed& o : list) CAIRN_RETURN_IF_ERROR(AddDefect(target, o.range));
+      for (const Owed& o : list) CAIRN_RETURN_IF_ERROR(MarkUndefined(target, o.range, synced));
     }
     CAIRN_RETURN_IF_ERROR(journal_->Mark(marked, static_cast<PromiseRole>(role), true));
     if (Crash(kRoleNames[role])) return Halted();

@@ -657,6 +657,46 @@ TEST_CASE("LoneStarArray: a failed write the journal cannot record stops the gro
   g.CheckParityClean();
 }
 
+TEST_CASE("LoneStarArray: a parity disk missing while its bucket is written is rebuilt there when it comes back",
+          "[array]") {
+  Group g(AnyMode());
+  g.FillBuckets(64 << 10, 16);
+  REQUIRE(g.array->FlushParity().ok());
+  const uint32_t bucket = g.geometry.data_disks().front();
+  const uint32_t hp = g.geometry.HpgMembers(*g.geometry.hpg(bucket)).back();
+  g.Open(false, {hp});  // a degraded mount: its hP disk is not there
+  auto data = test::RandomBytes(100000, 17);
+  REQUIRE(g.array->Write(bucket, kDataStart + 8192, data).ok());
+  REQUIRE(g.array->Sync(bucket).ok());
+  REQUIRE(g.array->FlushParity().ok());
+  std::copy(data.begin(), data.end(), g.expected[bucket].begin() + 8192);
+  g.Open();  // back, as it was: its range of the write is stale, and known to be
+  CHECK(g.array->defective_bytes() > 0);
+  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.CheckParityClean();
+  g.CheckBuckets();
+}
+
+TEST_CASE("LoneStarArray: direct mode: a parity disk whose sync failed is rebuilt, not taken as synced by a retry",
+          "[array]") {
+  Group g(ArrayWriteMode::kDirect);
+  g.FillBuckets(64 << 10, 18);
+  const uint32_t bucket = g.geometry.data_disks().front();
+  const uint32_t hp = g.geometry.HpgMembers(*g.geometry.hpg(bucket)).back();
+  auto data = test::RandomBytes(100000, 19);
+  REQUIRE(g.array->Write(bucket, kDataStart + 8192, data).ok());
+  std::copy(data.begin(), data.end(), g.expected[bucket].begin() + 8192);
+  g.fail_next_sync[hp] = true;
+  CHECK(g.array->Sync(bucket).ok());  // the data is durable; that range of hP is to be rebuilt
+  // The failed sync dropped the parity written there, as a failed fsync may.
+  g.Rot(hp, kDataStart + 8192 + 5000, test::RandomBytes(100, 20));
+  REQUIRE(g.array->Sync(bucket).ok());
+  CHECK(g.array->defects().contains(hp));
+  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.CheckParityClean();
+  g.CheckBuckets();
+}
+
 TEST_CASE("LoneStarArray: the parity check recomputes a damaged parity range", "[array]") {
   Group g(AnyMode());
   g.FillBuckets(12 * LoneStarArray::kUnit, 8);
