@@ -1183,9 +1183,11 @@ Status LoneStarArray::WriteRebuilt(const ByteRange& w, std::map<uint32_t, Parity
     }
     if (lost) continue;
     // A fresh disk reads zeros where nothing was written to it yet (not where a write since
-    // its replacement failed, say): zeros need not be written there.
+    // its replacement failed, say): zeros need not be written there. Zeros as they go on the
+    // disk, that is: a parity disk holds the deltas still owed to it too (WriteMember).
     bool blank = fresh && w.offset >= written_end_[position];
-    if (!(blank && IsAllZero(bytes))) CAIRN_RETURN_IF_ERROR(WriteMember(position, w, std::move(bytes)));
+    CAIRN_RETURN_IF_ERROR(AddOwedDeltas(position, w, bytes));
+    if (!(blank && IsAllZero(bytes))) CAIRN_RETURN_IF_ERROR(DiskWrite(position, w.offset, bytes));
     written->insert(position);
   }
   return Status::OK();

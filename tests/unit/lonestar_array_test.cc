@@ -697,6 +697,25 @@ TEST_CASE("LoneStarArray: direct mode: a parity disk whose sync failed is rebuil
   g.CheckBuckets();
 }
 
+TEST_CASE("LoneStarArray: a rebuild of a parity disk writes the deltas still owed to it where the group sees zeros",
+          "[array]") {
+  Group g(ArrayWriteMode::kDelayed);
+  const uint32_t bucket = g.geometry.data_disks().front();
+  const uint32_t hp = g.geometry.HpgMembers(*g.geometry.hpg(bucket)).back();
+  REQUIRE(g.array->Write(bucket, kDataStart + 8192, test::RandomBytes(100000, 22)).ok());
+  REQUIRE(g.array->Sync(bucket).ok());
+  REQUIRE(g.array->FlushParity().ok());
+  g.Open(false, {}, {hp});  // hP replaced, blank
+  REQUIRE(g.array->Replacing(hp).ok());
+  // Zeros over the bytes: the group sees zeros there, and hP is owed the delta (the old bytes).
+  REQUIRE(g.array->Write(bucket, kDataStart + 8192, std::vector<uint8_t>(100000, 0)).ok());
+  REQUIRE(g.array->Sync(bucket).ok());
+  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  REQUIRE(g.array->FlushParity().ok());
+  g.CheckParityClean();  // before, hP kept zeros there, and the flush left the old bytes on it
+  g.CheckBuckets();
+}
+
 TEST_CASE("LoneStarArray: the parity check recomputes a damaged parity range", "[array]") {
   Group g(AnyMode());
   g.FillBuckets(12 * LoneStarArray::kUnit, 8);
