@@ -341,6 +341,12 @@ Status LoneStarArray::Recover(const PromiseJournal::State& state) {
     Status st = RebuildRange(r, DefectWatch(*this));
     if (!st.ok()) LogError("lonestar group {}: {}", options_.name, st.message());
   }
+  // Deltas a delayed write left behind, the group being in another mode now: nothing else
+  // would apply them (reads of the parity add them, from the journal, meanwhile).
+  if (options_.mode != ArrayWriteMode::kDelayed && pending_delta_bytes() > 0) {
+    Status st = FlushParity();
+    if (!st.ok()) LogError("lonestar group {}: the deltas a delayed write left stay owed: {}", options_.name, st.message());
+  }
   return Status::OK();
 }
 

@@ -716,6 +716,28 @@ TEST_CASE("LoneStarArray: a rebuild of a parity disk writes the deltas still owe
   g.CheckBuckets();
 }
 
+TEST_CASE("LoneStarArray: deltas a delayed write left are applied when the group opens in another mode", "[array]") {
+  Group g(ArrayWriteMode::kDelayed);
+  g.crash_point = [](std::string_view step) { return step == "hP-written"; };
+  g.Open();
+  const uint32_t bucket = g.geometry.data_disks().front();
+  auto data = test::RandomBytes(100000, 23);
+  REQUIRE(g.array->Write(bucket, kDataStart + 8192, data).ok());
+  REQUIRE(g.array->Sync(bucket).ok());
+  std::copy(data.begin(), data.end(), g.expected[bucket].begin() + 8192);
+  CHECK_FALSE(g.array->FlushParity().ok());  // the crash, with hP written and vP, vhP not
+  g.array.reset();
+  g.crash_point = nullptr;
+  g.mode = ArrayWriteMode::kSerialized;  // cairn.conf says so now
+  g.Open();
+  CHECK(g.array->pending_delta_bytes() == 0);  // before, owed for good, read from the journal
+  auto journal = PromiseJournal::Inspect(g.tmp / "cold.journal", "test/cold");
+  REQUIRE(journal.ok());
+  CHECK(journal->open.empty());
+  g.CheckParityClean();
+  g.CheckBuckets();
+}
+
 TEST_CASE("LoneStarArray: the parity check recomputes a damaged parity range", "[array]") {
   Group g(AnyMode());
   g.FillBuckets(12 * LoneStarArray::kUnit, 8);
