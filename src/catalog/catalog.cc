@@ -164,7 +164,8 @@ auto Rows(Statement& s, Read read) -> Result<std::vector<decltype(read(s))>> {
 }  // namespace
 
 Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32_t uid, uint32_t gid,
-                                                 int64_t now_ns) {
+                                                 int64_t now_ns,
+                                                 const std::vector<std::pair<std::string, std::string>>& meta) {
   auto db = OpenHandle(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   if (!db.ok()) return db.status();
   std::unique_ptr<Catalog> catalog(new Catalog(*db, path));
@@ -177,6 +178,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
   CAIRN_RETURN_IF_ERROR(catalog->Exec(kFileKeysTable));
   CAIRN_RETURN_IF_ERROR(catalog->SetMeta("schema_version", std::to_string(kCatalogSchemaVersion)));
   CAIRN_RETURN_IF_ERROR(catalog->SetMeta("epoch", "1"));
+  for (const auto& [key, value] : meta) CAIRN_RETURN_IF_ERROR(catalog->SetMeta(key, value));
   catalog->epoch_ = 1;
   catalog->next_ino_ = kRootInode + 1;
   InodeRecord root;

@@ -139,8 +139,10 @@ struct ExtentRecord {
 // error, never an empty or partial answer.
 class Catalog {
  public:
-  // Creates a new catalog at `path` with the root directory owned by uid/gid.
-  static Result<std::unique_ptr<Catalog>> Create(const std::string& path, uint32_t uid, uint32_t gid, int64_t now_ns);
+  // Creates a new catalog at `path` with the root directory owned by uid/gid, and the `meta`
+  // keys set in the same first commit (recover's unfinished mark: no catalog without it).
+  static Result<std::unique_ptr<Catalog>> Create(const std::string& path, uint32_t uid, uint32_t gid, int64_t now_ns,
+                                                 const std::vector<std::pair<std::string, std::string>>& meta = {});
   // Opens an existing catalog; refuses an unknown schema version. An older schema is upgraded,
   // or, read-only, shown through views with the newer columns.
   static Result<std::unique_ptr<Catalog>> Open(const std::string& path, bool read_only = false);

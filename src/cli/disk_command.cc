@@ -151,7 +151,10 @@ int FinishRepair(bool rebuild, const RepairReport& report) {
              rebuild ? "checked" : "verified", FormatSize(report.bytes_read), report.chunks_bad,
              report.chunks_repaired, report.extents_lost, arrays,
              report.finished ? "" : " (stopped early; run again to continue)");
-  return report.extents_lost > 0 || report.parity_repaired < report.parity_bad ? 1 : 0;
+  // A rebuild that stopped early (a range its groups could not rebuild, or cancelled) has left
+  // data unprotected or unreadable; a scrub stops early on its --budget.
+  bool unfinished_rebuild = rebuild && !report.finished;
+  return report.extents_lost > 0 || report.parity_repaired < report.parity_bad || unfinished_rebuild ? 1 : 0;
 }
 
 // cairn rebuild / cairn scrub: run by the daemon when the archive is mounted, else here.

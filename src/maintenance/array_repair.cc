@@ -28,7 +28,9 @@ Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairPace&
       const size_t failures = run.failures;
       auto after = array->RebuildStep(kStep, true, &run);
       if (!after.ok() && run.failures > failures) {
-        report->problems.push_back(fmt::format("lonestar group {}: {}", array->name(), after.status().message()));
+        const std::string prefix = fmt::format("lonestar group {}: ", array->name());  // once
+        const std::string& why = after.status().message();
+        report->problems.push_back(why.starts_with(prefix) ? why : prefix + why);
         continue;
       }
       if (!after.ok()) return after.status();

@@ -60,6 +60,7 @@ struct Checker {
   void CheckNamespace(const std::map<uint64_t, InodeRecord>& inodes) {
     std::map<uint64_t, uint64_t> names;    // ino -> dentries naming it
     std::map<uint64_t, uint64_t> subdirs;  // dir -> child directories
+    std::multimap<uint64_t, uint64_t> children;  // dir -> the inodes its entries name
     Statement s(catalog.handle(), "SELECT parent, name, ino FROM dentries");
     s.Bind();
     while (s.Step()) {
@@ -76,9 +77,30 @@ struct Checker {
         continue;
       }
       names[ino]++;
+      children.emplace(parent, ino);
       if (S_ISDIR(child->second.mode)) subdirs[parent]++;
     }
     Unread("the directory entries", s.status());
+    // Reachable from the root: a cycle of directories cut off from it keeps consistent link
+    // counts, and its files no path can reach.
+    std::set<uint64_t> reached{kRootInode};
+    for (std::vector<uint64_t> todo{kRootInode}; !todo.empty();) {
+      uint64_t dir = todo.back();
+      todo.pop_back();
+      for (auto [it, end] = children.equal_range(dir); it != end; ++it) {
+        if (reached.insert(it->second).second) todo.push_back(it->second);
+      }
+    }
+    uint64_t unreached_files = 0;
+    for (const auto& [ino, n] : names) {
+      if (reached.contains(ino)) continue;
+      if (S_ISDIR(inodes.at(ino).mode)) {
+        Problem("directory inode {} is not reachable from the root (its parents form a cycle)", ino);
+      } else {
+        unreached_files++;
+      }
+    }
+    if (unreached_files > 0) Problem("{} file(s) are named only in directories not reachable from the root", unreached_files);
     if (!inodes.contains(kRootInode)) Problem("root directory (inode 1) is missing");
     for (const auto& [ino, inode] : inodes) {
       uint64_t n = names[ino];

@@ -116,10 +116,11 @@ Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& 
     if (::mkdir(cache.c_str(), 0700) != 0) return Status::FromErrno(fmt::format("mkdir {}", cache), errno);
   }
   // The root directory belongs to the archive's owner, as at mkfs, until a member table says otherwise.
-  auto created = Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs());
+  // Marked unfinished from its first commit on (a recover that finishes clears it): an empty
+  // catalog that mounted would take every disk for free space.
+  auto created = Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs(), {{kRecoverUnfinishedMeta, "1"}});
   if (!created.ok()) return created.status();
   CAIRN_RETURN_IF_ERROR(CarryFileKeys(report, **created));
-  CAIRN_RETURN_IF_ERROR((*created)->SetMeta(kRecoverUnfinishedMeta, "1"));  // cleared by a recover that finishes
   CAIRN_RETURN_IF_ERROR((*created)->FlushDurably());
   CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));  // the new catalog is 0600 while recover pauses or fails
   return lock;

@@ -121,6 +121,36 @@ def test_a_tree_reads_back_after_losing_any_three_disks_and_rebuilds(archive):
     check_tree(archive.m("cold"), digests)
 
 
+def test_a_rebuild_that_cannot_rebuild_a_range_says_so_and_exits_non_zero(archive):
+    """A replaced bucket whose two parity groups each lost another member too (a 2x2 square
+    of lost disks: no group has one member lost) cannot be rebuilt: the rebuild reports it
+    and exits 1, and with the disks back a rebuild finishes."""
+    make_lonestar(archive)
+    digests = {}
+    for i in range(8):
+        data = random_bytes(MiB, 900 + i)
+        write_file(archive.m("cold", f"f{i}"), data)
+        digests[f"f{i}"] = sha256(data)
+    archive.umount()
+    os.unlink(image(archive, disk(0)))
+    cairn("disk", "replace", archive.arch, str(disk(0)), os.path.join(archive.base, "new-0.img"))
+    square = [image(archive, disk(p)) for p in (1, 4, 5)]  # with 0: hPGs 0 and 1, columns 0 and 1
+    for path in square:
+        os.rename(path, path + ".aside")
+    try:
+        r = cairn("rebuild", archive.arch, check=False)
+        assert r.returncode == 1 and "stopped early" in r.stdout, (r.returncode, r.stdout, r.stderr)
+        assert "cannot be rebuilt" in r.stdout and "lonestar group cold: lonestar" not in r.stdout, r.stdout
+    finally:
+        for path in square:
+            os.rename(path + ".aside", path)
+    r = cairn("rebuild", archive.arch)
+    assert "stopped early" not in r.stdout, r.stdout
+    archive.fsck()
+    archive.mount()
+    check_tree(archive.m("cold"), digests)
+
+
 def test_a_group_on_devices_that_held_other_data_survives_losing_three(archive):
     """--devices: the group's devices (files here) held other data before; mkfs zeroes them, so
     the parity of what the group writes holds, and a tree reads back after losing a bucket with

@@ -3,12 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sqlite3.h>
 
 #include <chrono>
 #include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "archive/archive.h"
 #include "archive_fixture.h"
@@ -165,6 +167,31 @@ TEST_CASE("Filesystem: a write past the end of a persisted file records the segm
   REQUIRE(segments.size() == 5);
   CHECK(segments[2].extent_id == kHoleExtent);
   CHECK(segments[3].extent_id == kHoleExtent);
+}
+
+TEST_CASE("fsck: reports directories and files no path from the root reaches") {
+  Fixture f;
+  auto d = f.fs->MakeNode(kRootInode, "D", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(d.ok());
+  auto sub = f.fs->MakeNode(d->ino, "S", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(sub.ok());
+  f.WriteFile("x", test::RandomBytes(100, 6), sub->ino);
+  f.Close();
+  auto archive = std::move(*Archive::Open(f.dir, {}));
+  CHECK(CheckArchive(*archive).clean());
+  // D moved into S, its own child: a cycle cut off from the root, link counts consistent.
+  auto exec = [&](const std::string& sql) {
+    REQUIRE(sqlite3_exec(archive->catalog().handle(), sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+  };
+  exec(fmt::format("UPDATE dentries SET parent = {} WHERE ino = {}", sub->ino, d->ino));
+  exec(fmt::format("UPDATE inodes SET nlink = 2 WHERE ino = {}", kRootInode));
+  exec(fmt::format("UPDATE inodes SET nlink = 3 WHERE ino = {}", sub->ino));
+  FsckReport report = CheckArchive(*archive);
+  std::string problems = fmt::format("{}", fmt::join(report.problems, "\n"));
+  INFO(problems);
+  CHECK(problems.find(fmt::format("directory inode {} is not reachable from the root", d->ino)) != std::string::npos);
+  CHECK(problems.find(fmt::format("directory inode {} is not reachable from the root", sub->ino)) != std::string::npos);
+  CHECK(problems.find("1 file(s) are named only in directories not reachable from the root") != std::string::npos);
 }
 
 TEST_CASE("fsck: reports damaged, leaked and double-owned extents precisely") {

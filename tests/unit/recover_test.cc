@@ -6,6 +6,7 @@
 
 #include "archive_fixture.h"
 #include "maintenance/recover.h"
+#include "sql_faults.h"
 #include "test_util.h"
 
 using namespace cairn;
@@ -42,6 +43,31 @@ TEST_CASE("Recover: a second recover in the same second keeps the first one's ba
   CHECK(second->catalog_backup != first->catalog_backup);
   CHECK(std::filesystem::exists(first->catalog_backup));
   CHECK(std::filesystem::exists(second->catalog_backup));
+  a.Open();
+  CHECK(a.fs->LookupPath("/f").ok());
+}
+
+TEST_CASE("Recover: a recover that fails before it began leaves a catalog no mount opens", "[recover]") {
+  test::ArchiveFixture a;
+  a.WriteFile("f", test::RandomBytes(1000, 3));
+  REQUIRE(a.fs->PersistAll().ok());
+  {  // a data key to carry over to the new catalog, which will fail
+    std::lock_guard lock(a.archive->catalog_mutex());
+    REQUIRE(a.archive->catalog().PutFileKey({100, "k1", 1, std::vector<uint8_t>(60, 7)}).ok());
+  }
+  REQUIRE(a.archive->CommitDurably().ok());
+  a.Close();
+  {
+    test::SqlFaults faults;
+    faults.Arm("INTO file_keys");
+    CHECK_FALSE(RecoverCatalog(a.dir, RecoverOptions{.force = true}).ok());
+  }
+  // Before, an empty catalog without the unfinished mark: the mount took every disk for free.
+  auto opened = Archive::Open(a.dir, {});
+  INFO(opened.status().ToString());
+  CHECK_FALSE(opened.ok());
+  // A recover that finishes makes it whole.
+  REQUIRE(RecoverCatalog(a.dir, RecoverOptions{.force = true}).ok());
   a.Open();
   CHECK(a.fs->LookupPath("/f").ok());
 }
