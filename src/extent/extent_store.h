@@ -99,13 +99,14 @@ class ExtentStore {
   Result<ExtentRecord> WriteExtentToDisk(ExtentKind kind, uint64_t ino, uint64_t file_offset,
                                          std::span<const uint8_t> payload, const ExtentEncoding& encoding);
   // Returns the space of an extent that was never committed, discarding what was written.
+  // REQUIRES: catalog mutex NOT held (a discard may wait for a disk).
   void ReleaseUncommitted(const ExtentRecord& extent);
   // Reserves room for chunk `index` of `extent` on another disk of its group, in a failure
   // domain that holds no other chunk of it (rebuild of a chunk whose disk is out). The
   // caller writes it with WriteChunkAt, then records it or hands it back with
   // ReleaseUncommittedChunk.
   Result<ChunkPlacement> ReserveRelocation(const ExtentRecord& extent, size_t index);
-  void ReleaseUncommittedChunk(const ChunkPlacement& chunk);
+  void ReleaseUncommittedChunk(const ChunkPlacement& chunk);  // REQUIRES: catalog mutex NOT held
   // Writes a chunk into room reserved for it, without syncing.
   Status WriteChunkAt(const ChunkPlacement& chunk, const ExtentHeader& header, std::span<const uint8_t> bytes);
   // Makes the writes to disk `index` so far durable.

@@ -300,16 +300,16 @@ Status Repairer::Commit(BatchWrites& writes, const std::string& cursor) {
     });
   }
   if (!st.ok()) recorded.clear();
+  std::vector<ChunkPlacement> unrecorded;
   for (const BatchWrites::Move& move : writes.moved) {
-    if (std::find(recorded.begin(), recorded.end(), &move) == recorded.end()) {
-      archive_.extents().ReleaseUncommittedChunk(move.to);
-    }
+    if (std::find(recorded.begin(), recorded.end(), &move) == recorded.end()) unrecorded.push_back(move.to);
   }
   writes = BatchWrites{};
-  CAIRN_RETURN_IF_ERROR(st);
   Archive::PendingSync pending;
-  CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
+  if (st.ok()) st = archive_.Commit(Archive::SyncWhen::kAlways, &pending);
   lock.unlock();
+  for (const ChunkPlacement& to : unrecorded) archive_.extents().ReleaseUncommittedChunk(to);  // discards: after the lock
+  CAIRN_RETURN_IF_ERROR(st);
   return archive_.MakeDurable(std::move(pending));
 }
 

@@ -493,10 +493,11 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
     inodes[piece.ino] = *inode;
   }
   if (st.ok()) st = catalog.Commit();
-  if (!st.ok()) catalog.Rollback();
-  update.Finish(st.ok());
   if (!st.ok()) {
+    catalog.Rollback();
     retry_later(nullptr);
+    lock.unlock();
+    update.Finish(false);  // discards: after the lock
     return st;
   }
   Archive::PendingSync pending;
@@ -510,6 +511,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
     if (!inode.dirty && !writing) clean.push_back(ino);
   }
   lock.unlock();
+  update.Finish(true);  // the room of extents whose segments went meanwhile (deleted, truncated)
   if (st.ok()) st = archive_.MakeDurable(std::move(pending));
   if (on_clean_) on_clean_(clean);
   return st;

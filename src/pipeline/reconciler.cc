@@ -478,8 +478,12 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
     }
     return Status::OK();
   });
-  update.Finish(st.ok());
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    lock.unlock();
+    held.clear();
+    update.Finish(false);  // discards: after the locks
+    return st;
+  }
   for (size_t j = 0; j < batch.jobs.size(); j++) {
     if (swap[j]) {
       progress->files_done++;
@@ -491,9 +495,11 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   // Durable before the old extents' space can be reused. The swap is committed: the files
   // are free for writes and reads (of the new extents) while the catalog syncs.
   Archive::PendingSync pending;
-  CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
+  Status committed = archive_.Commit(Archive::SyncWhen::kAlways, &pending);
   lock.unlock();
   held.clear();
+  update.Finish(true);  // the extents of files that changed meanwhile
+  CAIRN_RETURN_IF_ERROR(committed);
   return archive_.MakeDurable(std::move(pending));
 }
 
@@ -502,9 +508,11 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
   std::lock_guard run(run_mutex_);
   Batch batch;
   auto abandon = [&](Status st) {
-    std::lock_guard lock(archive_.catalog_mutex());
-    state_.migrating = 0;
-    for (const ExtentRecord& extent : batch.extents) archive_.extents().ReleaseUncommitted(extent);
+    {
+      std::lock_guard lock(archive_.catalog_mutex());
+      state_.migrating = 0;
+    }
+    for (const ExtentRecord& extent : batch.extents) archive_.extents().ReleaseUncommitted(extent);  // discards
     return st;
   };
   // A batch that cannot be written (a full group, a failing disk) waits before its files

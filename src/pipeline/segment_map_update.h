@@ -34,7 +34,8 @@ struct NewSegment {
 // one catalog transaction of its user (the persister, the reconciler), and counts the
 // segments that reference each extent. After the transaction, Finish hands back the room of
 // the extents the catalog does not keep. Not thread-safe.
-// REQUIRES: catalog mutex held from the first call through Finish.
+// REQUIRES: catalog mutex held from the first call through SetLayout; NOT held by Finish
+// (it discards, which may wait for disks).
 class SegmentMapUpdate {
  public:
   // `extents`: written and synced, not yet in the catalog; InsertReferenced sets their

@@ -228,7 +228,6 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     failure = archive.extents().SyncDisk(disk);
   }
   if (!failure.ok()) {
-    std::lock_guard lock(archive.catalog_mutex());
     for (const auto& extent : out.extents) archive.extents().ReleaseUncommitted(extent);
     return failure;
   }

@@ -150,6 +150,35 @@ TEST_CASE("Metadata during I/O: freed space held by a slow discard holds up no m
   CHECK(f.FreeBytes() > free_before);
 }
 
+TEST_CASE("Metadata during I/O: a failed persist discarding what it wrote on a slow disk holds up no metadata call") {
+  GatedArchive f;
+  test::FaultPlan faults;
+  f.Close();
+  f.wrap_disk = [&](std::unique_ptr<Disk> disk, size_t) -> std::unique_ptr<Disk> {
+    return std::make_unique<test::GateDisk>(std::make_unique<test::FaultDisk>(std::move(disk), faults), f.gate);
+  };
+  f.Open();
+  // A persist like the one below counts its disk operations: writes, then the syncs.
+  f.WriteFile("measure", test::RandomBytes(4 * kSegment, 7));
+  const int before = faults.operations;
+  REQUIRE(f.fs->PersistAll().ok());
+  const int persist_operations = faults.operations - before;
+  uint64_t ino = f.WriteFile("new", test::RandomBytes(4 * kSegment, 8));
+  faults.transient = true;
+  faults.fail_at = faults.operations + persist_operations;  // its last sync fails: every extent is given back
+  f.gate.Close(DiskGate::kDiscard);
+  // The persist gives back the room of what it wrote, discarding it.
+  auto persist = std::async(std::launch::async, [&] { return f.fs->PersistAll(); });
+  REQUIRE(f.gate.WaitUntilHolding(kPatience));
+  MetadataGoesOn(*f.fs, f.gate, [&] { return persist.wait_for(0s) == std::future_status::timeout; }, "during-release");
+  f.gate.Open();
+  CHECK_FALSE(persist.get().ok());
+  faults.fail_at = 0;
+  REQUIRE(f.fs->PersistAll().ok());
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(ino, 4 * kSegment) == test::RandomBytes(4 * kSegment, 8));
+}
+
 TEST_CASE("Metadata during I/O: a scrub rewriting a chunk on a slow disk holds up no metadata call") {
   GatedArchive f;
   auto data = test::RandomBytes(kSegment, 4);
