@@ -29,6 +29,21 @@ std::span<const uint8_t> Bytes(std::string_view text) {
   return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
 }
 
+// A file of two segments persisted, its first 100 bytes rewritten and fsync'd (in the staging
+// cache only), then the daemon killed. Its inode and the rewritten bytes.
+std::pair<uint64_t, std::vector<uint8_t>> RewrittenThenCrashed(test::ArchiveFixture& a, uint32_t seed) {
+  uint64_t ino = a.WriteFile("f", test::RandomBytes(2 * kSegment, seed));
+  REQUIRE(a.fs->PersistAll().ok());
+  auto fh = a.fs->Open(ino, O_RDWR, Caller{});
+  REQUIRE(fh.ok());
+  auto rewrite = test::RandomBytes(100, seed + 1);
+  REQUIRE(a.fs->Write(*fh, 0, rewrite).ok());
+  REQUIRE(a.fs->Fsync(*fh).ok());
+  a.fs->Release(*fh);
+  a.Crash();
+  return {ino, rewrite};
+}
+
 }  // namespace
 
 TEST_CASE("Persist: the staging cache file names are durable before the rows say a segment is in the cache") {
@@ -68,16 +83,7 @@ TEST_CASE("Persist: a first persist that fails is redone whole after a change of
 
 TEST_CASE("Persist: the staging cache keeps the copy of a dirty file Recover leaves unpersisted") {
   test::ArchiveFixture a;
-  auto data = test::RandomBytes(2 * kSegment, 82);
-  uint64_t ino = a.WriteFile("f", data);
-  REQUIRE(a.fs->PersistAll().ok());
-  auto fh = a.fs->Open(ino, O_RDWR, Caller{});
-  REQUIRE(fh.ok());
-  const auto rewrite = test::RandomBytes(100, 83);
-  REQUIRE(a.fs->Write(*fh, 0, rewrite).ok());
-  REQUIRE(a.fs->Fsync(*fh).ok());  // acknowledged: in the staging cache only
-  a.fs->Release(*fh);
-  a.Crash();
+  const auto [ino, rewrite] = RewrittenThenCrashed(a, 82);
   {  // a damaged row: Recover leaves the file unpersisted for cairn fsck to look at
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open((a.dir + "/catalog.db").c_str(), &db) == SQLITE_OK);
@@ -99,15 +105,7 @@ TEST_CASE("Persist: the staging cache keeps the copy of a dirty file Recover lea
 
 TEST_CASE("Persist: a staging cache that cannot be listed stops the mount instead of losing what it holds") {
   test::ArchiveFixture a;
-  uint64_t ino = a.WriteFile("f", test::RandomBytes(2 * kSegment, 84));
-  REQUIRE(a.fs->PersistAll().ok());
-  auto fh = a.fs->Open(ino, O_RDWR, Caller{});
-  REQUIRE(fh.ok());
-  const auto rewrite = test::RandomBytes(100, 85);
-  REQUIRE(a.fs->Write(*fh, 0, rewrite).ok());
-  REQUIRE(a.fs->Fsync(*fh).ok());  // acknowledged: in the staging cache only
-  a.fs->Release(*fh);
-  a.Crash();
+  const auto [ino, rewrite] = RewrittenThenCrashed(a, 84);
   // The cache directory replaced by a link to it, which the cache does not follow.
   const std::string cache = a.dir + "/cache";
   std::filesystem::rename(cache, cache + ".real");

@@ -53,6 +53,13 @@ struct GatedKeyArchive : test::ArchiveFixture {
   }
   ~GatedKeyArchive() { gate.Open(); }
 
+  void AddMasterKey(const std::string& name) {
+    auto store = Keystore::Load(dir + "/keystore");
+    REQUIRE(store.ok());
+    REQUIRE(store->AddVersion(*NewInlineMasterKey(name)).ok());
+    REQUIRE(store->Save().ok());
+  }
+
   Status Set(uint64_t ino, const std::string& name, std::string_view value) {
     return fs->SetXattr(ino, name, Bytes(value), 0, Caller{});
   }
@@ -123,12 +130,7 @@ TEST_CASE("Reconciler: a crypto-erase while a file is rewritten in clear is not 
 TEST_CASE("Reconciler: a file rewritten in clear during a crypto-erase of its key leaves no plaintext in a pack",
           "[reconciler][keys]") {
   GatedKeyArchive a;
-  {
-    auto store = Keystore::Load(a.dir + "/keystore");
-    REQUIRE(store.ok());
-    REQUIRE(store->AddVersion(*NewInlineMasterKey("k2")).ok());
-    REQUIRE(store->Save().ok());
-  }
+  a.AddMasterKey("k2");
   auto dir = a.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
   REQUIRE(dir.ok());
   REQUIRE(a.Set(dir->ino, "user.cairn.encrypt", "aes-256-gcm").ok());
@@ -172,12 +174,7 @@ TEST_CASE("Reconciler: a crypto-erase while a file is re-encrypted under another
   // One transform worker: the extents after the first few look up their key only once the
   // first is written, which the gate holds until after the erase.
   GatedKeyArchive a([](MkfsOptions& mkfs) { mkfs.options.transform_workers = 1; });
-  {
-    auto store = Keystore::Load(a.dir + "/keystore");
-    REQUIRE(store.ok());
-    REQUIRE(store->AddVersion(*NewInlineMasterKey("k2")).ok());
-    REQUIRE(store->Save().ok());
-  }
+  a.AddMasterKey("k2");
   auto dir = a.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
   REQUIRE(dir.ok());
   REQUIRE(a.Set(dir->ino, "user.cairn.encrypt", "aes-256-gcm").ok());
