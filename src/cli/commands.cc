@@ -159,13 +159,18 @@ int CmdUmount(const Args& args) {
   // again as it exits, but nobody hears its answer then).
   bool persisted = pid <= 0 || SendControl(archive, ControlRequest{.verb = ControlVerb::kPersist}) == 0;
   pid_t child = ::fork();
+  if (child < 0) return Fail(1, fmt::format("cannot run fusermount3: {}", std::strerror(errno)));
   if (child == 0) {
     ::execlp("fusermount3", "fusermount3", "-u", mountpoint.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   int status = 0;
-  ::waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Fail(1, fmt::format("fusermount3 -u {} failed", mountpoint));
+  pid_t waited;
+  while ((waited = ::waitpid(child, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (waited != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Fail(1, fmt::format("fusermount3 -u {} failed", mountpoint));
+  }
   // Wait for the daemon to persist what is left, release the archive and exit.
   auto daemon_alive = [pid] { return pid > 0 && ::kill(pid, 0) == 0; };
   while (Archive::LockHolder(archive) != 0 || daemon_alive()) {

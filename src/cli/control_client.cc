@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -24,12 +25,19 @@ int SendControl(const std::string& archive_dir, const ControlRequest& request, s
   if (Status st = CheckArchiveAccess(dir); !st.ok()) return Fail(1, st.message());
   if (Archive::LockHolder(dir) == 0) return Fail(1, fmt::format("{} is not mounted", dir));
   std::string path = ControlServer::SocketPath(dir);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Through a descriptor of the archive directory: a socket path is at most 107 bytes, and
+  // one cut short would reach another socket (in a parent directory, say).
+  int dir_fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return Fail(1, fmt::format("{}: {}", dir, std::strerror(errno)));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    int err = errno;
+  fmt::format_to_n(addr.sun_path, sizeof addr.sun_path - 1, "/proc/self/fd/{}/{}", dir_fd,
+                   path.substr(path.rfind('/') + 1));
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int connected = fd < 0 ? -1 : ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int err = errno;
+  ::close(dir_fd);
+  if (connected != 0) {
     if (fd >= 0) ::close(fd);
     if (err == EACCES) {
       return Fail(1, fmt::format("permission denied: the daemon of {} takes requests only from root and the "

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 
@@ -35,9 +36,9 @@ Result<std::unique_ptr<Archive>> OpenOffline(const std::string& dir) {
 }
 
 Result<uint32_t> DiskIndex(const ArchiveOptions& options, const std::string& text) {
-  char* end = nullptr;
-  unsigned long index = std::strtoul(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || index >= options.disks.size()) {
+  uint64_t index = 0;  // digits only: strtoul took " 2", "+2" and a negative number wrapped around
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || index >= options.disks.size()) {
     return Status::InvalidArgument(
         fmt::format("'{}' is not a disk of this archive (0..{})", text, options.disks.size() - 1));
   }
@@ -223,8 +224,10 @@ Result<int64_t> ParseDuration(const std::string& text) {
   double scale = unit == "s" || unit.empty() ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
   constexpr double kLongest = 100.0 * 365 * 24 * 3600;  // seconds: far past any budget, well inside int64 ns
   // (not `value <= 0` alone: nan passes that, and nan or inf ns are no int64)
-  if (text.empty() || end == text.c_str() || scale < 0 || !(value > 0 && value * scale <= kLongest)) {
-    return Status::InvalidArgument(fmt::format("'{}' is not a duration (e.g. 90s, 10m, 2h; at most 100 years)", text));
+  // (and at least a nanosecond: 0 would mean no budget at all)
+  if (text.empty() || end == text.c_str() || scale < 0 || !(value * scale * 1e9 >= 1 && value * scale <= kLongest)) {
+    return Status::InvalidArgument(
+        fmt::format("'{}' is not a duration (e.g. 90s, 10m, 2h; at least 1ns, at most 100 years)", text));
   }
   return static_cast<int64_t>(value * scale * 1e9);
 }

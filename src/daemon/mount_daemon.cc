@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -128,6 +129,9 @@ int RunDaemon(const DaemonOptions& options, bool foreground, StartupChannel& cha
     return Status::OK();
   };
   Status served = ServeFuse(fs, options.settings, ready);
+  // The last persist comes next: a second Ctrl-C or SIGTERM (libfuse has put back their
+  // default actions) must not kill it, nor a log line to a closed pipe.
+  for (int signal : {SIGINT, SIGTERM, SIGPIPE}) ::signal(signal, SIG_IGN);
   parity_resync.reset();
   reload_on_hangup.reset();
   control.Stop();

@@ -137,7 +137,11 @@ def test_numbers_and_durations_that_are_not_are_refused(archive):
                       (["scrub", archive.arch, "--budget", "inf"], "is not a duration"),
                       (["scrub", archive.arch, "--budget", "1e300s"], "is not a duration"),
                       (["inspect", archive.arch, "--disk", "abc", "--offset", "4096"], "'abc' is not a number"),
-                      (["inspect", archive.arch, "--disk", "0", "--offset", "-1"], "'-1' is not a number")]:
+                      (["inspect", archive.arch, "--disk", "0", "--offset", "-1"], "'-1' is not a number"),
+                      (["scrub", archive.arch, "--budget", "1e-10"], "at least 1ns"),
+                      (["disk", "fail", archive.arch, "-18446744073709551615"], "is not a disk of this archive"),
+                      (["disk", "fail", archive.arch, " 1"], "is not a disk of this archive"),
+                      (["disk", "fail", archive.arch, "+1"], "is not a disk of this archive")]:
         r = cairn(*args, check=False)
         assert r.returncode != 0 and why in r.stderr, (args, r.stderr)
 
@@ -152,3 +156,22 @@ def test_a_disk_path_cairn_conf_cannot_record_is_refused_before_it_is_used(archi
     assert not os.path.exists(new)
     assert "#" not in open(os.path.join(archive.arch, "cairn.conf")).read().split("\n", 1)[1]
     archive.mount()
+
+
+def test_the_daemon_of_an_archive_at_a_long_path_takes_requests(archive):
+    """A socket path holds 107 bytes: the control socket of an archive whose path is longer is
+    reached through a descriptor of the archive, never through a path cut short."""
+    arch = archive.s("a" * 60, "b" * 60, "arch")
+    mnt = archive.s("long-mnt")
+    os.makedirs(mnt)
+    os.makedirs(os.path.dirname(arch))
+    cairn("mkfs", arch, "--disks", "2", "--disk-size", "64M")
+    cairn("mount", arch, mnt)
+    try:
+        write_file(os.path.join(mnt, "f"), b"x" * 100_000)
+        cairn("persist", arch)
+        assert os.getxattr(os.path.join(mnt, "f"), "user.cairn.state") == b"persisted"
+        cairn("umount", mnt)
+    finally:
+        if is_mounted(mnt):
+            run(["fusermount3", "-u", "-z", mnt], check=False)

@@ -1,10 +1,11 @@
 """7. Concurrent writers to different files, and metadata calls beside a slow disk."""
 import os
+import signal
 import subprocess
 import threading
 import time
 
-from conftest import KiB, MiB, random_bytes, sh, sha256, sha256_file, write_file
+from conftest import KiB, MiB, random_bytes, sh, sha256, sha256_file, wait_pid_gone, write_file
 
 CHUNKS = [4 * KiB, 64 * KiB, 128 * KiB, 1 * MiB, 12345, 333 * KiB, 7, 2 * MiB + 1]
 
@@ -89,3 +90,30 @@ def test_metadata_goes_on_while_a_disk_is_slow_to_answer(archive):
     with open(copy, "rb") as f:
         assert f.read() == data
     assert os.path.exists(archive.m("dir", "moved"))
+
+
+def test_a_second_sigterm_does_not_kill_the_last_persist(archive):
+    """SIGTERM unmounts, persisting what is dirty first; a second one (a service manager, a
+    second Ctrl-C) while that persist waits for a slow disk must not kill it."""
+    gate = archive.s("gate")
+    archive.umount()
+    archive.mount(env=dict(os.environ, CAIRN_TEST_DISK_GATE=gate))
+    data = random_bytes(2 * MiB, 6)
+    write_file(archive.m("dirty"), data)  # in the staging cache only
+    pid = archive.daemon_pid()
+    open(gate, "w").close()
+    try:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(gate + ".held"):
+            assert time.monotonic() < deadline, "the last persist never reached the disks"
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(0.2)
+    finally:
+        os.unlink(gate)
+    assert wait_pid_gone(pid, 60)
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert "all data persisted" in log.read().splitlines()[-1]
+    archive.mount()
+    assert sha256_file(archive.m("dirty")) == sha256(data)
