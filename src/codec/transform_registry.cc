@@ -72,7 +72,6 @@ Status RegisterTransform(std::string_view name, uint32_t current_version, Transf
   return Status::OK();
 }
 
-bool IsTransformRegistered(std::string_view name) { return Find(name).ok(); }
 
 Result<TransformStage> StageOfTransform(std::string_view name) {
   auto entry = Find(name);

@@ -22,7 +22,6 @@ using TransformFactory =
 // Exists when the name is taken.
 Status RegisterTransform(std::string_view name, uint32_t current_version, TransformFactory factory,
                          TransformStage stage = TransformStage::kCustom);
-bool IsTransformRegistered(std::string_view name);
 // The stage transform `name` runs in; NotSupported when it is not installed.
 Result<TransformStage> StageOfTransform(std::string_view name);
 

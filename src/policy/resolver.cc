@@ -247,12 +247,17 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
 
   ResolvedPolicy policy;
   policy.matched_rule = rule ? rule->name() : "default";
+  // A user's policy= under a lock of `policy` names no policy either: its fields would come
+  // through in the other keys.
+  const bool policy_locked = !LockCovering(*chains, more_names, PolicyKey::kPolicy).empty();
   for (PolicyKey key : kAllPolicyKeys) {
     bool locked = !LockCovering(*chains, more_names, key).empty();
     ResolvedField field{key, DefaultPolicyValue(key, context.default_segment_size), "default"};
     for (const Candidate& candidate : candidates) {
       std::string via;
-      if ((candidate.user && locked) || !FieldFrom(candidate.lookup, rules, key, &field.value, &via)) continue;
+      if (candidate.user && locked) continue;
+      const RuleSet* named = candidate.user && policy_locked ? nullptr : rules;
+      if (!FieldFrom(candidate.lookup, named, key, &field.value, &via)) continue;
       field.source = via.empty() ? candidate.source : fmt::format("policy:{}@{}", via, candidate.source);
       break;
     }

@@ -129,8 +129,16 @@ Result<std::string> CheckPlugins(std::string_view v) {
     if (!std::regex_match(name, kName)) {
       return Bad(PolicyKey::kPlugins, v, "none, or transform names (a-z, 0-9, '-') separated by commas");
     }
-    if (!IsTransformRegistered(name)) {
+    auto stage = StageOfTransform(name);
+    if (!stage.ok()) {
       return NotYet(PolicyKey::kPlugins, v, fmt::format("no transform plugin '{}' is installed", name));
+    }
+    if (*stage != TransformStage::kCustom) {  // the write plan would refuse it at every persist
+      return Bad(PolicyKey::kPlugins, v,
+                 fmt::format("custom plugins only: '{}' is a compress or encrypt plugin, chosen by those keys", name));
+    }
+    if (("," + canonical + ",").find("," + name + ",") != std::string::npos) {
+      return Bad(PolicyKey::kPlugins, v, fmt::format("'{}' is named twice", name));
     }
     canonical += (canonical.empty() ? "" : ",") + name;
     start = end + 1;

@@ -13,8 +13,10 @@
 
 #include "archive_fixture.h"
 #include "codec/transform_chain.h"
+#include "codec/plugin_loader.h"
 #include "codec/transform_registry.h"
 #include "maintenance/fsck.h"
+#include "policy/vocabulary.h"
 #include "maintenance/recover.h"
 #include "test_util.h"
 #include "util/coding.h"
@@ -123,6 +125,23 @@ TEST_CASE("TransformChain: stamps, order, and the bound on growth", "[codec]") {
   }
   CHECK(RegisterTransform(XorPad::kName, 1, {}).code() == Status::Code::kExists);
   CHECK(RegisterTransform("Bad_Name", 1, {}).code() == Status::Code::kInvalidArgument);
+}
+
+TEST_CASE("Codec: plugins= takes custom transforms, each once, never a compress or encrypt plugin", "[codec]") {
+  RegisterTestTransforms();
+  REQUIRE(LoadPlugins(CAIRN_BUILD_PLUGIN_DIR).ok());  // zstd, lz4, aes-256-gcm
+  CHECK(*CanonicalPolicyValue(PolicyKey::kPlugins, fmt::format("{},test-balloon", XorPad::kName)) ==
+        fmt::format("{},test-balloon", XorPad::kName));
+  // Accepted before, then refused by the write plan at every persist: the file stayed in the
+  // staging cache.
+  for (const char* value : {"zstd", "lz4", "aes-256-gcm"}) {
+    auto refused = CanonicalPolicyValue(PolicyKey::kPlugins, value);
+    INFO(value << ": " << refused.status().ToString());
+    CHECK(refused.status().code() == Status::Code::kInvalidArgument);
+    CHECK(refused.status().message().find("compress or encrypt plugin") != std::string::npos);
+  }
+  auto twice = CanonicalPolicyValue(PolicyKey::kPlugins, "test-balloon,test-balloon");
+  CHECK(twice.status().message().find("named twice") != std::string::npos);
 }
 
 TEST_CASE("Codec: logical and stored lengths travel apart through persist, read, fsck and recover", "[codec]") {

@@ -157,6 +157,19 @@ TEST_CASE("Resolver: trusted.cairn.lock makes user settings below it ineffective
   CHECK(ResolvePolicy(*t.catalog, t.f, ctx)->Get(PolicyKey::kPolicy).source == "default");
 }
 
+TEST_CASE("Resolver: a lock on policy keeps a user's named policy from supplying the other keys") {
+  Tree t;
+  PolicyContext ctx = WithRules(kRules);
+  uint64_t g = t.MakeFile(t.c, "g.dat", 5000);
+  t.Set(t.a, "user.cairn.policy", "cold");  // above the lock: its owner may set it
+  t.Set(t.b, "trusted.cairn.lock", "policy");
+  auto p = *ResolvePolicy(*t.catalog, g, ctx);
+  CHECK(p.Get(PolicyKey::kPolicy).source == "default");
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "rule:default");  // before, policy:cold@dir:/a
+  t.Remove(t.b, "trusted.cairn.lock");
+  CHECK(ResolvePolicy(*t.catalog, g, ctx)->Get(PolicyKey::kSegmentSize).source == "policy:cold@dir:/a");
+}
+
 TEST_CASE("Resolver: locks and pins above any of a file's names apply; the first path wins a disagreement") {
   Tree t;
   PolicyContext none{nullptr, 4 << 20};
