@@ -325,6 +325,9 @@ PolicyContext Archive::policy_context() const {
 }
 
 Status Archive::LoadRules() {
+  // One reload at a time, from reading the file to applying it: a reload that read it earlier
+  // must not apply its older text over a later one's.
+  std::lock_guard reloading(rules_reload_mutex_);
   std::string text;
   auto rules = std::make_shared<RuleSet>(RuleSet::BuiltIn());
   auto read = RuleSet::ReadArchiveText(rules_path());

@@ -253,6 +253,7 @@ class Archive {
   std::unique_ptr<FileKeys> file_keys_;
   std::once_flag transform_pool_started_;
   std::unique_ptr<TransformPool> transform_pool_;
+  std::mutex rules_reload_mutex_;  // held by LoadRules throughout; taken before catalog_mutex_
   mutable std::mutex rules_mutex_;
   std::shared_ptr<const RuleSet> rules_;  // guarded by rules_mutex_
   // Guarded by catalog_mutex_. The op_ lists belong to the catalog operation in progress:
