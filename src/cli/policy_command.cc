@@ -24,7 +24,14 @@ namespace {
 
 Result<std::string> ReadXattr(const std::string& path, const std::string& name) {
   std::string value(4096, '\0');
-  ssize_t n = ::getxattr(path.c_str(), name.c_str(), value.data(), value.size());
+  ssize_t n;
+  // Past 4 KiB (the sources of a policy set on directories with long paths): asked its size,
+  // and again if it grew meanwhile.
+  while ((n = ::getxattr(path.c_str(), name.c_str(), value.data(), value.size())) < 0 && errno == ERANGE) {
+    ssize_t size = ::getxattr(path.c_str(), name.c_str(), nullptr, 0);
+    if (size < 0) break;
+    value.assign(static_cast<size_t>(size) + 1, '\0');
+  }
   if (n < 0) return Status::FromErrno(fmt::format("{}: {}", path, name), errno);
   value.resize(static_cast<size_t>(n));
   return value;

@@ -109,6 +109,14 @@ def test_policy_explain(archive):
     assert "archive default" in lines["raid"]
     bad = run([os.environ.get("CAIRN_BIN", "cairn"), "policy", "explain", archive.arch], check=False)
     assert bad.returncode == 1 and "mounted cairn archive" in bad.stderr
+    # Two keys set on a directory whose path is 2,100 bytes: their sources pass 4 KiB.
+    deep = archive.m(*(["d" * 200] * 10 + ["e" * 90]))
+    os.makedirs(deep)
+    os.setxattr(deep, "user.cairn.segment_size", b"64K")
+    os.setxattr(deep, "user.cairn.compress", b"lz4")
+    write_file(os.path.join(deep, "f"), b"x")
+    out = run([os.environ.get("CAIRN_BIN", "cairn"), "policy", "explain", os.path.join(deep, "f")]).stdout
+    assert "inherited from directory" in out, out
 
 
 def test_a_64k_policy_value_from_any_user_is_einval_and_the_daemon_lives(archive):
