@@ -478,7 +478,8 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
       break;
     }
     if (!inode.ok()) continue;  // deleted meanwhile
-    if (inode->layout_id != 0) {
+    const bool first = inode->layout_id == 0;
+    if (!first) {
       // Rewritten data keeps the file's layout; whether a new size or age calls for
       // another one is the reconciler's question.
       st = catalog.QueuePolicyCheck(piece.ino);
@@ -486,6 +487,14 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
     }
     st = update.SetLayout(*inode, *piece.plan);
     if (!st.ok()) break;
+    if (first) {
+      // Its policy may have changed since the plan was made (a setfattr on a directory above
+      // it, a rename, a rules reload), and the reconciler passed over it then: no layout yet.
+      auto policy = ResolvePolicy(catalog, piece.ino, archive_.policy_context());
+      st = policy.ok() ? Status::OK() : policy.status();
+      if (st.ok() && !LayoutMatches(piece.plan->policy_stamp, *policy)) st = catalog.QueuePolicyCheck(piece.ino);
+      if (!st.ok()) break;
+    }
     // What it has persisting is all in this batch (a file's slice is never split).
     auto dirty = state_.dirty.find(piece.ino);
     inode->dirty = dirty != state_.dirty.end() && (dirty->second.all_cached || !dirty->second.segments.empty());

@@ -202,6 +202,31 @@ TEST_CASE("Reconciler: a crypto-erase while a file is re-encrypted under another
   CHECK(key.status().IsNotFound());  // no new data key made for it
 }
 
+TEST_CASE("Reconciler: a policy change during a file's first persist leaves the file queued", "[reconciler]") {
+  GatedKeyArchive a;
+  auto dir = a.fs->MakeNode(kRootInode, "d", S_IFDIR | 0755, 0, Caller{});
+  REQUIRE(dir.ok());
+  uint64_t file = a.WriteFile("f", test::RandomBytes(3 * kSegment, 5), dir->ino);
+  a.gate.Close(DiskGate::kWrite);
+  auto persist = std::async(std::launch::async, [&] { return a.fs->PersistAll(); });
+  REQUIRE(a.gate.WaitUntilHolding(kPatience));
+  // Its plan is made (the old segment size); the directory's new one reaches files with a
+  // layout only, and this one has none until its persist commits.
+  REQUIRE(a.Set(dir->ino, "user.cairn.segment_size", std::to_string(2 * kSegment)).ok());
+  REQUIRE(a.fs->ApplyPolicy("/", [](const Reconciler::Progress&) { return true; }).ok());
+  a.gate.Open();
+  REQUIRE(persist.get().ok());
+  {
+    std::lock_guard lock(a.archive->catalog_mutex());
+    auto queued = a.archive->catalog().PolicyQueue(0, 16);
+    REQUIRE(queued.ok());
+    CHECK(std::find(queued->begin(), queued->end(), file) != queued->end());  // before, out of policy for good
+  }
+  REQUIRE(a.fs->ApplyPolicy("/", [](const Reconciler::Progress&) { return true; }).ok());
+  auto segments = a.Segments(file);
+  REQUIRE(segments.size() == 2);  // rewritten in the new segment size
+}
+
 TEST_CASE("Reconciler: files that stay queued do not keep the background from the rest of the queue",
           "[reconciler]") {
   GatedKeyArchive a([](MkfsOptions& mkfs) {
