@@ -615,6 +615,7 @@ Result<std::string> Catalog::LayoutStamp(uint64_t id) {
 }
 
 Status Catalog::QueuePolicyCheck(uint64_t ino) {
+  policy_changes_++;
   return Prepare("INSERT OR IGNORE INTO policy_queue(ino) VALUES(?)").Bind(ino).Run();
 }
 
@@ -637,21 +638,25 @@ Result<uint64_t> Catalog::Lookup(uint64_t parent, const std::string& name) {
 }
 
 Status Catalog::InsertEntry(uint64_t parent, const std::string& name, uint64_t ino) {
+  policy_changes_++;
   return Prepare("INSERT INTO dentries(parent, name, ino) VALUES(?, ?, ?)").Bind(parent, name, ino).Run();
 }
 
 Status Catalog::DeleteEntry(uint64_t parent, const std::string& name) {
+  policy_changes_++;
   return Prepare("DELETE FROM dentries WHERE parent = ? AND name = ?").Bind(parent, name).Run();
 }
 
 Status Catalog::MoveEntry(uint64_t parent, const std::string& name, uint64_t new_parent,
                           const std::string& new_name) {
+  policy_changes_++;
   return Prepare("UPDATE dentries SET parent = ?, name = ? WHERE parent = ? AND name = ?")
       .Bind(new_parent, new_name, parent, name)
       .Run();
 }
 
 Status Catalog::RepointEntry(uint64_t parent, const std::string& name, uint64_t ino) {
+  policy_changes_++;
   return Prepare("UPDATE dentries SET ino = ? WHERE parent = ? AND name = ?").Bind(ino, parent, name).Run();
 }
 
@@ -734,10 +739,12 @@ Result<std::vector<uint8_t>> Catalog::GetXattr(uint64_t ino, const std::string& 
 }
 
 Status Catalog::SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value) {
+  policy_changes_++;
   return Prepare("INSERT OR REPLACE INTO xattrs(ino, name, value) VALUES(?, ?, ?)").Bind(ino, name, value).Run();
 }
 
 Status Catalog::RemoveXattr(uint64_t ino, const std::string& name) {
+  policy_changes_++;
   CAIRN_RETURN_IF_ERROR(Prepare("DELETE FROM xattrs WHERE ino = ? AND name = ?").Bind(ino, name).Run());
   if (sqlite3_changes(db_) == 0) return Status::NotFound(name);
   return Status::OK();

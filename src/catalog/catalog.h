@@ -195,6 +195,10 @@ class Catalog {
   Result<uint64_t> InsertInode(const InodeRecord& record);
   // The generation InsertInode records for the inodes it makes now.
   uint64_t new_inode_generation() const { return epoch_; }
+  // How many changes that may change some file's effective policy were made through this
+  // catalog: to names, to attributes, and policy checks queued (a chown or a rules reload
+  // queues one). A first persist compares it with the count when its plan was made.
+  uint64_t policy_changes() const { return policy_changes_; }
   Status RestoreInode(const InodeRecord& record);  // keeps record.ino (cairn recover)
   // Makes later InsertInode / extent ids start above these (cairn recover: ids seen on the
   // disks are never handed out again, even those of extents it did not keep).
@@ -321,6 +325,7 @@ class Catalog {
   BatchJournal journal_;
   Status commit_failure_;  // why the batch cannot commit; OK when it can
   uint64_t epoch_ = 0;     // the generation of inodes made now
+  uint64_t policy_changes_ = 0;
   uint64_t next_ino_ = 0;
   Listener listener_;
   // Write-through copy of inode rows: nearly every operation reads one or two inodes.

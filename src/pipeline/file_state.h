@@ -36,6 +36,8 @@ struct DirtyFile {
   // clean before that commit. Truncate takes out those it cuts off, and the commit skips them.
   std::set<uint64_t> persisting;
   bool all_cached = false;      // after a crash: every cache-resident segment is suspect
+  // Catalog::policy_changes() when the plan of its first persist was made.
+  uint64_t planned_at = 0;
   int64_t last_write_ns = 0;
   // Bytes written since it was last clean, at most its size: the space its persist may need
   // (a byte written twice needs it once).

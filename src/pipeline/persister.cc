@@ -311,6 +311,7 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
       return planned.status();
     }
     plan = std::move(*planned);
+    if (inode.layout_id == 0) dirty.planned_at = archive_.catalog().policy_changes();
     uint64_t segment_size = plan->segment_size;
     uint64_t count = (inode.size + segment_size - 1) / segment_size;
     if (dirty.all_cached) {
@@ -469,6 +470,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
     st = update.Replace({piece.ino, piece.index, piece.length(), p.extent, p.offset, p.hole});
   }
   if (st.ok()) st = update.InsertReferenced();
+  const uint64_t policy_changes = catalog.policy_changes();  // before the checks queued below
   for (const SegmentPiece& piece : pieces) {
     if (!st.ok()) break;
     if (inodes.contains(piece.ino) || written->left_out.contains(piece.ino)) continue;
@@ -487,7 +489,8 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
     }
     st = update.SetLayout(*inode, *piece.plan);
     if (!st.ok()) break;
-    if (first) {
+    auto dirty = state_.dirty.find(piece.ino);
+    if (first && (dirty == state_.dirty.end() || dirty->second.planned_at != policy_changes)) {
       // Its policy may have changed since the plan was made (a setfattr on a directory above
       // it, a rename, a rules reload), and the reconciler passed over it then: no layout yet.
       auto policy = ResolvePolicy(catalog, piece.ino, archive_.policy_context());
@@ -496,7 +499,6 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
       if (!st.ok()) break;
     }
     // What it has persisting is all in this batch (a file's slice is never split).
-    auto dirty = state_.dirty.find(piece.ino);
     inode->dirty = dirty != state_.dirty.end() && (dirty->second.all_cached || !dirty->second.segments.empty());
     st = catalog.UpdateInode(*inode);
     inodes[piece.ino] = *inode;
