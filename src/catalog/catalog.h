@@ -196,9 +196,11 @@ class Catalog {
   // The generation InsertInode records for the inodes it makes now.
   uint64_t new_inode_generation() const { return epoch_; }
   // How many changes that may change some file's effective policy were made through this
-  // catalog: to names, to attributes, and policy checks queued (a chown or a rules reload
-  // queues one). A first persist compares it with the count when its plan was made.
+  // catalog: to names, to attributes, to owners (NotePolicyChange), and policy checks queued
+  // (a rules reload queues one). A first persist compares it with the count when its plan
+  // was made.
   uint64_t policy_changes() const { return policy_changes_; }
+  void NotePolicyChange() { policy_changes_++; }
   Status RestoreInode(const InodeRecord& record);  // keeps record.ino (cairn recover)
   // Makes later InsertInode / extent ids start above these (cairn recover: ids seen on the
   // disks are never handed out again, even those of extents it did not keep).

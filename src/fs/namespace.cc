@@ -105,8 +105,9 @@ Result<InodeRecord> Namespace::SetAttrLocked(uint64_t ino, const SetAttrRequest&
     }
     if (request.uid) inode.uid = *request.uid;
     if (request.gid) inode.gid = *request.gid;
-    if ((request.uid || request.gid) && inode.layout_id != 0) {
-      CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));  // rules may look at the owner
+    if (request.uid || request.gid) {  // rules may look at the owner
+      catalog.NotePolicyChange();  // of a file whose first persist is under way too
+      if (inode.layout_id != 0) CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
     }
     if (request.size && *request.size != inode.size) CAIRN_RETURN_IF_ERROR(resize(inode, now));
     if (request.atime_ns) inode.atime_ns = *request.atime_ns == SetAttrRequest::kTimeNow ? now : *request.atime_ns;

@@ -101,12 +101,14 @@ Result<FileKeys::DataKey> FileKeys::Master(const std::string& name, uint32_t ver
     if (!bytes.ok()) return bytes.status();
     // The keystore as it is now: a key deleted meanwhile (and perhaps made again under the same
     // name and version) must be neither used nor kept.
-    auto now = CurrentKeystore();
+    auto now = CurrentKeystore();  // notices a change of the file
     if (!now.ok()) return now.status();
-    if (*now == *keystore) {
-      auto key = std::make_shared<const SecretBytes>(std::move(*bytes));
-      std::lock_guard lock(mutex_);
-      return masters_.emplace(std::make_pair(name, version), key).first->second;
+    {
+      std::lock_guard lock(mutex_);  // a reload since clears masters_ under it
+      if (keystore_ == *keystore) {
+        auto key = std::make_shared<const SecretBytes>(std::move(*bytes));
+        return masters_.emplace(std::make_pair(name, version), key).first->second;
+      }
     }
     if (attempt == kAttempts) {
       return Status::IOError(fmt::format("keystore {} changed each time key {} version {} was being loaded; try again",

@@ -149,6 +149,8 @@ Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& sour
   }
   if (pid == 0) {
     ::dup2(pipe_fds[1], STDOUT_FILENO);
+    // As a shell started anew has them: the daemon ignores some while it stops.
+    for (int signal : {SIGHUP, SIGINT, SIGTERM, SIGPIPE}) ::signal(signal, SIG_DFL);
     ::execve(argv[0], argv, env.data());
     ::_exit(127);
   }
