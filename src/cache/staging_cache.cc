@@ -76,17 +76,6 @@ Status StagingCache::SyncNames() const {
   return synced;
 }
 
-Status StagingCache::SyncAll() const {
-  CAIRN_RETURN_IF_ERROR(DirOpen());
-  std::lock_guard lock(*names_sync_);
-  bool names = names_unsynced_->exchange(false);
-  if (::syncfs(*dir_fd_) != 0) {
-    if (names) *names_unsynced_ = true;  // the next one tries again
-    return Status::FromErrno("staging cache: cannot sync the file system of " + dir_, errno);
-  }
-  return Status::OK();
-}
-
 Result<SharedFile> StagingCache::OpenExisting(uint64_t ino) const {
   return open_files_->Get(ino, [&] { return OpenFd(ino, 0); });
 }

@@ -39,12 +39,9 @@ class StagingCache {
   void Unpin(uint64_t ino) const;
   // Makes the names of the cache files created so far durable (fsync of the directory), if
   // any was created since the last sync; waits for a sync another caller has in flight.
-  // Before an fsync of a file is acknowledged.
+  // Before an fsync of a file is acknowledged, and before the catalog says a segment is in
+  // the cache.
   Status SyncNames() const;
-  // Makes every cache file, its name and its bytes, durable (syncfs of the cache's file
-  // system): before the catalog says a segment is in the cache, which a file written and
-  // never fsync'd, its bytes lost with the power, would then answer with zeros.
-  Status SyncAll() const;
   // Whether a cache file was created since the last SyncNames: a power loss could take its
   // name (what a crash test asks).
   bool NamesUnsynced() const { return *names_unsynced_; }

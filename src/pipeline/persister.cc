@@ -422,9 +422,9 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
 Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uint64_t, Status>* left_out) {
   if (pieces.empty()) return Status::OK();
   auto written = WriteSegments(archive_, pieces, [](const SegmentPiece& piece) { return piece.index == kMarker; });
-  // The rows will say the segments are in the staging cache too: a name or bytes a power loss
-  // could still take would leave them pointing at nothing, or zeros, there.
-  Status names = written.ok() ? archive_.cache().SyncAll() : Status::OK();
+  // The rows will say the segments are in the staging cache too: a name a power loss could
+  // still take would leave them pointing at nothing there.
+  Status names = written.ok() ? archive_.cache().SyncNames() : Status::OK();
   if (!names.ok()) {  // their room goes back before the lock is taken: discards may wait for disks
     for (const ExtentRecord& extent : written->extents) archive_.extents().ReleaseUncommitted(extent);
   }
