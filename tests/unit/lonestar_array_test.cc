@@ -145,6 +145,10 @@ struct Group {
       if (sync) REQUIRE(array->Sync(p).ok());
     }
   }
+  // Rebuilds every defective range, 1 MiB a step, in a few steps.
+  void RebuildAll() {
+    for (int steps = 0; *array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  }
   void SyncAll() {
     for (const auto& [p, bytes] : expected) REQUIRE(array->Sync(p).ok());
   }
@@ -609,13 +613,13 @@ TEST_CASE("LoneStarArray: a replaced disk rebuilt and then written is not taken 
   const uint32_t bucket = g.geometry.data_disks().front();
   g.Open(false, {}, {bucket});  // blank, to be rebuilt
   REQUIRE(g.array->Replacing(bucket).ok());
-  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.RebuildAll();
   g.CheckBuckets();
   // A write past its data that lands and fails: the range is to be rebuilt, as zeros.
   g.fail_next_write[bucket] = true;
   CHECK_FALSE(g.array->Write(bucket, kDataStart + (512 << 10), test::RandomBytes(10000, 12)).ok());
   CHECK(g.array->defective_bytes() > 0);
-  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.RebuildAll();
   g.CheckBuckets();
   g.CheckParityClean();
 }
@@ -652,7 +656,7 @@ TEST_CASE("LoneStarArray: a failed write the journal cannot record stops the gro
     std::copy(again.begin(), again.end(), g.expected[bucket].begin() + 6000 - kDataStart);
   }
   g.Open();  // the open promise: its range is rebuilt from the parity
-  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.RebuildAll();
   g.CheckBuckets();
   g.CheckParityClean();
 }
@@ -672,7 +676,7 @@ TEST_CASE("LoneStarArray: a parity disk missing while its bucket is written is r
   std::copy(data.begin(), data.end(), g.expected[bucket].begin() + 8192);
   g.Open();  // back, as it was: its range of the write is stale, and known to be
   CHECK(g.array->defective_bytes() > 0);
-  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.RebuildAll();
   g.CheckParityClean();
   g.CheckBuckets();
 }
@@ -692,7 +696,7 @@ TEST_CASE("LoneStarArray: direct mode: a parity disk whose sync failed is rebuil
   g.Rot(hp, kDataStart + 8192 + 5000, test::RandomBytes(100, 20));
   REQUIRE(g.array->Sync(bucket).ok());
   CHECK(g.array->defects().contains(hp));
-  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.RebuildAll();
   g.CheckParityClean();
   g.CheckBuckets();
 }
@@ -710,7 +714,7 @@ TEST_CASE("LoneStarArray: a rebuild of a parity disk writes the deltas still owe
   // Zeros over the bytes: the group sees zeros there, and hP is owed the delta (the old bytes).
   REQUIRE(g.array->Write(bucket, kDataStart + 8192, std::vector<uint8_t>(100000, 0)).ok());
   REQUIRE(g.array->Sync(bucket).ok());
-  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.RebuildAll();
   REQUIRE(g.array->FlushParity().ok());
   g.CheckParityClean();  // before, hP kept zeros there, and the flush left the old bytes on it
   g.CheckBuckets();
@@ -976,7 +980,7 @@ TEST_CASE("LoneStarArray: a bucket sync that fails keeps its promises for the ne
   CHECK(g.array->defects().at(bucket).Overlaps({kDataStart + 5000, data.size()}));
   REQUIRE(g.array->Sync(bucket).ok());  // acknowledged now
   g.CheckBuckets();  // the range is read through its parity until rebuilt
-  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.RebuildAll();
   CHECK(g.array->defects().empty());
   g.array.reset();
   g.Open();  // nothing is left open for recovery to roll back
@@ -995,7 +999,7 @@ TEST_CASE("LoneStarArray: a parity sync that fails during the flush leaves its r
   g.fail_next_sync[hp] = true;  // what was written there may not be on the disk
   REQUIRE(g.array->FlushParity().ok());
   CHECK(g.array->defects().at(hp).bytes() == 2 * LoneStarArray::kUnit);
-  for (int steps = 0; *g.array->RebuildStep(1 << 20) > 0; steps++) REQUIRE(steps < 10);
+  g.RebuildAll();
   g.CheckParityClean();
   g.CheckBuckets();
 }
