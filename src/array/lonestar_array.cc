@@ -30,6 +30,19 @@ std::span<T> Slice(std::span<T> buffer, const ByteRange& outer, const ByteRange&
   return buffer.subspan(inner.offset - outer.offset, inner.length);
 }
 
+// Bytes [begin, end) of `pieces` taken as one run, where they are.
+std::vector<std::span<const uint8_t>> SubPieces(BytePieces pieces, uint64_t begin, uint64_t end) {
+  std::vector<std::span<const uint8_t>> out;
+  uint64_t at = 0;
+  for (std::span<const uint8_t> piece : pieces) {
+    uint64_t from = std::max(begin, at);
+    uint64_t to = std::min(end, at + piece.size());
+    if (from < to) out.push_back(piece.subspan(from - at, to - from));
+    at += piece.size();
+  }
+  return out;
+}
+
 std::optional<ByteRange> Intersect(const ByteRange& a, const ByteRange& b) {
   uint64_t begin = std::max(a.offset, b.offset);
   uint64_t end = std::min(a.end(), b.end());
@@ -598,48 +611,54 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
   ByteRange r = UnitsOf(offset, size);
   ByteRange written{offset, size};
   auto held = LockUnits(r);
-  ParityBuffer now;  // the units as they are, then as they will be
-  std::shared_ptr<const std::vector<uint8_t>> delta;  // null: `after` is its own (fresh space, delayed)
-  std::vector<uint8_t> zeros;                         // around the data in fresh space
-  std::vector<std::span<const uint8_t>> after;        // the units as they will be
   std::set<uint32_t> erased = ErasedFor(r);
-  if (!erased.contains(position) && r.offset >= written_end_[position]) {
-    // Fresh space: the units read as zeros, so as they will be they are their own delta.
-    if (std::all_of(data.begin(), data.end(), [](auto piece) { return IsAllZero(piece); })) return Status::OK();
-    if (delayed) {  // written and journaled from where the pieces are: the parity waits
-      zeros.resize(std::max(offset - r.offset, r.end() - written.end()));
-      after.push_back(std::span<const uint8_t>(zeros).first(offset - r.offset));
-      after.insert(after.end(), data.begin(), data.end());
-      after.push_back(std::span<const uint8_t>(zeros).first(r.end() - written.end()));
-    } else {  // kept in memory for the parity
-      std::vector<uint8_t> units(r.length);
-      uint8_t* at = units.data() + (offset - r.offset);
-      for (std::span<const uint8_t> piece : data) at = std::copy(piece.begin(), piece.end(), at);
-      delta = std::make_shared<const std::vector<uint8_t>>(std::move(units));
-      after.push_back(*delta);
-    }
-  } else {
+  // The units from `fresh` on were never written: they read as zeros, so as they will be they
+  // are their own delta. Only those before it are read and XORed (a write that goes on where
+  // the last one stopped shares one unit with it: that one).
+  const uint64_t fresh = erased.contains(position)
+                             ? r.end()
+                             : std::clamp(UnitsOf(written_end_[position], 0).end(), r.offset, r.end());
+  const ByteRange old_units{r.offset, fresh - r.offset};
+  std::vector<std::span<const uint8_t>> after;         // the units as they will be
+  std::vector<std::span<const uint8_t>> delta_pieces;  // what changes in them, in the same order
+  ParityBuffer now;                                    // the old units as they are, then as they will be
+  auto changes = std::make_shared<std::vector<uint8_t>>(old_units.length);  // zero where they keep their bytes
+  if (old_units.length > 0) {
+    ByteRange changed{offset, std::min(written.end(), fresh) - offset};
+    std::vector<std::span<const uint8_t>> pieces = SubPieces(data, 0, changed.length);
     std::vector<uint8_t> joined;
-    std::span<const uint8_t> whole = data.size() == 1 ? data[0] : std::span<const uint8_t>();
-    if (data.size() != 1) {
-      joined.reserve(size);
-      for (std::span<const uint8_t> piece : data) joined.insert(joined.end(), piece.begin(), piece.end());
-      whole = joined;
-    }
+    if (pieces.size() != 1) joined = Joined(pieces);
+    std::span<const uint8_t> whole = pieces.size() == 1 ? pieces[0] : std::span<const uint8_t>(joined);
     if (erased.contains(position)) {
       std::map<uint32_t, ParityBuffer> rebuilt;
-      CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
+      CAIRN_RETURN_IF_ERROR(Reconstruct(position, old_units, erased, &rebuilt));
       now = std::move(rebuilt.at(position));
     } else {
-      CAIRN_RETURN_IF_ERROR(ReadMember(position, r, now));
+      CAIRN_RETURN_IF_ERROR(ReadMember(position, old_units, now));
     }
-    auto changes = std::make_shared<std::vector<uint8_t>>(r.length);  // zero where the units keep their bytes
-    std::span<uint8_t> changed = Slice(std::span<uint8_t>(now), r, written);
-    ParityDelta(changed, whole, Slice(std::span<uint8_t>(*changes), r, written));
-    if (IsAllZero(Slice(std::span<const uint8_t>(*changes), r, written))) return Status::OK();  // there already
-    std::copy(whole.begin(), whole.end(), changed.begin());
-    delta = std::move(changes);
+    std::span<uint8_t> there = Slice(std::span<uint8_t>(now), old_units, changed);
+    ParityDelta(there, whole, Slice(std::span<uint8_t>(*changes), old_units, changed));
+    std::copy(whole.begin(), whole.end(), there.begin());
     after.push_back(now);
+    delta_pieces.push_back(*changes);
+  }
+  std::vector<uint8_t> zeros;  // around the data in fresh units
+  if (fresh < r.end()) {
+    const uint64_t from = std::max(offset, fresh);
+    zeros.resize(std::max(from - fresh, r.end() - written.end()));
+    std::vector<std::span<const uint8_t>> pieces = SubPieces(data, from - offset, size);
+    pieces.insert(pieces.begin(), std::span<const uint8_t>(zeros).first(from - fresh));
+    pieces.push_back(std::span<const uint8_t>(zeros).first(r.end() - written.end()));
+    after.insert(after.end(), pieces.begin(), pieces.end());
+    delta_pieces.insert(delta_pieces.end(), pieces.begin(), pieces.end());
+  }
+  if (std::all_of(delta_pieces.begin(), delta_pieces.end(), [](auto piece) { return IsAllZero(piece); })) {
+    return Status::OK();  // there already
+  }
+  // Kept in memory for the parity unless delayed (the journal keeps it then).
+  std::shared_ptr<const std::vector<uint8_t>> delta;
+  if (!delayed) {
+    delta = fresh == r.end() ? std::move(changes) : std::make_shared<const std::vector<uint8_t>>(Joined(delta_pieces));
   }
   std::array<uint32_t, kPromiseRoles> positions = g.WriteSet(position);
   CAIRN_RETURN_IF_ERROR(CoverWrites(positions, r.end()));
@@ -650,8 +669,6 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
   if (Crash("begin")) return Halted();
   // Delayed: the delta goes to the journal while the data goes to its disk. It counts once
   // the data is marked written (Sync), after both.
-  const std::span<const uint8_t> delta_whole[] = {delta ? std::span<const uint8_t>(*delta) : std::span<const uint8_t>()};
-  BytePieces delta_pieces = delta ? BytePieces(delta_whole) : BytePieces(after);
   std::future<Status> delta_kept;
   if (delayed) {
     delta_kept = std::async(std::launch::async, [&] { return journal_->KeepDelta(promise->txn, delta_pieces); });

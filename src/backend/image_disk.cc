@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "cairn/disk.h"
+#include "util/coding.h"
 
 namespace cairn {
 namespace {
@@ -233,9 +234,7 @@ Result<std::unique_ptr<Disk>> CreateImageDisk(const std::string& path, uint64_t 
 }
 
 Status Disk::WriteGatherAt(uint64_t offset, std::span<const std::span<const uint8_t>> pieces) {
-  std::vector<uint8_t> joined;
-  for (std::span<const uint8_t> piece : pieces) joined.insert(joined.end(), piece.begin(), piece.end());
-  return WriteAt(offset, joined);
+  return WriteAt(offset, Joined(pieces));
 }
 
 Status Disk::ReadRebuilt(uint64_t, std::span<uint8_t>) {

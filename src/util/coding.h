@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 namespace cairn {
 
@@ -38,6 +39,13 @@ inline uint64_t TotalSize(BytePieces pieces) {
   uint64_t n = 0;
   for (std::span<const uint8_t> piece : pieces) n += piece.size();
   return n;
+}
+// The pieces copied into one buffer, in order.
+inline std::vector<uint8_t> Joined(BytePieces pieces) {
+  std::vector<uint8_t> joined;
+  joined.reserve(TotalSize(pieces));
+  for (std::span<const uint8_t> piece : pieces) joined.insert(joined.end(), piece.begin(), piece.end());
+  return joined;
 }
 
 // Stored CRCs are masked so that a CRC computed over data that itself embeds CRCs

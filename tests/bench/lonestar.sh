@@ -25,7 +25,8 @@
 #      of each, until persisted, give a delayed write rate without a parity flush (info).
 #   3. Rebuild of one bucket: the one holding the serialized rep-1 file is replaced ('cairn disk replace', the old
 #      image removed) and 'cairn rebuild' timed (N times, each on yet another empty image), against dd of the 3
-#      surviving images of its hPG (the smaller parity group: 4 disks vs 5 in a column) all at once; target >= 0.7x.
+#      surviving images of its hPG (the smaller parity group: 4 disks vs 5 in a column) all at once, each baseline
+#      rep right before a rebuild rep; target >= 0.7x.
 #      Then 'cairn fsck' must be clean and the file read back from the disks must have the source's sha256.
 #   --quick       smoke run: S = 64 MiB.
 #   --reps N      writes, reads and rebuilds N times, the median counts (default 3); baselines min(N, 3) times.
@@ -234,7 +235,17 @@ rebuild_phase() {
   old=$(image_paths "$ARCH" "$LOGS/healthy.json" "$d")
   R[surv_alloc]=$(du -cm "${SURV_IMGS[@]}" | tail -n 1 | cut -f1)
   log "== rebuild: bucket disk $d (grid position $p of cold_s), hPG survivors: disks ${surv[*]}"
+  # Each rep's baseline right before its rebuild: the two see the same state of the machine's disk (whose speed
+  # drifts from minute to minute on a shared host) rather than one batch early and the other late.
   for ((i = 1; i <= reps; i++)); do
+    if ((i <= BASE_REPS)); then
+      drop_caches
+      t0=$(now_ns)
+      run baseline bash -c 'pids=() rc=0; for f; do dd if="$f" of=/dev/null bs=1M status=none & pids+=($!); done
+        for p in "${pids[@]}"; do wait "$p" || rc=1; done; exit $rc' par "${SURV_IMGS[@]}"
+      t1=$(now_ns)
+      bvals+=("$((t1 - t0))")
+    fi
     new=$TMP/newdisks/bucket-$i.img
     run rebuild "$CAIRN" disk replace "$ARCH" "$d" "$new"
     rm -f "$old"  # no longer a disk of the archive
@@ -250,14 +261,6 @@ rebuild_phase() {
     old=$new
   done
   NOTES+=("rebuild: cairn printed '$out'; seconds per run: $(for v in "${vals[@]}"; do printf '%s ' "$(secs "$v")"; done)")
-  for ((i = 1; i <= BASE_REPS; i++)); do
-    drop_caches
-    t0=$(now_ns)
-    run baseline bash -c 'pids=() rc=0; for f; do dd if="$f" of=/dev/null bs=1M status=none & pids+=($!); done
-      for p in "${pids[@]}"; do wait "$p" || rc=1; done; exit $rc' par "${SURV_IMGS[@]}"
-    t1=$(now_ns)
-    bvals+=("$((t1 - t0))")
-  done
   # MiB/s of the 3 survivors' apparent size (mostly data, some holes): what both must read
   R[rb,base]=$(mib_rate $((3 * DISK_MIB * MiB)) "$(median "${bvals[@]}")")
   R[rb,cairn]=$(mib_rate $((3 * DISK_MIB * MiB)) "$(median "${vals[@]}")")

@@ -277,8 +277,10 @@ TEST_CASE("LoneStarArray: a write in pieces lands as their concatenation, on its
   uint32_t bucket = g.geometry.data_disks()[2];
   auto view = g.array->View(bucket);
   // As the extent layer writes an extent (header, payload, padding, here with an empty piece):
-  // first in fresh space, then over part of it (a read-modify-write).
-  for (auto [offset, seed] : {std::pair<uint64_t, uint32_t>{kDataStart + 5000, 7}, {kDataStart + 3000, 8}}) {
+  // first in fresh space, then over part of it (a read-modify-write), then on from the unit
+  // the last one ended in into fresh units (read-modify-write for that one unit alone).
+  for (auto [offset, seed] : {std::pair<uint64_t, uint32_t>{kDataStart + 5000, 7}, {kDataStart + 3000, 8},
+                              {kDataStart + 77000, 9}}) {
     auto head = test::RandomBytes(100, seed);
     auto body = test::RandomBytes(70000, seed + 100);
     auto tail = test::RandomBytes(3000, seed + 200);
