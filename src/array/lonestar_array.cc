@@ -612,18 +612,20 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
   ByteRange written{offset, size};
   auto held = LockUnits(r);
   std::set<uint32_t> erased = ErasedFor(r);
-  // The units from `fresh` on were never written: they read as zeros, so as they will be they
-  // are their own delta. Only those before it are read and XORed (a write that goes on where
-  // the last one stopped shares one unit with it: that one).
-  const uint64_t fresh = erased.contains(position)
-                             ? r.end()
-                             : std::clamp(UnitsOf(written_end_[position], 0).end(), r.offset, r.end());
+  // The units from `fresh` on lie wholly past what this disk was ever written up to: they read
+  // as zeros, so as they will be they are their own delta. Only those before it are read (or,
+  // where the disk is erased, rebuilt) and XORed: a write that goes on where the last one
+  // stopped shares one unit with it, and reads that one alone.
+  const uint64_t used = written_end_[position] - options_.data_start;  // written_end_ >= data_start
+  const uint64_t written_up_to = options_.data_start + (used + kUnit - 1) / kUnit * kUnit;
+  const uint64_t fresh = erased.contains(position) ? r.end() : std::clamp(written_up_to, r.offset, r.end());
   const ByteRange old_units{r.offset, fresh - r.offset};
   std::vector<std::span<const uint8_t>> after;         // the units as they will be
   std::vector<std::span<const uint8_t>> delta_pieces;  // what changes in them, in the same order
   ParityBuffer now;                                    // the old units as they are, then as they will be
-  auto changes = std::make_shared<std::vector<uint8_t>>(old_units.length);  // zero where they keep their bytes
+  std::shared_ptr<std::vector<uint8_t>> changes;       // in the old units; zero where they keep their bytes
   if (old_units.length > 0) {
+    changes = std::make_shared<std::vector<uint8_t>>(old_units.length);
     ByteRange changed{offset, std::min(written.end(), fresh) - offset};
     std::vector<std::span<const uint8_t>> pieces = SubPieces(data, 0, changed.length);
     std::vector<uint8_t> joined;
@@ -655,7 +657,7 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
   if (std::all_of(delta_pieces.begin(), delta_pieces.end(), [](auto piece) { return IsAllZero(piece); })) {
     return Status::OK();  // there already
   }
-  // Kept in memory for the parity unless delayed (the journal keeps it then).
+  // Kept in memory for the parity unless delayed (the journal keeps it then: null).
   std::shared_ptr<const std::vector<uint8_t>> delta;
   if (!delayed) {
     delta = fresh == r.end() ? std::move(changes) : std::make_shared<const std::vector<uint8_t>>(Joined(delta_pieces));
@@ -685,7 +687,7 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
     }
     return st;
   }
-  Pending pending{*promise, positions, delayed ? nullptr : delta};  // delayed: the journal keeps it
+  Pending pending{*promise, positions, delta};
   pending.applied[kDataRole] = true;
   {
     std::lock_guard lock(mutex_);
