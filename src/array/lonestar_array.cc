@@ -590,6 +590,50 @@ Status LoneStarArray::Rewrite(uint32_t position, uint64_t offset, std::span<cons
   return DiskWrite(position, offset, data);
 }
 
+Status LoneStarArray::PrepareUnits(uint32_t position, const ByteRange& r, uint64_t offset, BytePieces data,
+                                   UnitsWrite* out) {
+  const std::set<uint32_t> erased = ErasedFor(r);
+  // The units from `fresh` on lie wholly past what this disk was ever written up to: they read
+  // as zeros, so as they will be they are their own delta. Only those before it are read (or,
+  // where the disk is erased, rebuilt) and XORed: a write that goes on where the last one
+  // stopped shares one unit with it, and reads that one alone.
+  const ByteRange written{offset, TotalSize(data)};
+  const uint64_t used = written_end_[position] - options_.data_start;  // written_end_ >= data_start
+  const uint64_t written_up_to = options_.data_start + (used + kUnit - 1) / kUnit * kUnit;
+  const uint64_t fresh = erased.contains(position) ? r.end() : std::clamp(written_up_to, r.offset, r.end());
+  const ByteRange old_units{r.offset, fresh - r.offset};
+  if (old_units.length > 0) {
+    out->changes = std::make_shared<std::vector<uint8_t>>(old_units.length);
+    ByteRange changed{offset, std::min(written.end(), fresh) - offset};
+    std::vector<std::span<const uint8_t>> pieces = SubPieces(data, 0, changed.length);
+    std::vector<uint8_t> joined;
+    if (pieces.size() != 1) joined = Joined(pieces);
+    std::span<const uint8_t> whole = pieces.size() == 1 ? pieces[0] : std::span<const uint8_t>(joined);
+    if (erased.contains(position)) {
+      std::map<uint32_t, ParityBuffer> rebuilt;
+      CAIRN_RETURN_IF_ERROR(Reconstruct(position, old_units, erased, &rebuilt));
+      out->now = std::move(rebuilt.at(position));
+    } else {
+      CAIRN_RETURN_IF_ERROR(ReadMember(position, old_units, out->now));
+    }
+    std::span<uint8_t> there = Slice(std::span<uint8_t>(out->now), old_units, changed);
+    ParityDelta(there, whole, Slice(std::span<uint8_t>(*out->changes), old_units, changed));
+    std::copy(whole.begin(), whole.end(), there.begin());
+    out->after.push_back(out->now);
+    out->delta.push_back(*out->changes);
+  }
+  if (fresh < r.end()) {
+    const uint64_t from = std::max(offset, fresh);
+    out->zeros.resize(std::max(from - fresh, r.end() - written.end()));
+    std::vector<std::span<const uint8_t>> pieces = SubPieces(data, from - offset, written.length);
+    pieces.insert(pieces.begin(), std::span<const uint8_t>(out->zeros).first(from - fresh));
+    pieces.push_back(std::span<const uint8_t>(out->zeros).first(r.end() - written.end()));
+    out->after.insert(out->after.end(), pieces.begin(), pieces.end());
+    out->delta.insert(out->delta.end(), pieces.begin(), pieces.end());
+  }
+  return Status::OK();
+}
+
 Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data) {
   CAIRN_RETURN_IF_ERROR(Halted());
   const GridGeometry& g = options_.geometry;
@@ -609,58 +653,17 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
   }
   const bool delayed = options_.mode == ArrayWriteMode::kDelayed;
   ByteRange r = UnitsOf(offset, size);
-  ByteRange written{offset, size};
   auto held = LockUnits(r);
-  std::set<uint32_t> erased = ErasedFor(r);
-  // The units from `fresh` on lie wholly past what this disk was ever written up to: they read
-  // as zeros, so as they will be they are their own delta. Only those before it are read (or,
-  // where the disk is erased, rebuilt) and XORed: a write that goes on where the last one
-  // stopped shares one unit with it, and reads that one alone.
-  const uint64_t used = written_end_[position] - options_.data_start;  // written_end_ >= data_start
-  const uint64_t written_up_to = options_.data_start + (used + kUnit - 1) / kUnit * kUnit;
-  const uint64_t fresh = erased.contains(position) ? r.end() : std::clamp(written_up_to, r.offset, r.end());
-  const ByteRange old_units{r.offset, fresh - r.offset};
-  std::vector<std::span<const uint8_t>> after;         // the units as they will be
-  std::vector<std::span<const uint8_t>> delta_pieces;  // what changes in them, in the same order
-  ParityBuffer now;                                    // the old units as they are, then as they will be
-  std::shared_ptr<std::vector<uint8_t>> changes;       // in the old units; zero where they keep their bytes
-  if (old_units.length > 0) {
-    changes = std::make_shared<std::vector<uint8_t>>(old_units.length);
-    ByteRange changed{offset, std::min(written.end(), fresh) - offset};
-    std::vector<std::span<const uint8_t>> pieces = SubPieces(data, 0, changed.length);
-    std::vector<uint8_t> joined;
-    if (pieces.size() != 1) joined = Joined(pieces);
-    std::span<const uint8_t> whole = pieces.size() == 1 ? pieces[0] : std::span<const uint8_t>(joined);
-    if (erased.contains(position)) {
-      std::map<uint32_t, ParityBuffer> rebuilt;
-      CAIRN_RETURN_IF_ERROR(Reconstruct(position, old_units, erased, &rebuilt));
-      now = std::move(rebuilt.at(position));
-    } else {
-      CAIRN_RETURN_IF_ERROR(ReadMember(position, old_units, now));
-    }
-    std::span<uint8_t> there = Slice(std::span<uint8_t>(now), old_units, changed);
-    ParityDelta(there, whole, Slice(std::span<uint8_t>(*changes), old_units, changed));
-    std::copy(whole.begin(), whole.end(), there.begin());
-    after.push_back(now);
-    delta_pieces.push_back(*changes);
-  }
-  std::vector<uint8_t> zeros;  // around the data in fresh units
-  if (fresh < r.end()) {
-    const uint64_t from = std::max(offset, fresh);
-    zeros.resize(std::max(from - fresh, r.end() - written.end()));
-    std::vector<std::span<const uint8_t>> pieces = SubPieces(data, from - offset, size);
-    pieces.insert(pieces.begin(), std::span<const uint8_t>(zeros).first(from - fresh));
-    pieces.push_back(std::span<const uint8_t>(zeros).first(r.end() - written.end()));
-    after.insert(after.end(), pieces.begin(), pieces.end());
-    delta_pieces.insert(delta_pieces.end(), pieces.begin(), pieces.end());
-  }
-  if (std::all_of(delta_pieces.begin(), delta_pieces.end(), [](auto piece) { return IsAllZero(piece); })) {
+  UnitsWrite units;
+  CAIRN_RETURN_IF_ERROR(PrepareUnits(position, r, offset, data, &units));
+  if (std::all_of(units.delta.begin(), units.delta.end(), [](auto piece) { return IsAllZero(piece); })) {
     return Status::OK();  // there already
   }
   // Kept in memory for the parity unless delayed (the journal keeps it then: null).
   std::shared_ptr<const std::vector<uint8_t>> delta;
   if (!delayed) {
-    delta = fresh == r.end() ? std::move(changes) : std::make_shared<const std::vector<uint8_t>>(Joined(delta_pieces));
+    const bool all_read = units.delta.size() == 1 && units.changes;  // then that buffer is the delta
+    delta = all_read ? std::move(units.changes) : std::make_shared<const std::vector<uint8_t>>(Joined(units.delta));
   }
   std::array<uint32_t, kPromiseRoles> positions = g.WriteSet(position);
   CAIRN_RETURN_IF_ERROR(CoverWrites(positions, r.end()));
@@ -673,9 +676,9 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
   // the data is marked written (Sync), after both.
   std::future<Status> delta_kept;
   if (delayed) {
-    delta_kept = std::async(std::launch::async, [&] { return journal_->KeepDelta(promise->txn, delta_pieces); });
+    delta_kept = std::async(std::launch::async, [&] { return journal_->KeepDelta(promise->txn, units.delta); });
   }
-  Status st = DiskWrite(position, r.offset, after);
+  Status st = DiskWrite(position, r.offset, units.after);
   if (delayed) {
     Status kept = delta_kept.get();
     if (st.ok()) st = kept;

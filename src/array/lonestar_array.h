@@ -204,6 +204,18 @@ class LoneStarArray {
                      std::map<uint32_t, ParityBuffer>* rebuilt);
   // Members whose range `r` cannot be read as it is: lost, or defective there.
   std::set<uint32_t> ErasedFor(const ByteRange& r);
+  // What a write makes of the units it covers: the bytes they will hold and what changes in
+  // them, each as pieces of the caller's data and of the buffers here.
+  struct UnitsWrite {
+    std::vector<std::span<const uint8_t>> after;
+    std::vector<std::span<const uint8_t>> delta;
+    ParityBuffer now;                               // the units it reads, as they will be
+    std::shared_ptr<std::vector<uint8_t>> changes;  // their delta: zero where they keep their bytes
+    std::vector<uint8_t> zeros;                     // around the data in the units it does not read
+  };
+  // Fills `out` for a write of `data` at `offset` to bucket `position`, whose units `r` are
+  // held: reads (or rebuilds) the units below what the bucket was written up to.
+  Status PrepareUnits(uint32_t position, const ByteRange& r, uint64_t offset, BytePieces data, UnitsWrite* out);
   // Applies `delta` to parity member `position` over `r` (read, XOR, write). REQUIRES: units locked.
   Status ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta);
   Status SyncMember(uint32_t position);
