@@ -37,16 +37,8 @@ Status Filesystem::CheckKeyGrants(uint64_t ino, const Caller& caller, const char
     return KeysGuarding(archive_, ino);
   }();
   if (!keys.ok()) return keys.status();
-  if (keys->empty()) return Status::OK();
-  std::vector<uint32_t> groups = caller.groups();
-  for (const std::string& key : *keys) {
-    Status allowed = archive_.file_keys().Authorize(key, caller.uid, groups);
-    if (!allowed.ok()) {
-      LogWarning("{} of inode {} refused: {}", operation, ino, allowed.message());
-      return allowed;
-    }
-  }
-  return Status::OK();
+  if (keys->empty()) return Status::OK();  // the caller's groups and the keystore are not read then
+  return KeyCheck::For(archive_.file_keys(), caller)->Authorize(ino, *keys, operation);
 }
 
 Result<FileHandle*> Filesystem::Open(uint64_t ino, int flags, const Caller& caller) {

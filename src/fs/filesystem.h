@@ -57,15 +57,22 @@ class Filesystem {
                                const Caller& caller, const std::string& target = {}) {
     return names_.MakeNode(parent, name, mode, rdev, caller, target);
   }
-  Result<InodeRecord> Link(uint64_t ino, uint64_t new_parent, const std::string& new_name) {
-    return names_.Link(ino, new_parent, new_name);
+  // A user may not give a file another master key by moving, linking or unlinking a name
+  // unless granted the old and the new one (Namespace::Link).
+  Result<InodeRecord> Link(uint64_t ino, uint64_t new_parent, const std::string& new_name, const Caller& caller) {
+    auto keys = KeyCheck::For(archive_.file_keys(), caller);
+    return names_.Link(ino, new_parent, new_name, keys ? &*keys : nullptr);
   }
-  Status Unlink(uint64_t parent, const std::string& name) { return names_.Unlink(parent, name); }
+  Status Unlink(uint64_t parent, const std::string& name, const Caller& caller) {
+    auto keys = KeyCheck::For(archive_.file_keys(), caller);
+    return names_.Unlink(parent, name, keys ? &*keys : nullptr);
+  }
   Status Rmdir(uint64_t parent, const std::string& name) { return names_.Rmdir(parent, name); }
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
   Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name,
-                unsigned flags) {
-    return names_.Rename(parent, name, new_parent, new_name, flags);
+                unsigned flags, const Caller& caller) {
+    auto keys = KeyCheck::For(archive_.file_keys(), caller);
+    return names_.Rename(parent, name, new_parent, new_name, flags, keys ? &*keys : nullptr);
   }
   // Returns once the extents being loaded ahead of readers are buffered (tests count disk reads).
   void WaitForLoadsAhead() { store_.WaitForLoadsAhead(); }

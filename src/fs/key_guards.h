@@ -1,13 +1,20 @@
 // The master keys that guard an inode's data, for the checks behind "a user can neither
 // encrypt with nor read through a master key they were not granted" (cairn(8), KEYS): open
-// and create (Filesystem) and changes of the attributes that decide encryption (Xattrs).
+// and create (Filesystem), changes of the attributes that decide encryption (Xattrs) and
+// changes of names that can give a file another policy: rename, link, unlink (Namespace).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "archive/archive.h"
+#include "fs/fs_types.h"
+#include "keys/keystore.h"
 
 namespace cairn {
 
@@ -16,5 +23,34 @@ namespace cairn {
 // the key what inherits from it is encrypted under). Not among them: the keys of files
 // below a directory that are encrypted under a key of their own. REQUIRES: catalog mutex held.
 Result<std::vector<std::string>> KeysGuarding(Archive& archive, uint64_t ino);
+// The key the effective policy of `ino` encrypts under now, "" when it does not encrypt: what
+// a change of names can change (the key a persisted file's data key is wrapped by stays until
+// it is rewritten). REQUIRES: catalog mutex held.
+Result<std::string> PolicyKeyOf(Archive& archive, uint64_t ino);
+
+// The caller of a change that can alter which keys guard an inode, and the keystore as it
+// was when they asked: made before the catalog lock (it reads a file, and groups from /proc).
+class KeyCheck {
+ public:
+  // The check `caller` needs: none for root, who may use every key.
+  static std::optional<KeyCheck> For(FileKeys& keys, const Caller& caller);
+
+  // OK when the caller may use every key of `before` (those guarding `ino` before the
+  // change) and every key guarding it now; else EACCES naming the key and the caller, logged
+  // with `operation`. REQUIRES: catalog mutex held.
+  Status Check(Archive& archive, uint64_t ino, std::vector<std::string> before, const std::string& operation);
+  // EACCES unless the caller may use every key of `keys`, which guard `ino` (logged with
+  // `operation`).
+  Status Authorize(uint64_t ino, const std::vector<std::string>& keys, const std::string& operation);
+
+ private:
+  KeyCheck(FileKeys& keys, const Caller& caller)
+      : keys_(keys), uid_(caller.uid), gids_(caller.groups()), keystore_(keys.CurrentKeystore()) {}
+
+  FileKeys& keys_;
+  uid_t uid_;
+  std::vector<gid_t> gids_;
+  Result<std::shared_ptr<const Keystore>> keystore_;
+};
 
 }  // namespace cairn

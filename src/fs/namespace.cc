@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "fs/catalog_lookups.h"
+#include "fs/key_guards.h"
 #include "fs/posix_acl.h"
 #include "pipeline/segment_map_update.h"
 #include "util/clock.h"
@@ -32,6 +33,50 @@ Status RefuseNonEmpty(Catalog& catalog, uint64_t dir, const std::string& name) {
   if (!has_entries.ok()) return has_entries.status();
   return *has_entries ? Status::Posix(ENOTEMPTY, name) : Status::OK();
 }
+
+// The inodes a change of names touches, whose policy it may change with a name moved, added
+// or taken away: where that changes the key the policy encrypts under, the caller must be
+// granted the keys guarding the inode before and after (KeyCheck::Check). A caller who may
+// use every key (`check` null: root) is not checked.
+class GuardedNames {
+ public:
+  GuardedNames(Archive& archive, KeyCheck* check) : archive_(archive), check_(check) {}
+
+  // Notes the keys of `ino` before the change. REQUIRES: catalog mutex, open transaction.
+  Status Before(uint64_t ino) {
+    if (!check_) return Status::OK();
+    auto guarding = KeysGuarding(archive_, ino);
+    if (!guarding.ok()) return guarding.status();
+    auto policy_key = PolicyKeyOf(archive_, ino);
+    if (!policy_key.ok()) return policy_key.status();
+    before_.push_back({ino, std::move(*guarding), std::move(*policy_key)});
+    return Status::OK();
+  }
+  // After the change: EACCES (the transaction takes the change back) where it is refused. An
+  // inode left without a name is not checked: no policy reaches it any more. REQUIRES: as Before.
+  Status After(const std::string& operation) {
+    for (Noted& noted : before_) {
+      auto inode = archive_.catalog().GetInode(noted.ino);
+      if (!inode.ok()) return inode.status();
+      if (inode->nlink == 0) continue;
+      auto policy_key = PolicyKeyOf(archive_, noted.ino);
+      if (!policy_key.ok()) return policy_key.status();
+      if (*policy_key == noted.policy_key) continue;
+      CAIRN_RETURN_IF_ERROR(check_->Check(archive_, noted.ino, std::move(noted.guarding), operation));
+    }
+    return Status::OK();
+  }
+
+ private:
+  struct Noted {
+    uint64_t ino;
+    std::vector<std::string> guarding;  // KeysGuarding
+    std::string policy_key;             // PolicyKeyOf
+  };
+  Archive& archive_;
+  KeyCheck* const check_;
+  std::vector<Noted> before_;
+};
 
 }  // namespace
 
@@ -187,7 +232,8 @@ Result<InodeRecord> Namespace::MakeNode(uint64_t parent, const std::string& name
   return node;
 }
 
-Result<InodeRecord> Namespace::Link(uint64_t ino, uint64_t new_parent, const std::string& new_name) {
+Result<InodeRecord> Namespace::Link(uint64_t ino, uint64_t new_parent, const std::string& new_name,
+                                    KeyCheck* keys) {
   CAIRN_RETURN_IF_ERROR(CheckName(new_name));
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
@@ -200,6 +246,8 @@ Result<InodeRecord> Namespace::Link(uint64_t ino, uint64_t new_parent, const std
     auto dir = GetDir(catalog, new_parent);
     if (!dir.ok()) return dir.status();
     CAIRN_RETURN_IF_ERROR(RefuseExisting(catalog, new_parent, new_name));
+    GuardedNames guarded(archive_, keys);
+    CAIRN_RETURN_IF_ERROR(guarded.Before(ino));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.InsertEntry(new_parent, new_name, ino));
     inode.nlink++;
@@ -207,6 +255,7 @@ Result<InodeRecord> Namespace::Link(uint64_t ino, uint64_t new_parent, const std
     CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(inode));
     // Locks and pins above every name apply: the new name may change the policy.
     if (inode.layout_id != 0) CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
+    CAIRN_RETURN_IF_ERROR(guarded.After("link"));
     dir->mtime_ns = dir->ctime_ns = now;
     return catalog.UpdateInode(*dir);
   });
@@ -215,7 +264,8 @@ Result<InodeRecord> Namespace::Link(uint64_t ino, uint64_t new_parent, const std
   return inode;
 }
 
-Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool directory, uint64_t expected) {
+Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool directory, uint64_t expected,
+                             KeyCheck* keys) {
   CAIRN_RETURN_IF_ERROR(CheckName(name));
   if (directory && name == ".") return Status::Posix(EINVAL, "cannot remove '.'");
   std::lock_guard lock(archive_.catalog_mutex());
@@ -233,9 +283,12 @@ Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool dire
     if (!inode.ok()) return inode.status();
     if (IsDir(*inode) != directory) return Status::Posix(directory ? ENOTDIR : EISDIR, name);
     if (directory) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, *ino, name));
+    GuardedNames guarded(archive_, keys);
+    CAIRN_RETURN_IF_ERROR(guarded.Before(*ino));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
     CAIRN_RETURN_IF_ERROR(DropLink(*inode, now));
+    CAIRN_RETURN_IF_ERROR(guarded.After(directory ? "rmdir" : "unlink"));
     if (directory) dir->nlink--;
     dir->mtime_ns = dir->ctime_ns = now;
     victim = *ino;
@@ -246,7 +299,7 @@ Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool dire
 }
 
 Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
-                         const std::string& new_name, unsigned flags) {
+                         const std::string& new_name, unsigned flags, KeyCheck* keys) {
   CAIRN_RETURN_IF_ERROR(CheckName(name));
   CAIRN_RETURN_IF_ERROR(CheckName(new_name));
   if ((flags & RENAME_EXCHANGE) && (flags & RENAME_NOREPLACE)) return Status::Posix(EINVAL, "conflicting flags");
@@ -282,6 +335,9 @@ Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_
     auto loop = moves_into_itself(*src, new_parent);
     if (!loop.ok()) return loop.status();
     if (*loop) return Status::Posix(EINVAL, "cannot move a directory into itself");
+    GuardedNames guarded(archive_, keys);
+    CAIRN_RETURN_IF_ERROR(guarded.Before(src->ino));
+    if (dst) CAIRN_RETURN_IF_ERROR(guarded.Before(dst->ino));  // moved too, or one name fewer
     int64_t now = NowNs();
     bool same_dir = parent == new_parent;
     if (flags & RENAME_EXCHANGE) {
@@ -321,6 +377,7 @@ Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_
         CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(moved->ino));
       }
     }
+    CAIRN_RETURN_IF_ERROR(guarded.After("rename"));
     from_dir->mtime_ns = from_dir->ctime_ns = now;
     if (same_dir) {  // one directory, two copies of its record: to_dir holds the changes
       to_dir->mtime_ns = to_dir->ctime_ns = now;

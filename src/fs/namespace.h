@@ -11,6 +11,7 @@
 
 #include "archive/archive.h"
 #include "fs/fs_types.h"
+#include "fs/key_guards.h"
 #include "pipeline/file_state.h"
 
 namespace cairn {
@@ -39,8 +40,13 @@ class Namespace {
   // mknod/mkdir/symlink: `mode` carries the file type; `target` is the symlink's.
   Result<InodeRecord> MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
                                const Caller& caller, const std::string& target = {});
-  Result<InodeRecord> Link(uint64_t ino, uint64_t new_parent, const std::string& new_name);
-  Status Unlink(uint64_t parent, const std::string& name) { return RemoveName(parent, name, false); }
+  // Link, Unlink and Rename refuse (EACCES) a change that leaves other master keys guarding
+  // a file or directory when `keys`, the caller's check (null for root), does not allow
+  // them all, old and new (fs/key_guards.h).
+  Result<InodeRecord> Link(uint64_t ino, uint64_t new_parent, const std::string& new_name, KeyCheck* keys = nullptr);
+  Status Unlink(uint64_t parent, const std::string& name, KeyCheck* keys = nullptr) {
+    return RemoveName(parent, name, false, 0, keys);
+  }
   // Unlink, but only while `name` still names `ino` (Busy otherwise): takes back a file just made.
   Status UnlinkIf(uint64_t parent, const std::string& name, uint64_t ino) {
     return RemoveName(parent, name, false, ino);
@@ -48,7 +54,7 @@ class Namespace {
   Status Rmdir(uint64_t parent, const std::string& name) { return RemoveName(parent, name, true); }
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
   Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name,
-                unsigned flags);
+                unsigned flags, KeyCheck* keys = nullptr);
   // Entries of `dir` after `cookie`, at most `limit`; one whose inode is missing (a damaged
   // catalog) is logged and left out. *resume, if given, is the cookie the next batch starts
   // after (past the entries left out), or 0 when the directory has no more.
@@ -64,7 +70,8 @@ class Namespace {
 
  private:
   // unlink (directory = false) or rmdir (directory = true); of inode `expected` only, unless 0.
-  Status RemoveName(uint64_t parent, const std::string& name, bool directory, uint64_t expected = 0);
+  Status RemoveName(uint64_t parent, const std::string& name, bool directory, uint64_t expected = 0,
+                    KeyCheck* keys = nullptr);
   // Adds a kernel reference. REQUIRES: catalog mutex.
   void AddLookup(uint64_t ino) { state_.live[ino].nlookup++; }
   // Unlinks one name of `ino` (already removed from its directory); a persisted file that

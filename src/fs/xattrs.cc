@@ -21,44 +21,11 @@
 namespace cairn {
 namespace {
 
-// The caller of a change that can alter how an inode's data is encrypted, and the keystore
-// as it was when they asked: read before the catalog lock (a file, and groups from /proc).
-class KeyCheck {
- public:
-  KeyCheck(FileKeys& keys, const Caller& caller)
-      : keys_(keys), uid_(caller.uid), gids_(caller.groups()), keystore_(keys.CurrentKeystore()) {}
-
-  // OK when the caller may use every key of `before` (those guarding `ino` before the
-  // change) and every key guarding it now; else EACCES naming the key and the caller, logged
-  // with `operation`. REQUIRES: catalog mutex held.
-  Status Check(Archive& archive, uint64_t ino, std::vector<std::string> before, const std::string& operation) {
-    auto after = KeysGuarding(archive, ino);
-    if (!after.ok()) return after.status();
-    before.insert(before.end(), after->begin(), after->end());
-    if (before.empty()) return Status::OK();  // a keystore that cannot be read matters no more
-    if (!keystore_.ok() && !keystore_.status().IsNotFound()) return keystore_.status();
-    for (const std::string& key : before) {
-      Status allowed = keys_.Authorize(keystore_.ok() ? keystore_->get() : nullptr, key, uid_, gids_);
-      if (!allowed.ok()) {
-        LogWarning("{} on inode {} refused: {}", operation, ino, allowed.message());
-        return allowed;
-      }
-    }
-    return Status::OK();
-  }
-
- private:
-  FileKeys& keys_;
-  const uid_t uid_;
-  const std::vector<gid_t> gids_;
-  const Result<std::shared_ptr<const Keystore>> keystore_;
-};
-
 // The check a change of `name` by `caller` needs: none for root (who may use every key) nor
 // for an attribute that cannot change encryption.
 std::optional<KeyCheck> KeyCheckFor(FileKeys& keys, const std::string& name, const Caller& caller) {
-  if (caller.uid == 0 || !DecidesEncryption(name)) return std::nullopt;
-  return std::optional<KeyCheck>(std::in_place, keys, caller);
+  if (!DecidesEncryption(name)) return std::nullopt;
+  return KeyCheck::For(keys, caller);
 }
 
 // ENOSPC when one more name would make the file's name list longer than listxattr(2) can

@@ -225,11 +225,11 @@ void OpSymlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char
 }
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
-  Guarded(req, "link", [&] { ReplyEntry(req, Fs(req).Link(ino, new_parent, new_name), "link"); });
+  Guarded(req, "link", [&] { ReplyEntry(req, Fs(req).Link(ino, new_parent, new_name, CallerOf(req)), "link"); });
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  Guarded(req, "unlink", [&] { fuse_reply_err(req, ErrnoFor(Fs(req).Unlink(parent, name), "unlink")); });
+  Guarded(req, "unlink", [&] { fuse_reply_err(req, ErrnoFor(Fs(req).Unlink(parent, name, CallerOf(req)), "unlink")); });
 }
 
 void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -239,7 +239,7 @@ void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent, const char* new_name,
               unsigned int flags) {
   Guarded(req, "rename", [&] {
-    fuse_reply_err(req, ErrnoFor(Fs(req).Rename(parent, name, new_parent, new_name, flags), "rename"));
+    fuse_reply_err(req, ErrnoFor(Fs(req).Rename(parent, name, new_parent, new_name, flags, CallerOf(req)), "rename"));
   });
 }
 

@@ -268,6 +268,46 @@ attempt("read", lambda: open(f, "rb").read(64))
     assert read_file(archive.m("e", "f")) == data
 
 
+def test_a_user_without_the_grant_cannot_move_or_link_a_file_out_of_its_key(archive):
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    for d in ("e", "a-open", "z-open"):  # their paths sort before and after e's
+        os.makedirs(archive.m(d), exist_ok=True)
+        os.chmod(archive.m(d), 0o777)  # nobody may write the directories and the files, not use k1
+    sealed = b"sealed under k1\n" * 10000
+    write_file(archive.m("e", "p"), sealed, mode=0o666)
+    archive.persist()
+    fd = os.open(archive.m("e", "s"), os.O_WRONLY | os.O_CREAT, 0o666)  # open: not persisted yet
+    try:
+        os.fchmod(fd, 0o666)  # read and writable: fs.protected_hardlinks lets nobody link it
+        os.write(fd, b"staged only\n")
+        steps = """
+e, o, z = sys.argv[1], sys.argv[2], sys.argv[3]
+j = os.path.join
+attempt("mv p", lambda: os.rename(j(e, "p"), j(o, "p")))
+attempt("mv s", lambda: os.rename(j(e, "s"), j(o, "s")))
+attempt("ln s first", lambda: os.link(j(e, "s"), j(o, "s")))
+attempt("ln s after", lambda: os.link(j(e, "s"), j(z, "s")))
+attempt("rm the sealed name", lambda: os.unlink(j(e, "s")))
+attempt("rm the other name", lambda: os.unlink(j(z, "s")))
+attempt("mv in the tree", lambda: os.rename(j(e, "p"), j(e, "p2")))
+attempt("read", lambda: open(j(o, "p"), "rb").read(64))
+"""
+        assert attempts_as_nobody(steps, archive.m("e"), archive.m("a-open"), archive.m("z-open")) == {
+            "mv p": "EACCES", "mv s": "EACCES", "ln s first": "EACCES", "ln s after": "ok",
+            "rm the sealed name": "EACCES", "rm the other name": "ok", "mv in the tree": "ok", "read": "ENOENT"}
+    finally:
+        os.close(fd)
+    assert "rename on inode" in log_text(archive) and "link on inode" in log_text(archive)
+    assert "unlink on inode" in log_text(archive)
+    assert sorted(os.listdir(archive.m("e"))) == ["p2", "s"] and os.listdir(archive.m("a-open")) == []
+    # Still sealed under k1: the reconciler has nothing to rewrite in clear.
+    cairn("policy", "apply", archive.m("e"))
+    assert key_files(archive, "k1") >= 1
+    assert "key=k1" in os.getxattr(archive.m("e", "p2"), "user.cairn.effective").decode()
+    assert read_file(archive.m("e", "p2")) == sealed
+
+
 def test_a_file_not_persisted_yet_is_guarded_by_the_key_its_policy_names(archive):
     cairn("key", "create", archive.arch, "k1")
     encrypt_dir(archive, archive.m("e"))
@@ -285,7 +325,7 @@ attempt("create", lambda: open(os.path.join(os.path.dirname(sys.argv[1]), "new")
         assert attempts_as_nobody(steps, archive.m("e", "f")) == {"read": "EACCES", "create": "EACCES"}
     finally:
         os.close(fd)
-    assert f"open of inode" in log_text(archive) and f"create of inode" in log_text(archive)
+    assert f"open on inode" in log_text(archive) and f"create on inode" in log_text(archive)
     assert not os.path.exists(archive.m("e", "new"))
     cairn("key", "allow", archive.arch, "k1", f"uid:{NOBODY}")
     assert attempts_as_nobody(steps, archive.m("e", "f")) == {"read": "not sealed yet\n", "create": "ok"}

@@ -87,7 +87,7 @@ TEST_CASE("Filesystem: deleting frees extents and the space is reused") {
   auto first = f.Extents();
   REQUIRE(first.size() == 2);
   CHECK(f.FreeBytes() < free_at_start);
-  REQUIRE(f.fs->Unlink(kRootInode, "a").ok());
+  REQUIRE(f.fs->Unlink(kRootInode, "a", Caller{}).ok());
   f.fs->Forget(first[0].id, 0);  // no-op for an unknown inode
   REQUIRE(f.fs->PersistAll().ok());
   f.Close();  // frees become reusable once durable
@@ -408,7 +408,7 @@ TEST_CASE("Filesystem: rmdir and rename refuse, and remove nothing, when the cat
   f.fs->Release(*fh);
   faults.Arm("SELECT 1 FROM dentries WHERE parent = ?");
   Status rmdir = f.fs->Rmdir(kRootInode, "full");
-  Status rename = f.fs->Rename(kRootInode, "empty", kRootInode, "full", 0);  // would replace "full"
+  Status rename = f.fs->Rename(kRootInode, "empty", kRootInode, "full", 0, Caller{});  // would replace "full"
   faults.Disarm();
   CHECK(faults.injected() >= 2);
   CHECK_FALSE(rmdir.ok());

@@ -226,5 +226,61 @@ TEST_CASE("KeyGrants: a crypto-erase leaves no plaintext to read, and nothing un
   CHECK(a.Extents().size() == extents);
   CHECK(a.ReadFile(unpersisted, dirty.size()) == dirty);  // root's
   CheckRefused(a.fs->Open(unpersisted, O_RDONLY, other).status(), "k1", kOther);
-  REQUIRE(a.fs->Unlink(dir, "g").ok());  // or the unmount would fail to persist it
+  REQUIRE(a.fs->Unlink(dir, "g", Caller{}).ok());  // or the unmount would fail to persist it
+}
+
+TEST_CASE("KeyGrants: a rename, link or unlink that would leave a file under other keys needs their grants",
+          "[keys]") {
+  KeyArchive a;
+  const Caller other = As(kOther), granted = As(kGranted);
+  uint64_t sealed = a.EncryptedDir("sealed", "k1");
+  uint64_t open_dir = a.MakeDir("open");  // no encryption
+  uint64_t also_sealed = a.EncryptedDir("also", "k1");
+  const auto data = test::RandomBytes(100 << 10, 5);
+  uint64_t persisted = a.WriteFile("p", data, sealed);
+  REQUIRE(a.fs->PersistAll().ok());
+  REQUIRE(a.KeyRow(persisted) == "k1");
+  uint64_t staged = a.WriteFile("s", data, sealed);  // its plaintext in the staging cache only
+  REQUIRE_FALSE(a.KeyRow(staged));
+
+  // Out of the encrypted tree, where opening would need no key: refused, nothing moved.
+  for (const char* name : {"p", "s"}) {
+    CheckRefused(a.fs->Rename(sealed, name, open_dir, name, 0, other), "k1", kOther);
+    CHECK(a.fs->Lookup(sealed, name).ok());
+    CHECK(a.fs->Lookup(open_dir, name).status().sys_errno() == ENOENT);
+  }
+  // Nor by a link that comes first (its path sorts before /sealed/s)...
+  CheckRefused(a.fs->Link(staged, open_dir, "s", other).status(), "k1", kOther);
+  CHECK(a.fs->Lookup(open_dir, "s").status().sys_errno() == ENOENT);
+  // ...or a link that does not and the unlink of the name that gives the policy.
+  uint64_t later = a.MakeDir("z-open");
+  REQUIRE(a.fs->Link(staged, later, "s", other).ok());  // the policy of /sealed/s still applies
+  CheckRefused(a.fs->Unlink(sealed, "s", other), "k1", kOther);
+  CHECK(a.fs->Lookup(sealed, "s").ok());
+  CHECK(a.Effective(staged).find("key=k1") != std::string::npos);
+  REQUIRE(a.fs->Unlink(later, "s", other).ok());  // that leaves the policy as it was
+  // A directory that inherits its key leaves it behind; one with its own attributes takes it along.
+  uint64_t sub = a.MakeDir("sub", sealed);
+  CheckRefused(a.fs->Rename(sealed, "sub", open_dir, "sub", 0, other), "k1", kOther);
+  CHECK(a.fs->Lookup(sealed, "sub")->ino == sub);
+  REQUIRE(a.fs->Rename(kRootInode, "also", open_dir, "also", 0, other).ok());
+  CHECK(a.Effective(also_sealed).find("key=k1") != std::string::npos);
+  REQUIRE(a.fs->Rename(open_dir, "also", kRootInode, "also", 0, other).ok());
+  // Into the encrypted tree: sealing their file under k1 needs k1 too.
+  uint64_t theirs = a.WriteFile("t", data, open_dir);
+  CheckRefused(a.fs->Rename(open_dir, "t", sealed, "t", 0, other), "k1", kOther);
+  CheckRefused(a.fs->Rename(open_dir, "t", sealed, "p", RENAME_EXCHANGE, other), "k1", kOther);
+  CHECK(a.fs->Lookup(open_dir, "t")->ino == theirs);
+
+  // Changes that leave the keys as they were need no grant: a new name in the same tree,
+  // or another directory under the same key.
+  REQUIRE(a.fs->Rename(sealed, "p", sealed, "p2", 0, other).ok());
+  REQUIRE(a.fs->Rename(sealed, "p2", also_sealed, "p", 0, other).ok());
+  REQUIRE(a.fs->Link(staged, also_sealed, "s-too", other).ok());
+  REQUIRE(a.fs->Unlink(also_sealed, "s-too", other).ok());
+  // A granted user may move it out; root may too.
+  REQUIRE(a.fs->Rename(also_sealed, "p", open_dir, "p", 0, granted).ok());
+  REQUIRE(a.fs->Rename(sealed, "s", open_dir, "s", 0, Caller{}).ok());
+  CHECK(a.ReadFile(persisted, data.size()) == data);
+  CHECK(a.ReadFile(staged, data.size()) == data);
 }

@@ -174,7 +174,7 @@ TEST_CASE("Lonestar archive: a file whose raid does not fit the group its direct
   CHECK(*a.DisksOf(good).begin() >= kPoolDisks);
   CHECK(a.ReadFile(good, data.size()) == data);
   CHECK(a.ReadFile(bad, data.size()) == data);
-  REQUIRE(a.fs->Unlink(dir->ino, "bad-new").ok());  // else the unmount could not persist it
+  REQUIRE(a.fs->Unlink(dir->ino, "bad-new", Caller{}).ok());  // else the unmount could not persist it
 }
 
 TEST_CASE("Lonestar archive: a scrub keeps one budget for extents and parity, and goes on with the parity check it "

@@ -137,7 +137,7 @@ TEST_CASE("Metadata during I/O: freed space held by a slow discard holds up no m
   uint64_t ino = f.WriteFile("doomed", test::RandomBytes(2 * kSegment, 3));
   REQUIRE(f.fs->PersistAll().ok());
   uint64_t free_before = f.FreeBytes();
-  REQUIRE(f.fs->Unlink(kRootInode, "doomed").ok());
+  REQUIRE(f.fs->Unlink(kRootInode, "doomed", Caller{}).ok());
   f.fs->Forget(ino, 1);  // the kernel's reference: the inode and its extents go now
   f.WriteFile("next", test::RandomBytes(100, 3));
   f.gate.Close(DiskGate::kDiscard);

@@ -227,7 +227,7 @@ TEST_CASE("Power loss: persisting loses no fsync'd byte, at any crash point", "[
     a.Write("fresh", 0, files["fresh"]);
     files["tiny"] = test::RandomBytes(100, 7);
     a.Write("tiny", 0, files["tiny"]);
-    REQUIRE(a.fs->Unlink(kRootInode, "doomed").ok());
+    REQUIRE(a.fs->Unlink(kRootInode, "doomed", Caller{}).ok());
     files.erase("doomed");
     files["scratch"] = test::RandomBytes(5000, 10);  // fsync'd, never persisted
     a.Write("scratch", 0, files["scratch"]);
@@ -247,7 +247,7 @@ TEST_CASE("Power loss: persisting loses no fsync'd byte, at any crash point", "[
       auto steady = a.fs->Open(a.fs->Lookup(kRootInode, "steady")->ino, O_RDWR, Caller{});
       REQUIRE(steady.ok());
       uint64_t scratch = a.fs->Lookup(kRootInode, "scratch")->ino;
-      if (a.fs->Unlink(kRootInode, "scratch").ok()) a.fs->Forget(scratch, 1000);  // the kernel forgets it: deleted
+      if (a.fs->Unlink(kRootInode, "scratch", Caller{}).ok()) a.fs->Forget(scratch, 1000);  // the kernel forgets it: deleted
       if (a.fs->Write(*steady, 7, change).ok()) {
         (void)a.fs->SetAttr(a.fs->Lookup(kRootInode, "shrunk")->ino, shrink);
       }

@@ -157,7 +157,7 @@ TEST_CASE("Unlink during a persist: what was written for the file is discarded, 
   GatedArchive f;
   uint64_t ino = f.WriteFile("gone", test::RandomBytes(kSegment + 100, 71));
   auto persist = f.PersistHeld();
-  REQUIRE(f.Bounded([&] { return f.fs->Unlink(kRootInode, "gone"); }).ok());
+  REQUIRE(f.Bounded([&] { return f.fs->Unlink(kRootInode, "gone", Caller{}); }).ok());
   f.fs->Forget(ino, 1);  // the create's lookup: the file is gone now, not an orphan
   f.gate.Open();
   REQUIRE(persist.get().ok());
