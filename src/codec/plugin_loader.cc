@@ -167,7 +167,8 @@ PluginModule LoadModule(const std::string& path) {
     return m;
   }
   const cairn_plugin* plugin = entry();
-  if (plugin && plugin->name) m.name = plugin->name;
+  // Of another ABI version, its description may not even have a name where ours does.
+  if (plugin && plugin->abi_version == CAIRN_PLUGIN_ABI_VERSION && plugin->name) m.name = plugin->name;
   if (std::string why = Refusal(plugin); !why.empty()) {
     m.status = Status::InvalidArgument(fmt::format("plugin {}: refused: {}", path, why));
     ::dlclose(handle);

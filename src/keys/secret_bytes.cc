@@ -24,12 +24,14 @@ SecretBytes::SecretBytes(size_t size) {
   if (p == MAP_FAILED) throw std::bad_alloc();
   data_ = static_cast<uint8_t*>(p);
   size_ = size;
-  ::madvise(p, mapped_, MADV_DONTDUMP);
+  // Each failure is logged once per process: every key would report it again.
+  if (::madvise(p, mapped_, MADV_DONTDUMP) != 0) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) LogWarning("cannot keep key memory out of core dumps ({})", std::strerror(errno));
+  }
   if (::mlock(p, mapped_) != 0) {
     static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
-      LogWarning("cannot lock key memory into RAM ({}); keys may be swapped out", std::strerror(errno));
-    }
+    if (!warned.exchange(true)) LogWarning("cannot lock key memory into RAM ({}); it may be swapped", std::strerror(errno));
   }
 }
 
