@@ -241,6 +241,9 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
 }
 
 Status FileData::Fsync(FileHandle* fh) {
+  // A sync of the same descriptor by a write's fetch or a persist, which may be told an
+  // error of this file's instead, holds the data lock until it has noted it for us.
+  auto data = state_.data_locks.Shared(fh->ino);
   // While the file is being written, this is the descriptor the writes went through (pinned,
   // or Write synced them): it sees their write-back errors. No cache file: nothing staged.
   auto file = archive_.cache().OpenExisting(fh->ino);
@@ -258,6 +261,7 @@ Status FileData::Fsync(FileHandle* fh) {
     CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
     if (state_.dirty.contains(fh->ino)) state_.persist_queue.try_emplace(fh->ino, NowNs());  // see Release
   }
+  data.unlock();
   return archive_.MakeDurable(std::move(pending));
 }
 

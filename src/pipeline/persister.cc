@@ -1,6 +1,9 @@
 #include "pipeline/persister.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <chrono>
 #include <ctime>
@@ -408,6 +411,16 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     pieces[read.piece].data = std::move(*bytes);
   }
   if (!read_failure.ok()) return cache_failure(read_failure);
+  // The rows will say these segments are in the staging cache, and reads (and a recovery,
+  // which persists every cached segment of a file changed since again) trust its copy: it
+  // must survive a power loss as the disks' does, or zeros would stand in for them. Synced
+  // under the data lock, it is what was read.
+  if (segments_read > 0 && ::fdatasync(fd) != 0) {
+    int err = errno;
+    std::lock_guard lock(archive_.catalog_mutex());
+    state_.writeback_failed.insert(ino);  // the kernel tells one sync: the file's next Fsync fails too
+    return cache_failure(Status::FromErrno(fmt::format("staging cache file of inode {}: fdatasync", ino), err));
+  }
   std::lock_guard lock(archive_.catalog_mutex());
   auto dirty_it = state_.dirty.find(ino);
   if (dirty_it != state_.dirty.end()) {

@@ -4,10 +4,16 @@
 // be listed. None may end with data lost or a file that reads as EIO for good.
 #include <catch2/catch.hpp>
 
+#include <linux/magic.h>
 #include <sqlite3.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <string>
 
@@ -24,6 +30,26 @@ using namespace cairn;
 namespace {
 
 using test::kSegment;
+
+// The pages of the staging cache file of `ino` dirty or under write-back in the page cache
+// (cachestat(2)); nothing when the kernel cannot tell.
+std::optional<uint64_t> DirtyPages(test::ArchiveFixture& a, uint64_t ino) {
+#ifndef __NR_cachestat
+  constexpr long __NR_cachestat = 451;  // the same on every architecture but alpha
+#endif
+  struct {
+    uint64_t offset, length;  // 0, 0: the whole file
+  } range{0, 0};
+  struct {
+    uint64_t cache, dirty, writeback, evicted, recently_evicted;
+  } stat{};
+  auto file = a.archive->cache().OpenExisting(ino);
+  REQUIRE(file.ok());
+  long rc = ::syscall(__NR_cachestat, (*file)->fd(), &range, &stat, 0);
+  if (rc != 0 && errno == ENOSYS) return std::nullopt;
+  REQUIRE(rc == 0);
+  return stat.dirty + stat.writeback;
+}
 
 std::span<const uint8_t> Bytes(std::string_view text) {
   return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
@@ -57,6 +83,30 @@ TEST_CASE("Persist: the staging cache file names are durable before the rows say
   // Else a power loss could take the name: the rows, saying the cache holds the segments,
   // would find nothing there, and a truncate committed since would leave the file unreadable.
   CHECK_FALSE(a.archive->cache().NamesUnsynced());
+}
+
+TEST_CASE("Persist: the staging cache file's bytes are durable before the rows say a segment is in the cache") {
+  test::ArchiveFixture a;
+  struct statfs fs;
+  REQUIRE(::statfs(a.dir.c_str(), &fs) == 0);
+  if (fs.f_type == TMPFS_MAGIC) {
+    WARN("skipped: the test archive is on tmpfs, whose pages are never written back");
+    return;
+  }
+  const auto data = test::RandomBytes(2 * kSegment, 81);
+  uint64_t ino = a.WriteFile("f", data);  // not fsync'd
+  auto dirty = DirtyPages(a, ino);
+  if (!dirty) {
+    WARN("skipped: this kernel has no cachestat(2) (Linux 6.5)");
+    return;
+  }
+  REQUIRE(*dirty > 0);  // else nothing here tells a synced cache file from another
+  REQUIRE(a.fs->PersistAll().ok());
+  for (const SegmentRecord& segment : a.Segments(ino)) CHECK(segment.cached);
+  // Else a power loss could take them: reads, trusting the cache's copy, would find zeros
+  // where the disks hold the data, and a recovery would persist those zeros over it.
+  CHECK(DirtyPages(a, ino) == 0u);
+  CHECK(a.ReadFile(ino, data.size()) == data);
 }
 
 TEST_CASE("Persist: a first persist that fails is redone whole after a change of the segment size") {
