@@ -304,7 +304,10 @@ Status LoneStarArray::Recover(const PromiseJournal::State& state) {
     ByteRange r = pending.range();
     bool keep = false;
     if (!promise.finished[kDataRole]) {
-      if (promise.mode == ArrayWriteMode::kDirect) {  // all four were being written: d stays, parity follows it
+      // Direct: all four were being written, d stays and the parity follows it; unless its data
+      // write failed, which marks the parity, untouched, finished (Write).
+      bool data_failed = std::any_of(promise.finished.begin() + 1, promise.finished.end(), [](bool f) { return f; });
+      if (promise.mode == ArrayWriteMode::kDirect && !data_failed) {
         for (size_t role = 1; role < kPromiseRoles; role++) undefined.emplace_back(pending.positions[role], r);
       } else {  // no parity was touched yet: d goes back to what its parity says (below)
         rolled_back.push_back(pending);
@@ -567,21 +570,33 @@ Status LoneStarArray::ReadRebuilt(uint32_t position, uint64_t offset, std::span<
   CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
   const ParityBuffer& bytes = rebuilt.at(position);
   std::copy_n(bytes.begin() + (offset - r.offset), dst.size(), dst.begin());
-  bool present;
-  bool defective;
-  {
-    std::lock_guard lock(mutex_);
-    present = !members_[position].lost;
-    auto d = defects_.find(position);
-    defective = d != defects_.end() && d->second.Overlaps(r);
-  }
-  if (!present || !defective) return Status::OK();
+  if (!DefectiveThere(position, r)) return Status::OK();
   // A defective range of a disk that is there: recovered in place, as a rebuild would.
-  Status st = WriteMember(position, r, bytes);
-  if (st.ok()) st = SyncMember(position);
-  if (st.ok()) st = RemoveDefect(position, r, watch);
+  Status st = PutBack(position, r, bytes, watch);
   if (!st.ok()) LogWarning("lonestar group {}: cannot recover a range in place: {}", options_.name, st.message());
   return Status::OK();
+}
+
+bool LoneStarArray::DefectiveThere(uint32_t position, const ByteRange& r) {
+  std::lock_guard lock(mutex_);
+  auto d = defects_.find(position);
+  return !members_[position].lost && d != defects_.end() && d->second.Overlaps(r);
+}
+
+Status LoneStarArray::PutBack(uint32_t position, const ByteRange& r, const ParityBuffer& bytes,
+                              const DefectWatch& since) {
+  CAIRN_RETURN_IF_ERROR(WriteMember(position, r, bytes));
+  CAIRN_RETURN_IF_ERROR(SyncMember(position));
+  return RemoveDefect(position, r, since);
+}
+
+Status LoneStarArray::RecoverInPlace(uint32_t position, const ByteRange& r) {
+  DefectWatch watch(*this);
+  std::set<uint32_t> erased = ErasedFor(r);
+  erased.insert(position);
+  std::map<uint32_t, ParityBuffer> rebuilt;
+  CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));
+  return PutBack(position, r, rebuilt.at(position), watch);
 }
 
 Status LoneStarArray::Rewrite(uint32_t position, uint64_t offset, std::span<const uint8_t> data) {
@@ -654,6 +669,14 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
   const bool delayed = options_.mode == ArrayWriteMode::kDelayed;
   ByteRange r = UnitsOf(offset, size);
   auto held = LockUnits(r);
+  // A range of the bucket left undefined (by a failed write, say) is recovered first: a
+  // promise over it that a crash cut short in its parity update would leave the range
+  // undefined on the bucket and its three parities at once, past rebuilding.
+  // One that cannot be is written as before: what the write needs of it, it rebuilds itself.
+  if (DefectiveThere(position, r)) {
+    Status recovered = RecoverInPlace(position, r);
+    if (!recovered.ok()) LogWarning("lonestar group {}: {}", options_.name, recovered.message());
+  }
   UnitsWrite units;
   CAIRN_RETURN_IF_ERROR(PrepareUnits(position, r, offset, data, &units));
   if (std::all_of(units.delta.begin(), units.delta.end(), [](auto piece) { return IsAllZero(piece); })) {
@@ -684,7 +707,15 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
     if (st.ok()) st = kept;
   }
   if (!st.ok()) {  // the range is undefined now: its parity knows what it held
+    // Direct: its parity, which follows a data write that succeeded, was not touched; said so
+    // first, or a crash before the promise is done would recompute it from this range.
+    Status untouched;
+    for (size_t role = 1; role < kPromiseRoles && options_.mode == ArrayWriteMode::kDirect && untouched.ok(); role++) {
+      untouched = journal_->Mark(std::vector<uint64_t>{promise->txn}, static_cast<PromiseRole>(role), true);
+    }
+    if (!untouched.ok()) LogError("lonestar group {}: {}", options_.name, untouched.message());
     if (!MarkUndefined(position, r, st).ok()) return st;
+    if (Crash("data-undefined")) return Halted();
     if (Status done = journal_->Done(std::vector<uint64_t>{promise->txn}); !done.ok()) {
       LogError("lonestar group {}: {}", options_.name, done.message());  // open, it is driven forward at open
     }
@@ -1001,17 +1032,21 @@ Status LoneStarArray::FlushParity() {
       if (p.data_synced) txns.push_back(txn);
     }
   }
-  if (txns.empty()) return Status::OK();
-  CAIRN_RETURN_IF_ERROR(ApplyParity(txns, true));
-  CAIRN_RETURN_IF_ERROR(journal_->Done(txns));
-  // A damaged record left in the journal would make the next open distrust all parity.
-  if (dropped_delta_.exchange(false)) CAIRN_RETURN_IF_ERROR(journal_->Compact());
-  std::lock_guard lock(mutex_);
-  for (uint64_t txn : txns) {
-    delta_bytes_ -= pending_.at(txn).promise.length;
-    pending_.erase(txn);
+  if (!txns.empty()) {
+    CAIRN_RETURN_IF_ERROR(ApplyParity(txns, true));
+    CAIRN_RETURN_IF_ERROR(journal_->Done(txns));
+    std::lock_guard lock(mutex_);
+    for (uint64_t txn : txns) {
+      delta_bytes_ -= pending_.at(txn).promise.length;
+      pending_.erase(txn);
+    }
   }
-  return Status::OK();
+  // A damaged record left in the journal would make the next open distrust all parity: until
+  // a compaction has taken it out, every flush tries again.
+  if (!dropped_delta_.exchange(false)) return Status::OK();
+  Status compacted = journal_->Compact();
+  if (!compacted.ok()) dropped_delta_ = true;
+  return compacted;
 }
 
 uint64_t LoneStarArray::pending_delta_bytes() const {

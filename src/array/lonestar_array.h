@@ -240,6 +240,13 @@ class LoneStarArray {
   Status MarkUndefined(uint32_t position, const ByteRange& r, const Status& failure);
   // Removes `r` from the defects of `position`, but for what was added since `since` began.
   Status RemoveDefect(uint32_t position, const ByteRange& r, const DefectWatch& since);
+  // Whether member `position` is there and has a defect in `r`.
+  bool DefectiveThere(uint32_t position, const ByteRange& r);
+  // Writes `bytes`, range `r` rebuilt, back to member `position`, synced: no longer a defect
+  // there (but for what was added since `since` began). REQUIRES: the units locked.
+  Status PutBack(uint32_t position, const ByteRange& r, const ParityBuffer& bytes, const DefectWatch& since);
+  // Rebuilds range `r` of member `position` from the groups and puts it back. REQUIRES: as PutBack.
+  Status RecoverInPlace(uint32_t position, const ByteRange& r);
   // Rebuilds range `r` of every erased member that is there, a slice at a time, syncs them and
   // removes their defects there (those added since `since` began stay).
   Status RebuildRange(const ByteRange& r, const DefectWatch& since);

@@ -337,17 +337,30 @@ Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, 
     CAIRN_RETURN_IF_ERROR(SyncDirectoryOf(path_));
     name_unsynced_ = false;
   }
+  CAIRN_RETURN_IF_ERROR(unusable_);
   std::vector<uint8_t> bytes;
   for (const auto& r : records) bytes.insert(bytes.end(), r.begin(), r.end());
-  CAIRN_RETURN_IF_ERROR(WriteAll(fd_, size_, bytes, path_));
+  Status st = WriteAll(fd_, size_, bytes, path_);
   uint64_t at = size_ + bytes.size();
-  for (std::span<const uint8_t> piece : tail) {
-    CAIRN_RETURN_IF_ERROR(WriteAll(fd_, at, piece, path_));
-    at += piece.size();
+  for (size_t i = 0; i < tail.size() && st.ok(); i++) {
+    st = WriteAll(fd_, at, tail[i], path_);
+    at += tail[i].size();
   }
-  if (::fdatasync(fd_) != 0) return Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path_), errno);
-  size_ = at;
-  return Status::OK();
+  if (st.ok() && ::fdatasync(fd_) != 0) {
+    st = Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path_), errno);
+  }
+  if (st.ok()) {
+    size_ = at;
+    return st;
+  }
+  // What landed of it must be read neither as records at the next open nor after a shorter
+  // next append: it goes, or the journal takes no more.
+  if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+    unusable_ = Status::IOError(fmt::format("{}; and cutting the failed append off failed too: {}: the journal takes "
+                                            "no more records", st.message(), std::strerror(errno)));
+    return unusable_;
+  }
+  return st;
 }
 
 Result<Promise> PromiseJournal::Begin(ArrayWriteMode mode, const std::array<uint32_t, kPromiseRoles>& disks,
@@ -559,6 +572,7 @@ Status PromiseJournal::CompactLocked() {
   ::close(fd_);
   fd_ = *fd;
   size_ = size;
+  unusable_ = Status::OK();  // whatever a failed append left is in the old file
   delta_at_ = std::move(delta_at);
   Status synced = SyncDirectoryOf(path_);
   name_unsynced_ = !synced.ok();  // then the next append syncs it first

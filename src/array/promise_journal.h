@@ -128,6 +128,7 @@ class PromiseJournal {
   std::map<uint64_t, uint64_t> delta_at_;  // guarded by mutex_: txn -> file offset of its delta record
   uint64_t compact_above_ = kCompactAbove;  // guarded by mutex_: raised after a failed compaction
   bool name_unsynced_ = false;             // guarded by mutex_: a compaction's rename is not durable yet
+  Status unusable_;                        // guarded by mutex_: a failed append could not be cut off
 };
 
 }  // namespace cairn

@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -313,4 +315,40 @@ TEST_CASE("PromiseJournal: a compaction that fails leaves the promises recorded,
   auto state = Reopen(path)->state();
   REQUIRE(state.open.size() == 1);
   CHECK(state.open.contains(p->txn));
+}
+
+TEST_CASE("PromiseJournal: an append that fails part way leaves none of its records behind", "[array]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cold.journal";
+  auto journal = Fresh(path);
+  std::vector<uint64_t> txns;
+  for (int i = 0; i < 40; i++) {
+    auto p = journal->Begin(ArrayWriteMode::kSerialized, kDisks, 4096 * i, 4096);
+    REQUIRE(p.ok());
+    txns.push_back(p->txn);
+  }
+  const uint64_t size = std::filesystem::file_size(path);
+  {
+    // The file may grow by three and a half done records (17 bytes each): the append of the
+    // 40 lands that much, then fails (EFBIG, as a full or failing disk would fail it).
+    struct sigaction ignore {}, saved {};
+    ignore.sa_handler = SIG_IGN;
+    REQUIRE(::sigaction(SIGXFSZ, &ignore, &saved) == 0);
+    rlimit limit{}, before{};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &before) == 0);
+    limit = before;
+    limit.rlim_cur = size + 3 * 17 + 8;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
+    Status done = journal->Done(txns);
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &before) == 0);
+    REQUIRE(::sigaction(SIGXFSZ, &saved, nullptr) == 0);
+    CHECK_FALSE(done.ok());
+  }
+  CHECK(std::filesystem::file_size(path) == size);
+  // A shorter append goes where the failed one began, and nothing of that one follows it.
+  REQUIRE(journal->Mark(std::span(txns).first(1), kDataRole, true).ok());
+  journal.reset();
+  auto state = Reopen(path)->state();
+  CHECK(state.open.size() == 40);  // none of them done
+  CHECK(state.open.at(txns[0]).finished[kDataRole]);
 }
