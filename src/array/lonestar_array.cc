@@ -198,7 +198,6 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
   const Options& o = array->options_;
   PromiseJournal::State replayed;
   bool rederive = false;
-  std::map<uint32_t, RangeSet> salvaged;  // the defects a damaged journal recorded before the damage
   if (o.create) {
     auto journal = PromiseJournal::Create(o.journal_path, o.identity);
     if (!journal.ok()) return journal.status();
@@ -215,7 +214,6 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
         if (std::rename(o.journal_path.c_str(), aside.c_str()) != 0) {
           return Status::FromErrno(fmt::format("lonestar group {}: set the damaged journal aside", o.name), errno);
         }
-        salvaged = PromiseJournal::SalvageDefects(aside, o.identity);
       }
       LogError("lonestar group {}: {}{}; the parity of the group cannot be trusted and is re-derived from its buckets "
                "(in the background of a mount, or by cairn rebuild; reads meanwhile use the buckets alone)",
@@ -249,22 +247,10 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
     }
     array->defects_[it->second] = ranges;
   }
-  // A bucket range a failed write left undefined stays a defect: with the parity recomputed
-  // from the buckets, it reads as an error rather than as what the failure left there.
-  for (const auto& [disk, ranges] : salvaged) {
-    auto it = position_of.find(disk);
-    if (it == position_of.end() || g.role(it->second) != DiskRole::kData) continue;  // all parity is, below
-    Status added;
-    ranges.ForEach([&](ByteRange r) {
-      if (added.ok()) added = array->AddDefect(it->second, r);
-    });
-    CAIRN_RETURN_IF_ERROR(added);
-  }
   ByteRange whole{o.data_start, o.data_end - o.data_start};
   for (uint32_t p = 0; p < g.disk_count(); p++) {
     bool parity = g.role(p) != DiskRole::kData;
-    // (What a damaged journal said of a replaced disk may end before its replacement did.)
-    bool replaced = array->members_[p].replaced && (rederive || !array->defects_.contains(p));
+    bool replaced = array->members_[p].replaced && !array->defects_.contains(p);
     if ((rederive && parity) || replaced) CAIRN_RETURN_IF_ERROR(array->AddDefect(p, whole));
   }
   CAIRN_RETURN_IF_ERROR(array->Recover(replayed));

@@ -207,17 +207,6 @@ Result<PromiseJournal::State> PromiseJournal::Inspect(const std::string& path, c
   return journal.state_;
 }
 
-std::map<uint32_t, RangeSet> PromiseJournal::SalvageDefects(const std::string& path, const std::string& identity) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return {};
-  PromiseJournal journal(path, identity, fd);
-  std::lock_guard lock(journal.mutex_);
-  // The replay of a damaged journal stops at the damage, with the state of the records before
-  // it (none of another group's: its header is refused first).
-  Status replayed = journal.Replay(true);
-  return replayed.ok() || replayed.IsCorruption() ? journal.state_.defects : std::map<uint32_t, RangeSet>{};
-}
-
 PromiseJournal::~PromiseJournal() { ::close(fd_); }
 
 Status PromiseJournal::Replay(bool read_only) {

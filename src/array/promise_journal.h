@@ -70,9 +70,6 @@ class PromiseJournal {
   // What the journal at `path` holds, read without changing it (a daemon may be using it):
   // a torn last record is left out, not cut.
   static Result<State> Inspect(const std::string& path, const std::string& identity);
-  // The defect ranges of a damaged journal at `path` recorded before the damage (none when
-  // it cannot be read or belongs to another group): ranges known to be undefined stay so.
-  static std::map<uint32_t, RangeSet> SalvageDefects(const std::string& path, const std::string& identity);
   ~PromiseJournal();
   PromiseJournal(const PromiseJournal&) = delete;
   PromiseJournal& operator=(const PromiseJournal&) = delete;

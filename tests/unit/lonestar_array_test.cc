@@ -505,34 +505,6 @@ TEST_CASE("LoneStarArray: a lost journal means all parity is re-derived, never t
   CHECK(set_aside == damaged);
 }
 
-TEST_CASE("LoneStarArray: a damaged journal keeps the bucket ranges it recorded as undefined before the damage",
-          "[array]") {
-  Group g(ArrayWriteMode::kSerialized);
-  g.FillBuckets(64 << 10, 41);
-  const uint32_t bucket = g.geometry.data_disks()[2];
-  const uint64_t offset = kDataStart + 8192;
-  g.fail_next_write[bucket] = true;  // lands, then reports EIO: the range is a defect, its parity knows it
-  CHECK_FALSE(g.array->Write(bucket, offset, test::RandomBytes(5000, 42)).ok());
-  const RangeSet undefined = g.array->defects().at(bucket);
-  g.WriteRandom(6, 43);  // more records after it, in other buckets
-  g.array.reset();
-  std::string journal = g.tmp / "cold.journal";
-  test::Damage(journal, std::filesystem::file_size(journal) - 200);  // a record after the defect's
-  g.Open();
-  // All parity is recomputed from the buckets; the undefined range is not one of them.
-  auto defects = g.array->defects();
-  REQUIRE(defects.contains(bucket));
-  undefined.ForEach([&](ByteRange r) { CHECK(defects.at(bucket).Overlaps(r)); });
-  std::vector<uint8_t> got(5000);
-  CHECK_FALSE(g.array->Read(bucket, offset, got).ok());  // an error, not what the failed write left
-  for (const auto& [p, bytes] : g.expected) {  // the others read back
-    if (p == bucket) continue;
-    std::vector<uint8_t> all(bytes.size());
-    REQUIRE(g.array->Read(p, kDataStart, all).ok());
-    CHECK(all == bytes);
-  }
-}
-
 TEST_CASE("LoneStarArray: a delta damaged in the journal is never applied: its parity is recomputed", "[array]") {
   Group g(ArrayWriteMode::kDelayed);
   uint32_t bucket = g.geometry.data_disks()[1];
