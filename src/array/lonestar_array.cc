@@ -304,10 +304,11 @@ Status LoneStarArray::Recover(const PromiseJournal::State& state) {
     ByteRange r = pending.range();
     bool keep = false;
     if (!promise.finished[kDataRole]) {
-      // Direct: all four were being written, d stays and the parity follows it; unless its data
-      // write failed, which marks the parity, untouched, finished (Write).
-      bool data_failed = std::any_of(promise.finished.begin() + 1, promise.finished.end(), [](bool f) { return f; });
-      if (promise.mode == ArrayWriteMode::kDirect && !data_failed) {
+      // Direct: all four were being written, d stays and the parity follows it; unless a data
+      // write over its range failed, which marks its parity durable (MarkParityDurable).
+      bool parity_durable =
+          std::any_of(promise.finished.begin() + 1, promise.finished.end(), [](bool f) { return f; });
+      if (promise.mode == ArrayWriteMode::kDirect && !parity_durable) {
         for (size_t role = 1; role < kPromiseRoles; role++) undefined.emplace_back(pending.positions[role], r);
       } else {  // no parity was touched yet: d goes back to what its parity says (below)
         rolled_back.push_back(pending);
@@ -707,13 +708,15 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
     if (st.ok()) st = kept;
   }
   if (!st.ok()) {  // the range is undefined now: its parity knows what it held
-    // Direct: its parity, which follows a data write that succeeded, was not touched; said so
-    // first, or a crash before the promise is done would recompute it from this range.
-    Status untouched;
-    for (size_t role = 1; role < kPromiseRoles && options_.mode == ArrayWriteMode::kDirect && untouched.ok(); role++) {
-      untouched = journal_->Mark(std::vector<uint64_t>{promise->txn}, static_cast<PromiseRole>(role), true);
+    if (options_.mode == ArrayWriteMode::kDirect) {
+      if (Status durable = MarkParityDurable(position, r, promise->txn); !durable.ok()) {
+        halted_ = true;
+        LogError("lonestar group {} stops: disk {} bytes {}..{} are undefined ({}), and the journal cannot record "
+                 "that their parity is not: {}; a remount repairs them",
+                 options_.name, members_[position].disk, r.offset, r.end(), st.message(), durable.message());
+        return st;
+      }
     }
-    if (!untouched.ok()) LogError("lonestar group {}: {}", options_.name, untouched.message());
     if (!MarkUndefined(position, r, st).ok()) return st;
     if (Crash("data-undefined")) return Halted();
     if (Status done = journal_->Done(std::vector<uint64_t>{promise->txn}); !done.ok()) {
@@ -759,6 +762,27 @@ Status LoneStarArray::Write(uint32_t position, uint64_t offset, BytePieces data)
   }
   if (Crash("parity")) return Halted();
   return unmarked;
+}
+
+Status LoneStarArray::MarkParityDurable(uint32_t position, const ByteRange& r, uint64_t txn) {
+  // This promise's parity follows a data write that succeeded: it was not touched. Those of
+  // the promises before it over these units were written in their Write (the units were
+  // theirs then) and are synced now.
+  std::vector<uint64_t> txns{txn};
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [t, p] : pending_) {
+      if (p.positions[kDataRole] == position && Intersect(p.range(), r)) txns.push_back(t);
+    }
+  }
+  const std::array<uint32_t, kPromiseRoles> positions = options_.geometry.WriteSet(position);
+  for (size_t role = 1; role < kPromiseRoles && txns.size() > 1; role++) {
+    CAIRN_RETURN_IF_ERROR(SyncMember(positions[role]));
+  }
+  for (size_t role = 1; role < kPromiseRoles; role++) {
+    CAIRN_RETURN_IF_ERROR(journal_->Mark(txns, static_cast<PromiseRole>(role), true));
+  }
+  return Status::OK();
 }
 
 Status LoneStarArray::ApplyDelta(uint32_t position, const ByteRange& r, std::span<const uint8_t> delta) {

@@ -247,6 +247,10 @@ class LoneStarArray {
   Status PutBack(uint32_t position, const ByteRange& r, const ParityBuffer& bytes, const DefectWatch& since);
   // Rebuilds range `r` of member `position` from the groups and puts it back. REQUIRES: as PutBack.
   Status RecoverInPlace(uint32_t position, const ByteRange& r);
+  // Direct mode, a data write of promise `txn` to range `r` of bucket `position` failed:
+  // records that the parity there holds no half-applied delta (syncing what the open promises
+  // over it wrote), so that recovery rebuilds the range from it. REQUIRES: the units locked.
+  Status MarkParityDurable(uint32_t position, const ByteRange& r, uint64_t txn);
   // Rebuilds range `r` of every erased member that is there, a slice at a time, syncs them and
   // removes their defects there (those added since `since` began stay).
   Status RebuildRange(const ByteRange& r, const DefectWatch& since);
