@@ -333,11 +333,12 @@ uint64_t PromiseJournal::file_bytes() const {
 }
 
 Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, BytePieces tail) {
+  // A rewrite of the journal leaves behind what a failed append could not cut off.
+  if (!unusable_.ok() && !CompactLocked().ok()) return unusable_;
   if (name_unsynced_) {  // what goes into the compacted file counts only once its name is durable
     CAIRN_RETURN_IF_ERROR(SyncDirectoryOf(path_));
     name_unsynced_ = false;
   }
-  CAIRN_RETURN_IF_ERROR(unusable_);
   std::vector<uint8_t> bytes;
   for (const auto& r : records) bytes.insert(bytes.end(), r.begin(), r.end());
   Status st = WriteAll(fd_, size_, bytes, path_);
@@ -355,9 +356,9 @@ Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, 
   }
   // What landed of it must be read neither as records at the next open nor after a shorter
   // next append: it goes, or the journal takes no more.
-  if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+  if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0 || ::fdatasync(fd_) != 0) {
     unusable_ = Status::IOError(fmt::format("{}; and cutting the failed append off failed too: {}: the journal takes "
-                                            "no more records", st.message(), std::strerror(errno)));
+                                            "no more records until it is rewritten", st.message(), std::strerror(errno)));
     return unusable_;
   }
   return st;
