@@ -44,8 +44,9 @@ Status KeyCheck::Check(Archive& archive, uint64_t ino, std::vector<std::string> 
 Status KeyCheck::Authorize(uint64_t ino, const std::vector<std::string>& keys, const std::string& operation) {
   if (keys.empty()) return Status::OK();  // a keystore that cannot be read matters no more
   if (!keystore_.ok() && !keystore_.status().IsNotFound()) return keystore_.status();
+  if (!gids_) gids_ = caller_.groups();
   for (const std::string& key : keys) {
-    Status allowed = keys_.Authorize(keystore_.ok() ? keystore_->get() : nullptr, key, uid_, gids_);
+    Status allowed = keys_.Authorize(keystore_.ok() ? keystore_->get() : nullptr, key, caller_.uid, *gids_);
     if (!allowed.ok()) {
       LogWarning("{} on inode {} refused: {}", operation, ino, allowed.message());
       return allowed;

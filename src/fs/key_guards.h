@@ -29,7 +29,8 @@ Result<std::vector<std::string>> KeysGuarding(Archive& archive, uint64_t ino);
 Result<std::string> PolicyKeyOf(Archive& archive, uint64_t ino);
 
 // The caller of a change that can alter which keys guard an inode, and the keystore as it
-// was when they asked: made before the catalog lock (it reads a file, and groups from /proc).
+// was when they asked: made before the catalog lock (it may read the keystore). The caller's
+// groups are read (from /proc, which waits for no disk) only when a key is to be authorized.
 class KeyCheck {
  public:
   // The check `caller` needs: none for root, who may use every key.
@@ -44,12 +45,11 @@ class KeyCheck {
   Status Authorize(uint64_t ino, const std::vector<std::string>& keys, const std::string& operation);
 
  private:
-  KeyCheck(FileKeys& keys, const Caller& caller)
-      : keys_(keys), uid_(caller.uid), gids_(caller.groups()), keystore_(keys.CurrentKeystore()) {}
+  KeyCheck(FileKeys& keys, const Caller& caller) : keys_(keys), caller_(caller), keystore_(keys.CurrentKeystore()) {}
 
   FileKeys& keys_;
-  uid_t uid_;
-  std::vector<gid_t> gids_;
+  const Caller caller_;
+  std::optional<std::vector<gid_t>> gids_;  // the caller's, once read
   Result<std::shared_ptr<const Keystore>> keystore_;
 };
 
