@@ -293,6 +293,9 @@ Result<ArchiveOptions> ParseConfig(const std::string& text, const std::string& w
       st = SetGroupField(o, key, value);
     } else if (key == "failed_disks" || key == "rebuild_disks") {
       auto& set = key == "failed_disks" ? o.failed_disks : o.rebuild_disks;
+      if (value.empty() || value.back() == ',') {
+        return Status::InvalidArgument(fmt::format("{}:{}: {} needs disk numbers, as 1,4", where, line_no, key));
+      }
       std::istringstream list(value);
       for (std::string item; std::getline(list, item, ',');) {
         auto index = ParseCount(key, Trim(item));
@@ -329,6 +332,7 @@ Result<ArchiveOptions> LoadConfig(const std::string& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
+  if (in.bad()) return Status::IOError(fmt::format("cannot read {}: a read failed part way", path));
   auto options = ParseConfig(text.str(), path);
   // Whoever may edit the file must not aim our key commands (as root: at another archive's
   // keystore, or any file) by it.

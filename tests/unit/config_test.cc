@@ -66,6 +66,8 @@ TEST_CASE("Config: errors name the file, the line and the problem") {
   check(head + "log_max_size = 1K\n", "cairn.conf:3: log_max_size = \"1K\" is out of range (65536..18446744073709551615 bytes)");
   check(head + "just words\n", "cairn.conf:3: expected 'key = value'");
   check(head + "disk.5 = x\n", "expected disk.1 next");
+  check(head + "failed_disks =\n", "cairn.conf:3: failed_disks needs disk numbers");
+  check(head + "rebuild_disks = 0,\n", "cairn.conf:3: rebuild_disks needs disk numbers");
   check("disk.0 = d\n", "archive_id missing");
   check(std::string("archive_id = ") + kId + "\n", "no disk.0");
 }
