@@ -40,7 +40,8 @@ Status RefuseNonEmpty(Catalog& catalog, uint64_t dir, const std::string& name) {
 // use every key (`check` null: root) is not checked.
 class GuardedNames {
  public:
-  GuardedNames(Archive& archive, KeyCheck* check) : archive_(archive), check_(check) {}
+  GuardedNames(Archive& archive, const FileState& state, KeyCheck* check)
+      : archive_(archive), state_(state), check_(check) {}
 
   // Notes the keys of `ino` before the change. REQUIRES: catalog mutex, open transaction.
   Status Before(uint64_t ino) {
@@ -53,12 +54,15 @@ class GuardedNames {
     return Status::OK();
   }
   // After the change: EACCES (the transaction takes the change back) where it is refused. An
-  // inode left without a name is not checked: no policy reaches it any more. REQUIRES: as Before.
+  // inode left without a name is checked only while open: until it is closed, its data may
+  // still be persisted, under its own attributes alone. REQUIRES: as Before.
   Status After(const std::string& operation) {
     for (Noted& noted : before_) {
       auto inode = archive_.catalog().GetInode(noted.ino);
       if (!inode.ok()) return inode.status();
-      if (inode->nlink == 0) continue;
+      auto live = state_.live.find(noted.ino);
+      bool open = live != state_.live.end() && live->second.nopen > 0;
+      if (inode->nlink == 0 && !open) continue;
       auto policy_key = PolicyKeyOf(archive_, noted.ino);
       if (!policy_key.ok()) return policy_key.status();
       if (*policy_key == noted.policy_key) continue;
@@ -74,6 +78,7 @@ class GuardedNames {
     std::string policy_key;             // PolicyKeyOf
   };
   Archive& archive_;
+  const FileState& state_;
   KeyCheck* const check_;
   std::vector<Noted> before_;
 };
@@ -246,7 +251,7 @@ Result<InodeRecord> Namespace::Link(uint64_t ino, uint64_t new_parent, const std
     auto dir = GetDir(catalog, new_parent);
     if (!dir.ok()) return dir.status();
     CAIRN_RETURN_IF_ERROR(RefuseExisting(catalog, new_parent, new_name));
-    GuardedNames guarded(archive_, keys);
+    GuardedNames guarded(archive_, state_, keys);
     CAIRN_RETURN_IF_ERROR(guarded.Before(ino));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.InsertEntry(new_parent, new_name, ino));
@@ -283,7 +288,7 @@ Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool dire
     if (!inode.ok()) return inode.status();
     if (IsDir(*inode) != directory) return Status::Posix(directory ? ENOTDIR : EISDIR, name);
     if (directory) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, *ino, name));
-    GuardedNames guarded(archive_, keys);
+    GuardedNames guarded(archive_, state_, keys);
     CAIRN_RETURN_IF_ERROR(guarded.Before(*ino));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
@@ -335,7 +340,7 @@ Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_
     auto loop = moves_into_itself(*src, new_parent);
     if (!loop.ok()) return loop.status();
     if (*loop) return Status::Posix(EINVAL, "cannot move a directory into itself");
-    GuardedNames guarded(archive_, keys);
+    GuardedNames guarded(archive_, state_, keys);
     CAIRN_RETURN_IF_ERROR(guarded.Before(src->ino));
     if (dst) CAIRN_RETURN_IF_ERROR(guarded.Before(dst->ino));  // moved too, or one name fewer
     int64_t now = NowNs();

@@ -278,6 +278,13 @@ TEST_CASE("KeyGrants: a rename, link or unlink that would leave a file under oth
   REQUIRE(a.fs->Rename(sealed, "p2", also_sealed, "p", 0, other).ok());
   REQUIRE(a.fs->Link(staged, also_sealed, "s-too", other).ok());
   REQUIRE(a.fs->Unlink(also_sealed, "s-too", other).ok());
+  // Unlinked while open, a file's data may still be persisted, under its own attributes alone.
+  auto held = a.fs->Open(staged, O_RDONLY, granted);
+  REQUIRE(held.ok());
+  REQUIRE(a.fs->Link(staged, sealed, "s-open", Caller{}).ok());
+  REQUIRE(a.fs->Unlink(sealed, "s-open", other).ok());  // another name still gives it its policy
+  CheckRefused(a.fs->Unlink(sealed, "s", other), "k1", kOther);
+  a.fs->Release(*held);
   // A granted user may move it out; root may too.
   REQUIRE(a.fs->Rename(also_sealed, "p", open_dir, "p", 0, granted).ok());
   REQUIRE(a.fs->Rename(sealed, "s", open_dir, "s", 0, Caller{}).ok());
