@@ -30,14 +30,23 @@ Status CheckRaidFitsGroup(std::string_view raid, const ArchiveOptions& options, 
   std::string whose = options.groups.empty() ? "this archive"
                       : first                ? fmt::format("group {} (where new data goes)", group.name)
                                              : fmt::format("group {}", group.name);
-  if (type == GroupType::kLoneStar) {  // copies go to buckets in distinct columns and parity groups
+  if (type == GroupType::kLoneStar) {  // copies go to buckets in distinct columns, parity groups and domains
     auto geometry = GridGeometry::Parse(group.geometry);
     if (!geometry.ok()) return geometry.status();
     size_t most = std::min(geometry->columns(), geometry->hpg_count());
-    if (redundancy->chunk_count() <= most) return Status::OK();
-    return Status::InvalidArgument(fmt::format("raid={} puts {} copies on buckets in distinct columns and parity "
-                                               "groups; lonestar {} ({}) has room for {}",
-                                               raid, redundancy->chunk_count(), whose, group.geometry, most));
+    std::set<std::string> domains;  // of its buckets (the group's disks are in grid order)
+    for (uint32_t p = 0; p < group.disks.size() && p < geometry->disk_count(); p++) {
+      if (geometry->role(p) == DiskRole::kData) domains.insert(DomainOf(options, group.disks[p]));
+    }
+    if (redundancy->chunk_count() <= std::min(most, domains.size())) return Status::OK();
+    if (redundancy->chunk_count() > most) {
+      return Status::InvalidArgument(fmt::format("raid={} puts {} copies on buckets in distinct columns and parity "
+                                                 "groups; lonestar {} ({}) has room for {}",
+                                                 raid, redundancy->chunk_count(), whose, group.geometry, most));
+    }
+    return Status::InvalidArgument(fmt::format("raid={} puts {} copies on buckets in distinct failure domains; the "
+                                               "buckets of lonestar {} are in {} domains",
+                                               raid, redundancy->chunk_count(), whose, domains.size()));
   }
   size_t disks = group.disks.size();
   std::set<std::string> domains;

@@ -136,4 +136,11 @@ TEST_CASE("CheckRulesFit: a raid= beside a placement= must fit the group it name
   CHECK(check("default\n  set raid=mirror-5 placement=group=cold\n").message() ==
         "rules:1: default: raid=mirror-5 puts 5 copies on buckets in distinct columns and parity groups; lonestar "
         "group cold (4x4:2+1) has room for 4");
+  // Its buckets (grid positions 0, 1, 3, 4, 6, 7, 9, 10: disks 2, 3, 5, 6, 8, 9, 11, 12) on two shelves.
+  for (uint32_t d : {2, 3, 5, 6}) options.disk_domains[d] = "shelf-a";
+  for (uint32_t d : {8, 9, 11, 12}) options.disk_domains[d] = "shelf-b";
+  CHECK(check("default\n  set raid=mirror-2 placement=group=cold\n").ok());
+  CHECK(check("default\n  set raid=mirror-3 placement=group=cold\n").message() ==
+        "rules:1: default: raid=mirror-3 puts 3 copies on buckets in distinct failure domains; the buckets of lonestar "
+        "group cold are in 2 domains");
 }
