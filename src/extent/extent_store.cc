@@ -163,11 +163,13 @@ void ExtentStore::ReleaseUncommittedChunk(const ChunkPlacement& chunk) {
 
 Result<ChunkPlacement> ExtentStore::ReserveRelocation(const ExtentRecord& extent, size_t index) {
   const ChunkPlacement& from = extent.chunks[index];
-  std::set<std::string> used;  // failure domains of the other chunks
+  PlacementRequest request{1};  // away from the other chunks
   for (size_t i = 0; i < extent.chunks.size(); i++) {
-    if (i != index) used.insert(domain_of_disk_[extent.chunks[i].disk]);
+    if (i == index) continue;
+    request.avoid_domains.insert(domain_of_disk_[extent.chunks[i].disk]);
+    request.beside_disks.insert(extent.chunks[i].disk);
   }
-  auto reserved = group_of(from.disk).Reserve(PlacementRequest{1, used}, extent.redundancy.ChunkLength(extent.payload_length),
+  auto reserved = group_of(from.disk).Reserve(request, extent.redundancy.ChunkLength(extent.payload_length),
                                               extent.redundancy.idr_scramble,
                                               [this](uint32_t disk) { return InService(disk); });
   if (!reserved.ok()) {

@@ -45,7 +45,13 @@ std::vector<size_t> LoneStarPlacer::Place(const PlacementRequest& request,
     if (px != py) return px;
     return candidates[x].free_bytes > candidates[y].free_bytes;
   });
-  std::set<uint32_t> columns, hpgs;
+  std::set<uint32_t> columns, hpgs;  // of the copies there are and those chosen
+  for (uint32_t disk : request.beside_disks) {
+    auto at = position_of_.find(disk);
+    if (at == position_of_.end() || !geometry_.hpg(at->second)) continue;  // not a bucket of this group
+    columns.insert(geometry_.column(at->second));
+    hpgs.insert(*geometry_.hpg(at->second));
+  }
   std::set<std::string> domains = request.avoid_domains;  // and those of the copies chosen
   std::vector<size_t> chosen;
   for (size_t i : order) {

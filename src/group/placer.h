@@ -34,6 +34,9 @@ struct PlacementRequest {
   // Extents with the same affinity (the inode of the file they hold; 0: none) belong
   // together: a placer that keeps data together puts them on the same disks while it can.
   uint64_t affinity = 0;
+  // The disks those chunks are on: a placer that keeps copies apart in other ways too keeps
+  // the new one apart from them the same way.
+  std::set<uint32_t> beside_disks;
 };
 
 class Placer {

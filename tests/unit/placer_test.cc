@@ -84,4 +84,11 @@ TEST_CASE("LoneStarPlacer: mirror copies on buckets of distinct columns, parity 
   CHECK(place({2, {}}) == std::vector<size_t>{0, 2});
   CHECK(place({3, {}}) == std::vector<size_t>{0, 2, 3});
   CHECK(place({1, {"shelf-a"}}) == std::vector<size_t>{4});
+  // A copy moved away from bucket 6 (column 2, hPG 2): not to bucket 9's column nor 7's hPG.
+  PlacementRequest moved{1, {"shelf-a"}};
+  moved.beside_disks = {6};
+  buckets = {{"shelf-b", 100, 10}, {"shelf-c", 90, 7}, {"shelf-d", 10, 3}};
+  CHECK(geometry->column(10) == geometry->column(6));
+  CHECK(geometry->hpg(7) == geometry->hpg(6));
+  CHECK(place(moved) == std::vector<size_t>{2});
 }
