@@ -1,8 +1,10 @@
 // Journal file: a sequence of records, each
 //   masked crc32c (u32) | payload length (u32) | type (u8) | payload
 // with the CRC over type and payload, little-endian (util/coding.h). The first record is the
-// header: identity length (u16), identity, the next txn (u64). Records are only appended,
-// each followed by fdatasync; compaction writes a new file and renames it over the old one.
+// header: identity length (u16), identity, the next txn (u64), the framing (u8, 2: every append
+// ends with an end record giving its first byte; absent in journals of cairn up to commit ff9fb0b,
+// where each record stands alone). Records are only appended, each append followed by
+// fdatasync; compaction writes a new file and renames it over the old one.
 // Layout documented in man/cairn-format.5 ("Lonestar journal").
 #include "array/promise_journal.h"
 
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -23,7 +26,10 @@
 namespace cairn {
 namespace {
 
-enum RecordType : uint8_t { kHeader = 1, kBegin = 2, kMark = 3, kDelta = 4, kDone = 5, kDefect = 6, kHighWater = 7 };
+enum RecordType : uint8_t {
+  kHeader = 1, kBegin = 2, kMark = 3, kDelta = 4, kDone = 5, kDefect = 6, kHighWater = 7, kEnd = 8
+};
+constexpr uint8_t kFramed = 2;  // the header's framing: appends end with an end record
 constexpr size_t kRecordHead = 9;                    // crc, length, type
 constexpr uint32_t kMaxRecord = (1u << 30) + 4096;  // a delta of the largest chunk, and some
 
@@ -36,6 +42,7 @@ constexpr uint32_t FixedPayload(uint8_t type) {
     case kDone: return 8;                                    // txn
     case kDefect: return 4 + 8 + 8 + 1;                      // disk, offset, length, added
     case kHighWater: return 4 + 8;                           // disk, end
+    case kEnd: return 8;                                     // the append's first byte
     default: return 0;
   }
 }
@@ -106,19 +113,44 @@ std::vector<uint8_t> HighWaterRecord(uint32_t disk, uint64_t end) {
   return EncodeRecord(kHighWater, w.bytes());
 }
 
+std::vector<uint8_t> EndRecord(uint64_t append_start) {
+  Writer w;
+  w.U64(append_start);
+  return EncodeRecord(kEnd, w.bytes());
+}
+
 std::vector<uint8_t> HeaderPayload(const std::string& identity, uint64_t next_txn) {
   Writer w;
   w.U16(static_cast<uint16_t>(identity.size()))
       .Bytes({reinterpret_cast<const uint8_t*>(identity.data()), identity.size()})
-      .U64(next_txn);
+      .U64(next_txn)
+      .U8(kFramed);
   return {w.bytes().begin(), w.bytes().end()};
 }
 
-// Where the first intact record of a fixed-length type (its CRC checks) starts in the file past
-// `from`, if one does: a record at `from` that seems cut short by a crash (its length runs past
-// the end) is then a damaged length field instead, since nothing was appended after a torn
-// append. (Bytes of a torn delta could look like a record too; that errs on the safe side.)
-Result<std::optional<uint64_t>> IntactRecordAfter(int fd, uint64_t from, uint64_t file_size, const std::string& path) {
+// Reads the record at `at` into `body` (its type, then its payload): false when it is broken,
+// that is when its length runs past the end of the file or its CRC fails.
+Result<bool> ReadRecord(int fd, uint64_t at, uint64_t file_size, const std::string& path, std::vector<uint8_t>* body) {
+  uint8_t head[kRecordHead];
+  if (file_size - at < kRecordHead) return false;
+  if (::pread(fd, head, kRecordHead, static_cast<off_t>(at)) != static_cast<ssize_t>(kRecordHead)) {
+    return Status::FromErrno(fmt::format("lonestar journal {}: read", path), errno);
+  }
+  uint32_t length = GetFixed32(&head[4]);
+  if (length > kMaxRecord || file_size - at - kRecordHead < length) return false;
+  body->resize(length + 1);
+  (*body)[0] = head[8];
+  if (::pread(fd, body->data() + 1, length, static_cast<off_t>(at + kRecordHead)) != static_cast<ssize_t>(length)) {
+    return Status::FromErrno(fmt::format("lonestar journal {}: read", path), errno);
+  }
+  return MaskCrc(Crc32c(*body)) == GetFixed32(&head[0]);
+}
+
+// Where the first record past `from` starts that is intact (its CRC checks), of a type of fixed
+// length, and that `wanted` takes (given where it starts, its type and its payload), if one does.
+Result<std::optional<uint64_t>> IntactRecordAfter(
+    int fd, uint64_t from, uint64_t file_size, const std::string& path,
+    const std::function<Result<bool>(uint64_t, uint8_t, std::span<const uint8_t>)>& wanted) {
   constexpr size_t kWindow = 1 << 20;
   constexpr size_t kLongest = kRecordHead + FixedPayload(kBegin);  // a record may start in one window, end in the next
   std::vector<uint8_t> window(kWindow + kLongest);
@@ -128,14 +160,28 @@ Result<std::optional<uint64_t>> IntactRecordAfter(int fd, uint64_t from, uint64_
       return Status::FromErrno(fmt::format("lonestar journal {}: read", path), errno);
     }
     for (size_t i = 0; i + kRecordHead <= n && i < kWindow; i++) {
-      uint32_t length = FixedPayload(window[i + 8]);
+      uint8_t type = window[i + 8];
+      uint32_t length = FixedPayload(type);
       if (length == 0 || GetFixed32(&window[i + 4]) != length || i + kRecordHead + length > n) continue;
-      if (MaskCrc(Crc32c(std::span(window).subspan(i + 8, 1 + length))) == GetFixed32(&window[i])) {
-        return std::optional<uint64_t>(start + i);
-      }
+      if (MaskCrc(Crc32c(std::span(window).subspan(i + 8, 1 + length))) != GetFixed32(&window[i])) continue;
+      auto take = wanted(start + i, type, std::span(window).subspan(i + kRecordHead, length));
+      if (!take.ok()) return take.status();
+      if (*take) return std::optional<uint64_t>(start + i);
     }
   }
   return std::optional<uint64_t>();
+}
+
+// Whether the records from `start` to the end record at `end` are all intact, and end there.
+Result<bool> WholeAppend(int fd, uint64_t start, uint64_t end, uint64_t file_size, const std::string& path) {
+  std::vector<uint8_t> body;
+  uint64_t at = start;
+  while (at < end) {
+    auto intact = ReadRecord(fd, at, file_size, path, &body);
+    if (!intact.ok() || !*intact) return intact;
+    at += kRecordHead + (body.size() - 1);
+  }
+  return at == end;
 }
 
 // Writes a new journal file at `path` holding `records`, synced, with its directory.
@@ -148,6 +194,8 @@ Result<int> WriteFresh(const std::string& path, const std::vector<std::vector<ui
     if (st.ok()) st = WriteAll(fd, at, r, path);
     at += r.size();
   }
+  if (st.ok()) st = WriteAll(fd, at, EndRecord(0), path);
+  at += kRecordHead + FixedPayload(kEnd);
   if (st.ok() && ::fdatasync(fd) != 0) st = Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path), errno);
   if (!st.ok()) {
     ::close(fd);
@@ -194,6 +242,12 @@ Result<std::unique_ptr<PromiseJournal>> PromiseJournal::Open(const std::string& 
   std::unique_ptr<PromiseJournal> journal(new PromiseJournal(path, identity, fd));
   std::lock_guard lock(journal->mutex_);
   CAIRN_RETURN_IF_ERROR(journal->Replay(false));
+  if (!journal->framed_) {  // written by an older cairn: rewritten framed, or else appended to as it is
+    if (Status st = journal->CompactLocked(); !st.ok()) {
+      LogError("lonestar journal {}: cannot rewrite it with framed appends (each record stays an append of its "
+               "own): {}", path, st.message());
+    }
+  }
   return journal;
 }
 
@@ -212,113 +266,158 @@ PromiseJournal::~PromiseJournal() { ::close(fd_); }
 Status PromiseJournal::Replay(bool read_only) {
   struct stat st;
   if (::fstat(fd_, &st) != 0) return Status::FromErrno(fmt::format("lonestar journal {}: stat", path_), errno);
-  uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  auto damaged = [&](uint64_t at, const std::string& why) {
-    return Status::Corruption(fmt::format("lonestar journal {}: record at byte {}: {}", path_, at, why));
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  // The records of the append being read, applied once its end record is (a framed journal).
+  struct Pending {
+    uint64_t at;
+    uint32_t length;
+    std::vector<uint8_t> body;  // a delta's: its type and txn only
   };
-  uint64_t at = 0;
-  std::vector<uint8_t> head(kRecordHead);
-  std::vector<uint8_t> body;
+  std::vector<Pending> pending;
   bool header_seen = false;
+  uint64_t at = 0;
+  uint64_t append_start = 0;  // where the append `at` is part of begins
+  std::vector<uint8_t> body;
   while (at < file_size) {
-    bool torn = file_size - at < kRecordHead;
-    uint32_t length = 0;
-    if (!torn) {
-      if (::pread(fd_, head.data(), kRecordHead, static_cast<off_t>(at)) != static_cast<ssize_t>(kRecordHead)) {
-        return Status::FromErrno(fmt::format("lonestar journal {}: read", path_), errno);
-      }
-      length = GetFixed32(&head[4]);
-      torn = length > kMaxRecord || file_size - at - kRecordHead < length;
-    }
-    if (!torn) {
-      body.resize(length + 1);
-      body[0] = head[8];
-      if (::pread(fd_, body.data() + 1, length, static_cast<off_t>(at + kRecordHead)) != static_cast<ssize_t>(length)) {
-        return Status::FromErrno(fmt::format("lonestar journal {}: read", path_), errno);
-      }
-      torn = MaskCrc(Crc32c(body)) != GetFixed32(&head[0]);
-      if (torn && at + kRecordHead + length < file_size) return damaged(at, "checksum mismatch");
-    }
-    if (torn) {  // the end of an append a crash cut short: it never returned, so nothing relies on it
-      if (!header_seen) return damaged(at, "no journal header");
-      auto intact = IntactRecordAfter(fd_, at, file_size, path_);
-      if (!intact.ok()) return intact.status();
-      if (*intact) return damaged(at, fmt::format("its length is damaged (an intact record follows at byte {})", **intact));
-      if (read_only) break;
-      if (::ftruncate(fd_, static_cast<off_t>(at)) != 0 || ::fdatasync(fd_) != 0) {
-        return Status::FromErrno(fmt::format("lonestar journal {}: cut a torn record", path_), errno);
-      }
-      break;
-    }
-    uint8_t type = body[0];
-    Reader r(std::span<const uint8_t>(body).subspan(1));
+    auto intact = ReadRecord(fd_, at, file_size, path_, &body);
+    if (!intact.ok()) return intact.status();
+    if (!*intact) return CutTornAppend(at, append_start, file_size, header_seen, read_only);
+    const uint8_t type = body[0];
+    const auto length = static_cast<uint32_t>(body.size() - 1);
     if (!header_seen) {
-      if (type != kHeader || length < 2) return damaged(at, "not a lonestar journal");
-      uint16_t n = GetFixed16(&body[1]);
-      if (3u + n > body.size()) return damaged(at, "short header");
-      std::string identity(body.begin() + 3, body.begin() + 3 + n);
-      if (identity != identity_) {
-        return Status::Corruption(fmt::format("lonestar journal {} belongs to {:?}, not {:?}", path_, identity, identity_));
-      }
-      Reader txn(std::span<const uint8_t>(body).subspan(3 + n));
-      if (!txn.U64(&next_txn_)) return damaged(at, "short header");
+      CAIRN_RETURN_IF_ERROR(ReplayHeader(at, body));
       header_seen = true;
-    } else if (type == kBegin) {
-      Promise p;
-      uint8_t mode = 0;
-      bool ok = r.U64(&p.txn) && r.U8(&mode);
-      for (uint32_t& d : p.disks) ok = ok && r.U32(&d);
-      ok = ok && r.U64(&p.offset) && r.U64(&p.length) && r.done() && mode >= 1 && mode <= 3;
-      if (!ok) return damaged(at, "bad promise");
-      p.mode = static_cast<ArrayWriteMode>(mode);
-      next_txn_ = std::max(next_txn_, p.txn + 1);
-      state_.open[p.txn] = p;
-    } else if (type == kMark) {
-      uint64_t txn = 0;
-      uint8_t role = 0, finished = 0;
-      if (!r.U64(&txn) || !r.U8(&role) || !r.U8(&finished) || !r.done() || role >= kPromiseRoles) {
-        return damaged(at, "bad mark");
-      }
-      auto it = state_.open.find(txn);
-      if (it == state_.open.end()) return damaged(at, fmt::format("mark of unknown promise {}", txn));
-      (finished ? it->second.finished : it->second.started)[role] = true;
-    } else if (type == kDelta) {
-      uint64_t txn = 0;
-      auto it = r.U64(&txn) ? state_.open.find(txn) : state_.open.end();
-      if (it == state_.open.end() || r.Rest().size() != it->second.length) return damaged(at, "bad delta");
-      it->second.has_delta = true;
-      delta_at_[txn] = at;
-    } else if (type == kDone) {
-      uint64_t txn = 0;
-      if (!r.U64(&txn) || !r.done()) return damaged(at, "bad done");
-      state_.open.erase(txn);
-      delta_at_.erase(txn);
-    } else if (type == kDefect) {
-      uint32_t disk = 0;
-      ByteRange range;
-      uint8_t add = 0;
-      if (!r.U32(&disk) || !r.U64(&range.offset) || !r.U64(&range.length) || !r.U8(&add) || !r.done()) {
-        return damaged(at, "bad defect range");
-      }
-      if (add) {
-        state_.defects[disk].Add(range);
-      } else {
-        state_.defects[disk].Remove(range);
-        if (state_.defects[disk].empty()) state_.defects.erase(disk);
-      }
-    } else if (type == kHighWater) {
-      uint32_t disk = 0;
-      uint64_t end = 0;
-      if (!r.U32(&disk) || !r.U64(&end) || !r.done()) return damaged(at, "bad high-water mark");
-      uint64_t& mark = state_.high_water[disk];
-      mark = std::max(mark, end);
+    } else if (!framed_) {
+      CAIRN_RETURN_IF_ERROR(ReplayRecord(at, length, body));
+    } else if (type != kEnd) {
+      if (type == kDelta) body.resize(std::min<size_t>(body.size(), 1 + 8));
+      pending.push_back({at, length, std::move(body)});
+      body = {};
     } else {
-      return damaged(at, fmt::format("unknown record type {}", type));
+      Reader r(std::span<const uint8_t>(body).subspan(1));
+      uint64_t start = 0;
+      if (!r.U64(&start) || !r.done() || start != append_start) {
+        return Damaged(at, fmt::format("the end of an append from byte {}, but the append began at byte {}", start,
+                                       append_start));
+      }
+      for (const Pending& p : pending) CAIRN_RETURN_IF_ERROR(ReplayRecord(p.at, p.length, p.body));
+      pending.clear();
     }
     at += kRecordHead + length;
+    if (!framed_ || type == kEnd) append_start = at;
   }
-  if (!header_seen) return damaged(0, "empty journal");
+  if (!header_seen) return Status::Corruption(fmt::format("lonestar journal {} is empty", path_));
+  if (append_start != at) return CutTornAppend(at, append_start, file_size, header_seen, read_only);  // no end record
   size_ = at;
+  return Status::OK();
+}
+
+Status PromiseJournal::Damaged(uint64_t at, const std::string& why) const {
+  return Status::Corruption(fmt::format("lonestar journal {}: record at byte {}: {}", path_, at, why));
+}
+
+Status PromiseJournal::CutTornAppend(uint64_t broken_at, uint64_t append_start, uint64_t file_size, bool header_seen,
+                                     bool read_only) {
+  if (!header_seen) return Damaged(broken_at, "no journal header");
+  // (The first append was written whole before the file was given its name.)
+  if (append_start == 0) return Damaged(broken_at, "the header's append is not whole");
+  // Nothing is appended after an append that never returned: what follows a torn one is
+  // either nothing or its own bytes. A whole append after it means damage instead.
+  auto whole_append_ends = [&](uint64_t pos, uint8_t type, std::span<const uint8_t> payload) -> Result<bool> {
+    if (!framed_) return true;  // (each record an append of its own)
+    if (type != kEnd) return false;
+    uint64_t start = GetFixed64(payload.data());
+    if (start <= append_start || start >= pos) return false;  // the torn append's own end, or no end
+    return WholeAppend(fd_, start, pos, file_size, path_);
+  };
+  auto later = IntactRecordAfter(fd_, append_start, file_size, path_, whole_append_ends);
+  if (!later.ok()) return later.status();
+  if (*later) {
+    return Damaged(broken_at, framed_ ? fmt::format("damaged (a whole append follows, ending at byte {})", **later)
+                           : fmt::format("damaged (an intact record follows at byte {})", **later));
+  }
+  size_ = append_start;
+  if (read_only) return Status::OK();
+  if (::ftruncate(fd_, static_cast<off_t>(append_start)) != 0 || ::fdatasync(fd_) != 0) {
+    return Status::FromErrno(fmt::format("lonestar journal {}: cut a torn append", path_), errno);
+  }
+  // It never returned success, so no disk was touched for it.
+  LogWarning("lonestar journal {}: cut off bytes {} to {}, an append a crash left incomplete", path_, append_start,
+             file_size);
+  return Status::OK();
+}
+
+Status PromiseJournal::ReplayHeader(uint64_t at, std::span<const uint8_t> body) {
+  if (body[0] != kHeader || body.size() < 3) return Damaged(at, "not a lonestar journal");
+  uint16_t n = GetFixed16(&body[1]);
+  if (3u + n > body.size()) return Damaged(at, "short header");
+  std::string identity(body.begin() + 3, body.begin() + 3 + n);
+  if (identity != identity_) {
+    return Status::Corruption(fmt::format("lonestar journal {} belongs to {:?}, not {:?}", path_, identity, identity_));
+  }
+  Reader r(body.subspan(3 + n));
+  if (!r.U64(&next_txn_)) return Damaged(at, "short header");
+  uint8_t framing = 0;
+  if (!r.done() && (!r.U8(&framing) || framing != kFramed || !r.done())) return Damaged(at, "unknown framing");
+  framed_ = framing == kFramed;
+  return Status::OK();
+}
+
+Status PromiseJournal::ReplayRecord(uint64_t at, uint32_t length, std::span<const uint8_t> body) {
+  const uint8_t type = body[0];
+  Reader r(body.subspan(1));
+  if (type == kBegin) {
+    Promise p;
+    uint8_t mode = 0;
+    bool ok = r.U64(&p.txn) && r.U8(&mode);
+    for (uint32_t& d : p.disks) ok = ok && r.U32(&d);
+    ok = ok && r.U64(&p.offset) && r.U64(&p.length) && r.done() && mode >= 1 && mode <= 3;
+    if (!ok) return Damaged(at, "bad promise");
+    p.mode = static_cast<ArrayWriteMode>(mode);
+    next_txn_ = std::max(next_txn_, p.txn + 1);
+    state_.open[p.txn] = p;
+  } else if (type == kMark) {
+    uint64_t txn = 0;
+    uint8_t role = 0, finished = 0;
+    if (!r.U64(&txn) || !r.U8(&role) || !r.U8(&finished) || !r.done() || role >= kPromiseRoles) {
+      return Damaged(at, "bad mark");
+    }
+    auto it = state_.open.find(txn);
+    if (it == state_.open.end()) return Damaged(at, fmt::format("mark of unknown promise {}", txn));
+    (finished ? it->second.finished : it->second.started)[role] = true;
+  } else if (type == kDelta) {
+    uint64_t txn = 0;
+    auto it = r.U64(&txn) ? state_.open.find(txn) : state_.open.end();
+    if (it == state_.open.end() || length != 8 + it->second.length) return Damaged(at, "bad delta");
+    it->second.has_delta = true;
+    delta_at_[txn] = at;
+  } else if (type == kDone) {
+    uint64_t txn = 0;
+    if (!r.U64(&txn) || !r.done()) return Damaged(at, "bad done");
+    state_.open.erase(txn);
+    delta_at_.erase(txn);
+  } else if (type == kDefect) {
+    uint32_t disk = 0;
+    ByteRange range;
+    uint8_t add = 0;
+    if (!r.U32(&disk) || !r.U64(&range.offset) || !r.U64(&range.length) || !r.U8(&add) || !r.done()) {
+      return Damaged(at, "bad defect range");
+    }
+    if (add) {
+      state_.defects[disk].Add(range);
+    } else {
+      state_.defects[disk].Remove(range);
+      if (state_.defects[disk].empty()) state_.defects.erase(disk);
+    }
+  } else if (type == kHighWater) {
+    uint32_t disk = 0;
+    uint64_t end = 0;
+    if (!r.U32(&disk) || !r.U64(&end) || !r.done()) return Damaged(at, "bad high-water mark");
+    uint64_t& mark = state_.high_water[disk];
+    mark = std::max(mark, end);
+  } else {
+    return Damaged(at, fmt::format("unknown record type {}", type));
+  }
   return Status::OK();
 }
 
@@ -332,13 +431,14 @@ uint64_t PromiseJournal::file_bytes() const {
   return size_;
 }
 
-Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, BytePieces tail) {
+Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, BytePieces tail, uint64_t* first) {
   // A rewrite of the journal leaves behind what a failed append could not cut off.
   if (!unusable_.ok() && !CompactLocked().ok()) return unusable_;
   if (name_unsynced_) {  // what goes into the compacted file counts only once its name is durable
     CAIRN_RETURN_IF_ERROR(SyncDirectoryOf(path_));
     name_unsynced_ = false;
   }
+  if (first != nullptr) *first = size_;  // (a compaction above moved it)
   std::vector<uint8_t> bytes;
   for (const auto& r : records) bytes.insert(bytes.end(), r.begin(), r.end());
   Status st = WriteAll(fd_, size_, bytes, path_);
@@ -346,6 +446,10 @@ Status PromiseJournal::Append(const std::vector<std::vector<uint8_t>>& records, 
   for (size_t i = 0; i < tail.size() && st.ok(); i++) {
     st = WriteAll(fd_, at, tail[i], path_);
     at += tail[i].size();
+  }
+  if (st.ok() && framed_) {
+    st = WriteAll(fd_, at, EndRecord(size_), path_);
+    at += kRecordHead + FixedPayload(kEnd);
   }
   if (st.ok() && ::fdatasync(fd_) != 0) {
     st = Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path_), errno);
@@ -394,8 +498,8 @@ Status PromiseJournal::KeepDelta(uint64_t txn, BytePieces delta) {
   }
   Writer w;
   w.U64(txn);
-  uint64_t at = size_;
-  CAIRN_RETURN_IF_ERROR(Append({EncodeRecord(kDelta, w.bytes(), delta)}, delta));
+  uint64_t at = 0;
+  CAIRN_RETURN_IF_ERROR(Append({EncodeRecord(kDelta, w.bytes(), delta)}, delta, &at));
   it->second.has_delta = true;
   delta_at_[txn] = at;
   return Status::OK();
@@ -573,6 +677,7 @@ Status PromiseJournal::CompactLocked() {
   ::close(fd_);
   fd_ = *fd;
   size_ = size;
+  framed_ = true;
   unusable_ = Status::OK();  // whatever a failed append left is in the old file
   delta_at_ = std::move(delta_at);
   Status synced = SyncDirectoryOf(path_);

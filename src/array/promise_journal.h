@@ -2,8 +2,9 @@
 // storage beside the catalog: every write to a bucket is a promise recorded here before a
 // disk is touched, with a start and finish mark per disk it updates; the deltas of delayed
 // writes until their parity is updated; the defect ranges (disk ranges not trusted until
-// rebuilt); and each disk's high-water mark (nothing was ever written at or past it). An append-only file of checksummed records, each synced before the call
-// returns, replayed at open and compacted when it grows. Thread-safe.
+// rebuilt); and each disk's high-water mark (nothing was ever written at or past it). An
+// append-only file of checksummed records in appends that each end with an end record and a
+// sync, replayed at open and compacted when it grows. Thread-safe.
 #pragma once
 
 #include <array>
@@ -62,13 +63,13 @@ class PromiseJournal {
   // Creates the journal of group `identity` (archive id and group name) at `path`; Exists
   // if there is one.
   static Result<std::unique_ptr<PromiseJournal>> Create(const std::string& path, const std::string& identity);
-  // Opens and replays it. A torn last record (a crash in the middle of an append, which
-  // returned no success) is cut off. NotFound when there is none; Corruption when a record
-  // is damaged (a "torn" one with intact records after it, too) or the journal belongs to
-  // another group: its parity cannot be trusted.
+  // Opens and replays it. A torn last append (a crash in the middle of it, so it returned no
+  // success: any of its bytes may be missing) is cut off. NotFound when there is none;
+  // Corruption when a record is damaged (a "torn" append with a whole one after it, too) or
+  // the journal belongs to another group: its parity cannot be trusted.
   static Result<std::unique_ptr<PromiseJournal>> Open(const std::string& path, const std::string& identity);
   // What the journal at `path` holds, read without changing it (a daemon may be using it):
-  // a torn last record is left out, not cut.
+  // a torn last append is left out, not cut.
   static Result<State> Inspect(const std::string& path, const std::string& identity);
   ~PromiseJournal();
   PromiseJournal(const PromiseJournal&) = delete;
@@ -106,11 +107,20 @@ class PromiseJournal {
 
  private:
   PromiseJournal(std::string path, std::string identity, int fd) : path_(std::move(path)), identity_(std::move(identity)), fd_(fd) {}
-  // Appends records and syncs them; `tail` is the rest of the last record's payload (a delta,
-  // not copied into `records`). REQUIRES: mutex_ held.
-  Status Append(const std::vector<std::vector<uint8_t>>& records, BytePieces tail = {});
-  // Reads the records into the state; a torn last record is cut off unless `read_only`.
+  // Appends records, then an end record (framed_), and syncs them; `tail` is the rest of the
+  // last record's payload (a delta, not copied into `records`); `first` gets where the records
+  // start. REQUIRES: mutex_ held.
+  Status Append(const std::vector<std::vector<uint8_t>>& records, BytePieces tail = {}, uint64_t* first = nullptr);
+  // Reads the records into the state; a torn last append is cut off unless `read_only`.
   Status Replay(bool read_only);
+  // The header (identity, next txn, framing) and any other record, into the state.
+  Status ReplayHeader(uint64_t at, std::span<const uint8_t> body);
+  Status ReplayRecord(uint64_t at, uint32_t length, std::span<const uint8_t> body);
+  // A broken record at `broken_at` in the append from `append_start`: the append goes (cut off
+  // unless `read_only`) if it is the last one, else the journal is damaged (Corruption).
+  Status CutTornAppend(uint64_t broken_at, uint64_t append_start, uint64_t file_size, bool header_seen,
+                       bool read_only);
+  Status Damaged(uint64_t at, const std::string& why) const;
   Status CompactLocked();
   // Compacts once the file is past compact_above_; a failure is logged, not returned (the
   // records that made it long are durable).
@@ -124,6 +134,7 @@ class PromiseJournal {
   int fd_;                       // guarded by mutex_ (replaced by compaction)
   uint64_t size_ = 0;            // guarded by mutex_: bytes of valid records
   uint64_t next_txn_ = 1;        // guarded by mutex_
+  bool framed_ = true;           // guarded by mutex_: appends end with an end record (not up to commit ff9fb0b)
   State state_;                  // guarded by mutex_
   std::map<uint64_t, uint64_t> delta_at_;  // guarded by mutex_: txn -> file offset of its delta record
   uint64_t compact_above_ = kCompactAbove;  // guarded by mutex_: raised after a failed compaction

@@ -11,6 +11,7 @@
 #include "array/promise_journal.h"
 #include "array/range_set.h"
 #include "test_util.h"
+#include "util/coding.h"
 
 using namespace cairn;
 
@@ -217,7 +218,7 @@ TEST_CASE("PromiseJournal: high-water marks only go up, one sync for those that 
   uint64_t size = j.file_bytes();
   REQUIRE(j.RaiseHighWater(disks, 4096).ok());  // 3 is past it, 7 moves
   REQUIRE(j.RaiseHighWater(std::vector<uint32_t>{3}, 8192).ok());  // no record at all
-  CHECK(j.file_bytes() == size + 21);  // one record: head 9, disk 4, end 8
+  CHECK(j.file_bytes() == size + 21 + 17);  // one record (head 9, disk 4, end 8) and the append's end (9 + 8)
   CHECK(j.state().high_water == std::map<uint32_t, uint64_t>{{3, 1 << 20}, {7, 4096}});
   CHECK(Reopen(path)->state().high_water == std::map<uint32_t, uint64_t>{{3, 1 << 20}, {7, 4096}});
   REQUIRE(j.Compact().ok());
@@ -262,8 +263,9 @@ TEST_CASE("PromiseJournal: a torn last record is cut off, damage anywhere else i
       REQUIRE(j->Mark(std::vector<uint64_t>{2}, kDataRole, false).ok());
     }
     const uint64_t full = std::filesystem::file_size(path);
-    // The first promise's record: 9 bytes of head (its length at 4), 41 of payload.
-    const uint64_t first = size_with_one - 9 - 41;
+    // The first promise's record: 9 bytes of head (its length at 4), 41 of payload, then the
+    // append's end record (17 bytes).
+    const uint64_t first = size_with_one - 17 - 9 - 41;
     uint32_t length = GENERATE(0x7FFFFFFFu, 100000u);  // past the largest record; past the end
     int fd = ::open(path.c_str(), O_WRONLY);
     uint8_t bytes[4] = {uint8_t(length), uint8_t(length >> 8), uint8_t(length >> 16), uint8_t(length >> 24)};
@@ -271,8 +273,50 @@ TEST_CASE("PromiseJournal: a torn last record is cut off, damage anywhere else i
     ::close(fd);
     auto j = PromiseJournal::Open(path, "archive-1/cold");
     CHECK(j.status().IsCorruption());
-    CHECK_THAT(j.status().message(), Catch::Contains("length is damaged"));
+    CHECK_THAT(j.status().message(), Catch::Contains("damaged (a whole append follows"));
     CHECK(std::filesystem::file_size(path) == full);  // nothing cut
+  }
+  SECTION("a torn append of several records: any of its bytes may be missing, the rest landed") {
+    uint64_t before = 0, after = 0;
+    {
+      auto j = Reopen(path);
+      REQUIRE(j->Begin(ArrayWriteMode::kSerialized, kDisks, 4096, 4096).ok());
+      REQUIRE(j->Begin(ArrayWriteMode::kSerialized, kDisks, 8192, 4096).ok());
+      before = j->file_bytes();
+      REQUIRE(j->Mark(std::vector<uint64_t>{1, 2, 3}, kDataRole, false).ok());  // one append: 3 marks, an end
+      after = j->file_bytes();
+    }
+    REQUIRE(after == before + 3 * (9 + 10) + 17);
+    // A power loss: the file grew, but a block of the append never reached the disk (zeros).
+    auto [lost_at, lost_length] = GENERATE(table<uint64_t, uint64_t>({
+        {0, 12},            // its first record's head
+        {19 + 4, 8},        // the second record's length and type
+        {3 * 19, 17},       // its end record
+    }));
+    std::vector<uint8_t> zeros(lost_length, 0);
+    int fd = ::open(path.c_str(), O_WRONLY);
+    REQUIRE(::pwrite(fd, zeros.data(), zeros.size(), static_cast<off_t>(before + lost_at)) ==
+            static_cast<ssize_t>(zeros.size()));
+    ::close(fd);
+    auto j = Reopen(path);
+    CHECK(std::filesystem::file_size(path) == before);  // the whole append is cut, the marks that landed too
+    auto state = j->state();
+    REQUIRE(state.open.size() == 3);
+    for (const auto& [txn, p] : state.open) CHECK_FALSE(p.started[kDataRole]);
+    REQUIRE(j->Mark(std::vector<uint64_t>{3}, kDataRole, false).ok());  // appends after the cut
+    CHECK(Reopen(path)->state().open.at(3).started[kDataRole]);
+  }
+  SECTION("a torn append that only lost its last bytes") {
+    uint64_t before = 0;
+    {
+      auto j = Reopen(path);
+      before = j->file_bytes();
+      REQUIRE(j->Begin(ArrayWriteMode::kSerialized, kDisks, 4096, 4096).ok());
+    }
+    REQUIRE(::truncate(path.c_str(), static_cast<off_t>(std::filesystem::file_size(path) - 5)) == 0);
+    auto j = Reopen(path);
+    CHECK(j->state().open.size() == 1);
+    CHECK(std::filesystem::file_size(path) == before);
   }
   SECTION("another group's journal") {
     auto j = PromiseJournal::Open(path, "archive-1/warm");
@@ -351,4 +395,64 @@ TEST_CASE("PromiseJournal: an append that fails part way leaves none of its reco
   auto state = Reopen(path)->state();
   CHECK(state.open.size() == 40);  // none of them done
   CHECK(state.open.at(txns[0]).finished[kDataRole]);
+}
+
+TEST_CASE("PromiseJournal: a journal of an older cairn, whose records stand alone, opens and is rewritten framed",
+          "[array]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cold.journal";
+  // Its records as cairn wrote them before appends had end records: a header without the
+  // framing byte, then a promise, each record an append of its own.
+  auto record = [](uint8_t type, std::vector<uint8_t> payload) {
+    std::vector<uint8_t> r(9);
+    r[8] = type;
+    r.insert(r.end(), payload.begin(), payload.end());
+    PutFixed32(&r[4], static_cast<uint32_t>(payload.size()));
+    PutFixed32(&r[0], MaskCrc(Crc32c(std::span(r).subspan(8))));
+    return r;
+  };
+  auto le = [](std::vector<uint8_t>* out, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) out->push_back(uint8_t(v >> (8 * i)));
+  };
+  std::string identity = "archive-1/cold";
+  std::vector<uint8_t> header;
+  le(&header, identity.size(), 2);
+  header.insert(header.end(), identity.begin(), identity.end());
+  le(&header, 2, 8);  // next txn
+  std::vector<uint8_t> begin;
+  le(&begin, 1, 8);  // txn
+  begin.push_back(1);  // serialized
+  for (uint32_t d : kDisks) le(&begin, d, 4);
+  le(&begin, 4096, 8);
+  le(&begin, 4096, 8);
+  std::vector<uint8_t> file = record(1, header);
+  for (uint8_t b : record(2, begin)) file.push_back(b);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(file.data()), std::ssize(file));
+  SECTION("whole") {
+    auto j = Reopen(path);
+    CHECK(j->state().open.size() == 1);
+    CHECK(j->state().open.at(1).offset == 4096);
+    CHECK(std::filesystem::file_size(path) != file.size());  // rewritten
+    REQUIRE(j->Begin(ArrayWriteMode::kDirect, kDisks, 8192, 4096).ok());
+    auto state = Reopen(path)->state();
+    CHECK(state.open.size() == 2);
+    CHECK(state.open.at(2).mode == ArrayWriteMode::kDirect);
+  }
+  SECTION("with a torn last record") {
+    std::vector<uint8_t> half{0x11, 0x22, 0x33, 0x44, 0x40, 0, 0, 0, 2, 1, 2, 3};
+    AppendGarbage(path, half);
+    CHECK(Reopen(path)->state().open.size() == 1);
+  }
+  SECTION("with a damaged record in the middle") {
+    std::vector<uint8_t> done;
+    le(&done, 1, 8);
+    AppendGarbage(path, record(5, done));
+    int fd = ::open(path.c_str(), O_WRONLY);
+    uint8_t flip = 0xFF;
+    REQUIRE(::pwrite(fd, &flip, 1, static_cast<off_t>(file.size() - 3)) == 1);  // inside the promise
+    ::close(fd);
+    auto j = PromiseJournal::Open(path, "archive-1/cold");
+    CHECK(j.status().IsCorruption());
+    CHECK_THAT(j.status().message(), Catch::Contains("damaged (an intact record follows"));
+  }
 }
