@@ -128,22 +128,26 @@ std::vector<uint8_t> HeaderPayload(const std::string& identity, uint64_t next_tx
   return {w.bytes().begin(), w.bytes().end()};
 }
 
-// Reads the record at `at` into `body` (its type, then its payload): false when it is broken,
-// that is when its length runs past the end of the file or its CRC fails.
-Result<bool> ReadRecord(int fd, uint64_t at, uint64_t file_size, const std::string& path, std::vector<uint8_t>* body) {
+// What ReadRecord found.
+enum class RecordRead { kIntact, kPastEnd, kBadCrc };
+
+// Reads the record at `at` into `body` (its type, then its payload); it is broken when its
+// length runs past the end of the file (or the largest record) or its CRC fails.
+Result<RecordRead> ReadRecord(int fd, uint64_t at, uint64_t file_size, const std::string& path,
+                              std::vector<uint8_t>* body) {
   uint8_t head[kRecordHead];
-  if (file_size - at < kRecordHead) return false;
+  if (file_size - at < kRecordHead) return RecordRead::kPastEnd;
   if (::pread(fd, head, kRecordHead, static_cast<off_t>(at)) != static_cast<ssize_t>(kRecordHead)) {
     return Status::FromErrno(fmt::format("lonestar journal {}: read", path), errno);
   }
   uint32_t length = GetFixed32(&head[4]);
-  if (length > kMaxRecord || file_size - at - kRecordHead < length) return false;
+  if (length > kMaxRecord || file_size - at - kRecordHead < length) return RecordRead::kPastEnd;
   body->resize(length + 1);
   (*body)[0] = head[8];
   if (::pread(fd, body->data() + 1, length, static_cast<off_t>(at + kRecordHead)) != static_cast<ssize_t>(length)) {
     return Status::FromErrno(fmt::format("lonestar journal {}: read", path), errno);
   }
-  return MaskCrc(Crc32c(*body)) == GetFixed32(&head[0]);
+  return MaskCrc(Crc32c(*body)) == GetFixed32(&head[0]) ? RecordRead::kIntact : RecordRead::kBadCrc;
 }
 
 // Where the first record past `from` starts that is intact (its CRC checks), of a type of fixed
@@ -177,26 +181,34 @@ Result<bool> WholeAppend(int fd, uint64_t start, uint64_t end, uint64_t file_siz
   std::vector<uint8_t> body;
   uint64_t at = start;
   while (at < end) {
-    auto intact = ReadRecord(fd, at, file_size, path, &body);
-    if (!intact.ok() || !*intact) return intact;
+    auto read = ReadRecord(fd, at, file_size, path, &body);
+    if (!read.ok()) return read.status();
+    if (*read != RecordRead::kIntact) return false;
     at += kRecordHead + (body.size() - 1);
   }
   return at == end;
 }
 
-// Writes a new journal file at `path` holding `records`, synced, with its directory.
+// Writes a journal file holding `records` in one append, synced, and renames it to `path`
+// (its directory is not synced): a journal is named only once its first append is whole.
 Result<int> WriteFresh(const std::string& path, const std::vector<std::vector<uint8_t>>& records, uint64_t* size) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return Status::FromErrno(fmt::format("lonestar journal: create {}", path), errno);
+  const std::string fresh = path + ".new";
+  int fd = ::open(fresh.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::FromErrno(fmt::format("lonestar journal: create {}", fresh), errno);
   uint64_t at = 0;
   Status st;
   for (const auto& r : records) {
-    if (st.ok()) st = WriteAll(fd, at, r, path);
+    if (st.ok()) st = WriteAll(fd, at, r, fresh);
     at += r.size();
   }
-  if (st.ok()) st = WriteAll(fd, at, EndRecord(0), path);
+  if (st.ok()) st = WriteAll(fd, at, EndRecord(0), fresh);
   at += kRecordHead + FixedPayload(kEnd);
-  if (st.ok() && ::fdatasync(fd) != 0) st = Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", path), errno);
+  if (st.ok() && ::fdatasync(fd) != 0) {
+    st = Status::FromErrno(fmt::format("lonestar journal {}: fdatasync", fresh), errno);
+  }
+  if (st.ok() && ::rename(fresh.c_str(), path.c_str()) != 0) {
+    st = Status::FromErrno(fmt::format("lonestar journal: rename {}", fresh), errno);
+  }
   if (!st.ok()) {
     ::close(fd);
     return st;
@@ -227,7 +239,7 @@ Result<std::unique_ptr<PromiseJournal>> PromiseJournal::Create(const std::string
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0) return Status::Exists(fmt::format("lonestar journal {} exists", path));
   uint64_t size = 0;
-  auto fd = WriteFresh(path, {EncodeRecord(kHeader, HeaderPayload(identity, 1))}, &size);
+  auto fd = WriteFresh(path, {EncodeRecord(kHeader, HeaderPayload(identity, 1))}, &size);  // renamed into place
   if (!fd.ok()) return fd.status();
   std::unique_ptr<PromiseJournal> journal(new PromiseJournal(path, identity, *fd));
   journal->size_ = size;
@@ -244,8 +256,10 @@ Result<std::unique_ptr<PromiseJournal>> PromiseJournal::Open(const std::string& 
   CAIRN_RETURN_IF_ERROR(journal->Replay(false));
   if (!journal->framed_) {  // written by an older cairn: rewritten framed, or else appended to as it is
     if (Status st = journal->CompactLocked(); !st.ok()) {
-      LogError("lonestar journal {}: cannot rewrite it with framed appends (each record stays an append of its "
-               "own): {}", path, st.message());
+      LogError("lonestar journal {}: rewriting it with framed appends failed{}: {}", path,
+               journal->framed_ ? " at the directory sync (the next append syncs it first)"
+                                : " (it stays as it was, each record an append of its own)",
+               st.message());
     }
   }
   return journal;
@@ -279,9 +293,15 @@ Status PromiseJournal::Replay(bool read_only) {
   uint64_t append_start = 0;  // where the append `at` is part of begins
   std::vector<uint8_t> body;
   while (at < file_size) {
-    auto intact = ReadRecord(fd_, at, file_size, path_, &body);
-    if (!intact.ok()) return intact.status();
-    if (!*intact) return CutTornAppend(at, append_start, file_size, header_seen, read_only);
+    auto read = ReadRecord(fd_, at, file_size, path_, &body);
+    if (!read.ok()) return read.status();
+    if (*read != RecordRead::kIntact) {
+      // An older journal: a record whose length fits but whose CRC fails is damage when more follows.
+      if (header_seen && !framed_ && *read == RecordRead::kBadCrc && at + kRecordHead + (body.size() - 1) < file_size) {
+        return Damaged(at, "checksum mismatch");
+      }
+      return CutTornAppend(at, append_start, file_size, header_seen, read_only);
+    }
     const uint8_t type = body[0];
     const auto length = static_cast<uint32_t>(body.size() - 1);
     if (!header_seen) {
@@ -322,26 +342,28 @@ Status PromiseJournal::CutTornAppend(uint64_t broken_at, uint64_t append_start, 
   // (The first append was written whole before the file was given its name.)
   if (append_start == 0) return Damaged(broken_at, "the header's append is not whole");
   // Nothing is appended after an append that never returned: what follows a torn one is
-  // either nothing or its own bytes. A whole append after it means damage instead.
-  auto whole_append_ends = [&](uint64_t pos, uint8_t type, std::span<const uint8_t> payload) -> Result<bool> {
+  // either nothing or its own bytes. This append's own end with bytes after it, or a whole
+  // append after it, means damage instead.
+  auto later_append = [&](uint64_t pos, uint8_t type, std::span<const uint8_t> payload) -> Result<bool> {
     if (!framed_) return true;  // (each record an append of its own)
     if (type != kEnd) return false;
     uint64_t start = GetFixed64(payload.data());
-    if (start <= append_start || start >= pos) return false;  // the torn append's own end, or no end
+    if (start == append_start) return pos + kRecordHead + FixedPayload(kEnd) < file_size;
+    if (start < append_start || start >= pos) return false;
     return WholeAppend(fd_, start, pos, file_size, path_);
   };
-  auto later = IntactRecordAfter(fd_, append_start, file_size, path_, whole_append_ends);
+  auto later = IntactRecordAfter(fd_, append_start, file_size, path_, later_append);
   if (!later.ok()) return later.status();
   if (*later) {
-    return Damaged(broken_at, framed_ ? fmt::format("damaged (a whole append follows, ending at byte {})", **later)
-                           : fmt::format("damaged (an intact record follows at byte {})", **later));
+    return Damaged(broken_at, framed_ ? fmt::format("damaged (appends follow, the first ending at byte {})", **later)
+                                      : fmt::format("damaged (an intact record follows at byte {})", **later));
   }
   size_ = append_start;
   if (read_only) return Status::OK();
   if (::ftruncate(fd_, static_cast<off_t>(append_start)) != 0 || ::fdatasync(fd_) != 0) {
     return Status::FromErrno(fmt::format("lonestar journal {}: cut a torn append", path_), errno);
   }
-  // It never returned success, so no disk was touched for it.
+  // It never returned success, so nothing relies on it.
   LogWarning("lonestar journal {}: cut off bytes {} to {}, an append a crash left incomplete", path_, append_start,
              file_size);
   return Status::OK();
@@ -665,15 +687,9 @@ Status PromiseJournal::CompactLocked() {
       at += records.back().size();
     }
   }
-  std::string fresh = path_ + ".new";
   uint64_t size = 0;
-  auto fd = WriteFresh(fresh, records, &size);
+  auto fd = WriteFresh(path_, records, &size);
   if (!fd.ok()) return fd.status();
-  if (::rename(fresh.c_str(), path_.c_str()) != 0) {
-    Status st = Status::FromErrno(fmt::format("lonestar journal: rename {}", fresh), errno);
-    ::close(*fd);
-    return st;
-  }
   ::close(fd_);
   fd_ = *fd;
   size_ = size;

@@ -251,10 +251,40 @@ TEST_CASE("PromiseJournal: a torn last record is cut off, damage anywhere else i
     }
     int fd = ::open(path.c_str(), O_WRONLY);
     uint8_t flip = 0xFF;
-    REQUIRE(::pwrite(fd, &flip, 1, size_with_one - 3) == 1);  // inside the first promise
+    REQUIRE(::pwrite(fd, &flip, 1, size_with_one - 17 - 3) == 1);  // inside the first promise (17: its end)
     ::close(fd);
     auto j = PromiseJournal::Open(path, "archive-1/cold");
     CHECK(j.status().IsCorruption());
+    CHECK_THAT(j.status().message(), Catch::Contains("damaged (appends follow"));
+  }
+  SECTION("a damaged record in the last whole append, then a torn one") {
+    std::vector<uint8_t> half{0x11, 0x22, 0x33, 0x44, 0x40, 0, 0, 0, 2, 1, 2, 3};
+    AppendGarbage(path, half);
+    int fd = ::open(path.c_str(), O_WRONLY);
+    uint8_t flip = 0xFF;
+    REQUIRE(::pwrite(fd, &flip, 1, size_with_one - 17 - 3) == 1);  // acknowledged: an append began after it
+    ::close(fd);
+    auto j = PromiseJournal::Open(path, "archive-1/cold");
+    CHECK(j.status().IsCorruption());
+    CHECK_THAT(j.status().message(), Catch::Contains("damaged (appends follow"));
+    CHECK(std::filesystem::file_size(path) == size_with_one + half.size());  // nothing cut
+  }
+  SECTION("a header whose append is not whole") {
+    REQUIRE(::truncate(path.c_str(), 20) == 0);
+    auto j = PromiseJournal::Open(path, "archive-1/cold");
+    CHECK(j.status().IsCorruption());
+  }
+  SECTION("a torn append, inspected: left out, not cut") {
+    {
+      auto j = Reopen(path);
+      REQUIRE(j->Begin(ArrayWriteMode::kSerialized, kDisks, 4096, 4096).ok());
+    }
+    const uint64_t full = std::filesystem::file_size(path);
+    REQUIRE(::truncate(path.c_str(), static_cast<off_t>(full - 1)) == 0);
+    auto state = PromiseJournal::Inspect(path, "archive-1/cold");
+    REQUIRE(state.ok());
+    CHECK(state->open.size() == 1);
+    CHECK(std::filesystem::file_size(path) == full - 1);
   }
   SECTION("a damaged length in the middle, which looks like a torn record") {
     {
@@ -273,7 +303,7 @@ TEST_CASE("PromiseJournal: a torn last record is cut off, damage anywhere else i
     ::close(fd);
     auto j = PromiseJournal::Open(path, "archive-1/cold");
     CHECK(j.status().IsCorruption());
-    CHECK_THAT(j.status().message(), Catch::Contains("damaged (a whole append follows"));
+    CHECK_THAT(j.status().message(), Catch::Contains("damaged (appends follow"));
     CHECK(std::filesystem::file_size(path) == full);  // nothing cut
   }
   SECTION("a torn append of several records: any of its bytes may be missing, the rest landed") {
@@ -453,6 +483,6 @@ TEST_CASE("PromiseJournal: a journal of an older cairn, whose records stand alon
     ::close(fd);
     auto j = PromiseJournal::Open(path, "archive-1/cold");
     CHECK(j.status().IsCorruption());
-    CHECK_THAT(j.status().message(), Catch::Contains("damaged (an intact record follows"));
+    CHECK_THAT(j.status().message(), Catch::Contains("checksum mismatch"));
   }
 }
