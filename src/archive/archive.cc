@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <ctime>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -71,20 +72,10 @@ std::string ResolveDiskPath(const std::string& archive_dir, const std::string& p
 
 }  // namespace
 
-Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
-  if (mkfs.disk_count == 0 && mkfs.groups.empty()) {
-    return Status::InvalidArgument("an archive needs at least one disk (--disks N or --group)");
-  }
-  if (mkfs.disk_size < 16 * kBlockSize) {
-    return Status::InvalidArgument(fmt::format("disk size {} is too small (minimum 64 KiB)", mkfs.disk_size));
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) return Status::Exists(fmt::format("{} exists and is not a directory", dir));
-    if (!IsEmptyDir(dir)) return Status::Exists(fmt::format("{} is not empty; refusing to create an archive there", dir));
-  } else if (::mkdir(dir.c_str(), 0755) != 0) {
-    return Status::FromErrno(fmt::format("cannot create archive directory {}", dir), errno);
-  }
+namespace {
+
+// The archive's files and disks in `dir`, which is empty.
+Status CreateArchiveIn(const std::string& dir, const MkfsOptions& mkfs) {
   CAIRN_RETURN_IF_ERROR(MakeDir(dir + "/cache"));
   CAIRN_RETURN_IF_ERROR(MakeDir(dir + "/disks"));
 
@@ -104,6 +95,48 @@ Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
   if (!catalog.ok()) return catalog.status();
   CAIRN_RETURN_IF_ERROR(SaveConfig(dir, options));
   return MakeArchivePrivate(dir);
+}
+
+}  // namespace
+
+Status CreateArchive(const std::string& dir, const MkfsOptions& mkfs) {
+  if (mkfs.disk_count == 0 && mkfs.groups.empty()) {
+    return Status::InvalidArgument("an archive needs at least one disk (--disks N or --group)");
+  }
+  if (mkfs.disk_size < kMinDiskSize) {
+    return Status::InvalidArgument(fmt::format("disk size {} is too small (minimum 64 KiB)", mkfs.disk_size));
+  }
+  struct stat st;
+  bool made = false;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return Status::Exists(fmt::format("{} exists and is not a directory", dir));
+    if (!IsEmptyDir(dir)) return Status::Exists(fmt::format("{} is not empty; refusing to create an archive there", dir));
+  } else {
+    made = true;
+  }
+  // Everything checked before anything is written: the groups' devices, as they add up.
+  ArchiveOptions planned;
+  planned.disks.resize(mkfs.disk_count);
+  for (const MkfsOptions::Group& group : mkfs.groups) {
+    CAIRN_RETURN_IF_ERROR(CheckGroup(dir, group.spec, mkfs.disk_size, group.devices, planned));
+    planned.disks.resize(planned.disks.size() + group.spec.disks - group.devices.size());
+    planned.disks.insert(planned.disks.end(), group.devices.begin(), group.devices.end());
+  }
+  if (made && ::mkdir(dir.c_str(), 0755) != 0) {
+    return Status::FromErrno(fmt::format("cannot create archive directory {}", dir), errno);
+  }
+  Status created = CreateArchiveIn(dir, mkfs);
+  if (!created.ok()) {  // what it made goes: the directory was empty, or not there
+    std::error_code ignored;
+    if (made) {
+      std::filesystem::remove_all(dir, ignored);
+    } else {
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ignored)) {
+        std::filesystem::remove_all(entry.path(), ignored);
+      }
+    }
+  }
+  return created;
 }
 
 Status FormatDisk(const std::string& path, uint32_t index, const ArchiveId& id, uint64_t size) {

@@ -27,12 +27,25 @@ struct GroupSpec {
 // (a lonestar geometry's message names the rule it breaks).
 Result<GroupSpec> ParseGroupSpec(std::string_view text);
 
+// The smallest disk a group may have.
+constexpr uint64_t kMinDiskSize = 64 * 1024;
+
+// `devices` as absolute paths (cairn.conf records them so; a relative one would be read
+// relative to the archive directory).
+std::vector<std::string> AbsoluteDevices(const std::vector<std::string>& devices);
+
+// What AddGroup checks before it writes anything: the number of devices (absolute paths),
+// each new to the archive and none of its files or inside its directory, and the disk size.
+Status CheckGroup(const std::string& dir, const GroupSpec& spec, uint64_t disk_size,
+                  const std::vector<std::string>& devices, const ArchiveOptions& options);
+
 // Adds group `spec` to the archive in `dir` (identity `id`): formats its disks as images of
 // `disk_size` bytes under dir/disks, or, when `devices` are given (one per disk), on those
 // block devices or files; appends them and the group to `options`; creates a lonestar
 // group's journal. The caller saves `options` (SaveConfig) afterwards. Refuses a name taken.
 // A lonestar group's devices are zeroed first (with `progress` lines): its parity starts as the
-// parity of zeros, as on new images, whatever the devices held before.
+// parity of zeros, as on new images, whatever the devices held before. On failure, the images
+// and journal it made are removed and `options` is as it was.
 Status AddGroup(const std::string& dir, const ArchiveId& id, const GroupSpec& spec, uint64_t disk_size,
                 const std::vector<std::string>& devices, ArchiveOptions& options,
                 const std::function<void(const std::string&)>& progress = {});

@@ -28,6 +28,7 @@
 #include "maintenance/fsck.h"
 #include "policy/resolver.h"
 #include "redundancy/striping.h"
+#include "util/printable.h"
 #include "util/size.h"
 
 namespace cairn {
@@ -89,12 +90,9 @@ int CmdMkfs(const Args& args) {
     if (a == "--disks") {
       const std::string* v = value();
       if (!v) return Fail(2, usage);
-      char* end = nullptr;
-      long n = std::strtol(v->c_str(), &end, 10);
-      if (*end != '\0' || n < 1 || n > kMaxDisks) {
-        return Fail(2, fmt::format("--disks {}: expected 1..{}", *v, kMaxDisks));
-      }
-      mkfs.disk_count = static_cast<uint32_t>(n);
+      auto n = ParseDecimal(*v, 1, kMaxDisks);
+      if (!n) return Fail(2, fmt::format("--disks {}: expected 1..{}", *v, kMaxDisks));
+      mkfs.disk_count = static_cast<uint32_t>(*n);
       have_disks = true;
     } else if (a == "--group") {
       const std::string* v = value();
@@ -106,7 +104,7 @@ int CmdMkfs(const Args& args) {
     } else if (a == "--devices") {
       const std::string* v = value();
       if (!v || mkfs.groups.empty()) return Fail(2, "--devices lists the devices of the --group before it");
-      mkfs.groups.back().devices = SplitList(*v);
+      mkfs.groups.back().devices = AbsoluteDevices(SplitList(*v));
     } else if (a == "--disk-size" || a == "--segment-size" || a == "--cache-size" || a == "--pack-threshold") {
       const std::string* v = value();
       if (!v) return Fail(2, usage);
@@ -319,15 +317,16 @@ int CmdStatus(const Args& args) {
     }
     std::string disks;
     for (size_t i = 0; i < a.disk_count(); i++) {
-      disks += fmt::format("{}{{\"index\":{},\"path\":\"{}\",\"size\":{},\"used\":{},\"extents\":{}}}", i ? "," : "", i,
-                           a.options().disks[i], a.disk(i).Size(), disk_use[i].second, disk_use[i].first);
+      disks += fmt::format("{}{{\"index\":{},\"path\":{},\"size\":{},\"used\":{},\"extents\":{}}}", i ? "," : "", i,
+                           JsonString(a.options().disks[i]), a.disk(i).Size(), disk_use[i].second, disk_use[i].first);
     }
     fmt::print(
-        "{{\"archive\":\"{}\",\"id\":\"{}\",\"mounted_by_pid\":{},\"inodes\":{},\"files_queued\":{},"
+        "{{\"archive\":{},\"id\":\"{}\",\"mounted_by_pid\":{},\"inodes\":{},\"files_queued\":{},"
         "\"bytes_cached\":{},\"cache_files\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
         "\"payload_logical_bytes\":{},\"payload_stored_bytes\":{},\"catalog_bytes\":{},\"policy_checks_queued\":{},\"extents_degraded\":{},\"extents_at_risk\":{},"
         "\"extents_unreadable\":{},\"groups\":[{}],\"disks\":[{}]}}\n",
-        a.dir(), a.options().archive_id, pid > 0 ? pid : 0, totals.inodes, totals.dirty_inodes, cached, cache_files,
+        JsonString(a.dir()), a.options().archive_id, pid > 0 ? pid : 0, totals.inodes, totals.dirty_inodes, cached,
+        cache_files,
         totals.persisted_bytes, totals.extents, totals.extent_bytes, logical_payload, stored_payload, catalog_bytes,
         totals.policy_checks, degraded,
         at_risk.size(), unreadable.size(), group_json, disks);

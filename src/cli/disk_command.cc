@@ -218,8 +218,9 @@ int Repair(const std::string& target, bool rebuild, bool progress, int64_t budge
 }
 
 Result<int64_t> ParseDuration(const std::string& text) {
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
+  double value = 0;  // plain decimal: no sign, space, exponent or hex (which strtod would take)
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::fixed);
+  if (ec != std::errc()) end = text.c_str();
   std::string unit(end);
   double scale = unit == "s" || unit.empty() ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
   constexpr double kLongest = 100.0 * 365 * 24 * 3600;  // seconds: far past any budget, well inside int64 ns

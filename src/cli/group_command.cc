@@ -32,12 +32,15 @@ int Add(const Args& args) {
       if (!size.ok()) return Fail(2, fmt::format("--disk-size: {}", size.status().message()));
       disk_size = *size;
     } else if (args[i] == "--devices" && i + 1 < args.size()) {
-      devices = SplitList(args[++i]);
+      devices = AbsoluteDevices(SplitList(args[++i]));
     } else {
       return Fail(2, kUsage);
     }
   }
   if (disk_size == 0 && devices.empty()) return Fail(2, "cairn group add needs --disk-size SIZE or --devices");
+  if (::access((dir + "/cairn.conf").c_str(), F_OK) != 0) {  // before the lock, which would make a file there
+    return Fail(1, fmt::format("{} is not a cairn archive (no cairn.conf)", dir));
+  }
   auto lock = ArchiveLock::Acquire(dir);  // unmounted: a daemon would not see the new disks
   if (!lock.ok()) return Fail(1, lock.status().message());
   auto options = LoadConfig(dir + "/cairn.conf");

@@ -210,6 +210,12 @@ int CmdKey(const Args& args) {
       bool known = options[i] == "--from-file" || options[i] == "--from-command" ||
                    (action == "create" && options[i] == "--allow");
       if (!known || i + 1 >= options.size()) return Usage();
+      for (size_t k = 0; k < i; k += 2) {
+        if (options[k] == options[i]) {
+          return Fail(2, fmt::format("{} is given twice{}", options[i],
+                                     options[i] == "--allow" ? " (list several as WHO,WHO)" : ""));
+        }
+      }
     }
     auto source = NewSource(name, has ? store->current(name)->version + 1 : 1, options);
     if (!source.ok()) return Fail(1, source.status().message());

@@ -21,6 +21,29 @@ size_t PrintableUtf8Length(std::string_view text, size_t i) {
   return valid && code >= 0xa0 ? length : 0;
 }
 
+// `text` with printable ASCII kept (a backslash put before those in `quoted`), valid
+// printable UTF-8 kept, and every other byte written as `other` makes it.
+template <typename Other>
+std::string Transcribed(std::string_view text, std::string_view quoted, Other other) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      if (quoted.find(static_cast<char>(c)) != std::string_view::npos) out += '\\';
+      out += static_cast<char>(c);
+      i++;
+    } else if (size_t length = c >= 0x80 ? PrintableUtf8Length(text, i) : 0; length > 0) {
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      out += other(c);
+      i++;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Abbreviated(std::string_view text, size_t limit) {
@@ -29,23 +52,13 @@ std::string Abbreviated(std::string_view text, size_t limit) {
 }
 
 std::string Escaped(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      if (c == '\\') out += '\\';
-      out += static_cast<char>(c);
-      i++;
-    } else if (size_t length = c >= 0x80 ? PrintableUtf8Length(text, i) : 0; length > 0) {
-      out.append(text.substr(i, length));
-      i += length;
-    } else {
-      out += c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : fmt::format("\\x{:02x}", c);
-      i++;
-    }
-  }
-  return out;
+  return Transcribed(text, "\\", [](unsigned char c) -> std::string {
+    return c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : fmt::format("\\x{:02x}", c);
+  });
+}
+
+std::string JsonString(std::string_view text) {
+  return "\"" + Transcribed(text, "\"\\", [](unsigned char c) { return fmt::format("\\u{:04x}", c); }) + "\"";
 }
 
 }  // namespace cairn

@@ -54,6 +54,14 @@ Result<uint64_t> ParseSize(std::string_view text) {
   return static_cast<uint64_t>(bytes);
 }
 
+std::optional<uint64_t> ParseDecimal(std::string_view text, uint64_t minimum, uint64_t maximum) {
+  uint64_t n = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  // (from_chars takes neither a sign nor a space; an empty text fails it)
+  if (ec != std::errc() || ptr != text.data() + text.size() || n < minimum || n > maximum) return std::nullopt;
+  return n;
+}
+
 std::string FormatSize(uint64_t bytes) {
   static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
   if (bytes < 1024) return fmt::format("{} B", bytes);

@@ -139,6 +139,12 @@ def test_numbers_and_durations_that_are_not_are_refused(archive):
                       (["inspect", archive.arch, "--disk", "abc", "--offset", "4096"], "'abc' is not a number"),
                       (["inspect", archive.arch, "--disk", "0", "--offset", "-1"], "'-1' is not a number"),
                       (["scrub", archive.arch, "--budget", "1e-10"], "at least 1ns"),
+                      (["scrub", archive.arch, "--budget", "0x10"], "is not a duration"),
+                      (["scrub", archive.arch, "--budget", " 1e1m"], "is not a duration"),
+                      (["scrub", archive.arch, "--budget", "+5s"], "is not a duration"),
+                      (["mkfs", archive.s("new"), "--disks", "+2", "--disk-size", "1M"], "--disks +2: expected"),
+                      (["key", "create", archive.arch, "k9", "--allow", "uid:1", "--allow", "uid:2"],
+                       "--allow is given twice"),
                       (["disk", "fail", archive.arch, "-18446744073709551615"], "is not a disk of this archive"),
                       (["disk", "fail", archive.arch, " 1"], "is not a disk of this archive"),
                       (["disk", "fail", archive.arch, "+1"], "is not a disk of this archive")]:

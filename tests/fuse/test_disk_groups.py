@@ -171,3 +171,59 @@ def test_group_add_refuses_a_device_listed_twice_or_already_a_disk_of_the_archiv
     with open(disk0, "rb") as f:
         assert f.read(MiB) == head  # neither zeroed nor formatted
     archive.mount()
+
+
+def test_group_add_and_mkfs_refuse_bad_devices_before_writing_and_leave_nothing_behind(archive, tmp_path):
+    """A device that is one of the archive's own files (its catalog, even through a link) or
+    inside its directory is refused, so is a device too small; a relative device path is
+    recorded absolute; a group add that fails part way removes the images it made; a failed
+    mkfs leaves no half archive; and group add on a directory without cairn.conf makes no lock
+    file there."""
+    archive.umount()
+    catalog = os.path.join(archive.arch, "catalog.db")
+    with open(catalog, "rb") as f:
+        before = f.read()
+    link = archive.s("catalog-link")
+    os.symlink(catalog, link)
+    for device in (catalog, link, os.path.join(archive.arch, "disks")):
+        r = cairn("group", "add", archive.arch, "g:pool:1", "--devices", device, check=False)
+        assert r.returncode != 0 and "refused" in r.stderr, r
+    with open(catalog, "rb") as f:
+        assert f.read() == before
+    small = archive.s("small.img")
+    write_file(small, b"\0" * 16384)
+    r = cairn("group", "add", archive.arch, "g:pool:1", "--devices", small, check=False)
+    assert r.returncode != 0 and "too small" in r.stderr, r
+    r = cairn("group", "add", archive.arch, "g:pool:2", "--disk-size", "4K", check=False)
+    assert r.returncode != 0 and "too small" in r.stderr, r
+    images = sorted(os.listdir(os.path.join(archive.arch, "disks")))
+    # Part way: the second image cannot be made (a file is in its place), the first goes again.
+    blocker = os.path.join(archive.arch, "disks", f"disk-{len(images) + 1:03}.img")
+    write_file(blocker, b"x")
+    r = cairn("group", "add", archive.arch, "g:pool:2", "--disk-size", "1M", check=False)
+    assert r.returncode != 0 and "exists already" in r.stderr, r
+    os.unlink(blocker)
+    assert sorted(os.listdir(os.path.join(archive.arch, "disks"))) == images
+    relative = "rel.img"
+    write_file(os.path.join(tmp_path, relative), b"\0" * MiB)
+    cairn("group", "add", archive.arch, "g:pool:1", "--devices", relative, cwd=tmp_path)
+    status = cairn("disk", "list", archive.arch).stdout
+    assert os.path.join(tmp_path, relative) in status and "missing" not in status, status
+    archive.mount()
+    archive.umount()
+    plain = tmp_path / "not-an-archive"
+    plain.mkdir()
+    r = cairn("group", "add", str(plain), "g:pool:1", "--disk-size", "1M", check=False)
+    assert r.returncode != 0 and "not a cairn archive" in r.stderr, r
+    assert os.listdir(plain) == []
+    fresh = str(tmp_path / "fresh")
+    r = cairn("mkfs", fresh, "--disks", "2", "--disk-size", "1M", "--group", "g:pool:2", "--devices", small,
+              check=False)
+    assert r.returncode != 0 and "needs 2 disks" in r.stderr, r
+    assert not os.path.exists(fresh)
+    for bad in (" 4", "+4", "0x4", "4x"):
+        r = cairn("mkfs", fresh, "--disks", bad, "--disk-size", "1M", check=False)
+        assert r.returncode == 2, (bad, r)
+    r = cairn("mkfs", fresh, "--disks", "1", "--disk-size", "12345678901234567890", check=False)  # ftruncate fails
+    assert r.returncode != 0 and not os.path.exists(fresh), r
+    archive.mount()

@@ -51,6 +51,15 @@ TEST_CASE("Fixed-width little-endian coding") {
   CHECK(GetFixed16(buf) == 0xbeef);
 }
 
+TEST_CASE("ParseDecimal: digits only, within bounds") {
+  CHECK(ParseDecimal("4", 1, 10) == 4u);
+  CHECK(ParseDecimal("10", 1, 10) == 10u);
+  for (const char* bad : {"", " 4", "+4", "-4", "0x4", "4x", "4 ", "11", "0", "99999999999999999999999"}) {
+    INFO(bad);
+    CHECK_FALSE(ParseDecimal(bad, 1, 10).has_value());
+  }
+}
+
 TEST_CASE("ParseSize: suffixes and errors") {
   CHECK(*ParseSize("4096") == 4096u);
   CHECK(*ParseSize("4K") == 4096u);

@@ -33,3 +33,11 @@ TEST_CASE("Abbreviated: long text is cut and says how long it was") {
   CHECK(Abbreviated(std::string(5000, 'x')) == std::string(200, 'x') + "…(5000 bytes)");
   CHECK(Abbreviated("abcdef", 3) == "abc…(6 bytes)");
 }
+
+TEST_CASE("JsonString: quotes, backslashes, controls and broken UTF-8 escaped; valid UTF-8 kept") {
+  CHECK(JsonString("/t/we\"ird\\x") == "\"/t/we\\\"ird\\\\x\"");
+  CHECK(JsonString("a\nb\x01") == "\"a\\u000ab\\u0001\"");
+  CHECK(JsonString("caf\xc3\xa9") == "\"caf\xc3\xa9\"");
+  CHECK(JsonString("\xff") == "\"\\u00ff\"");
+  CHECK(JsonString("") == "\"\"");
+}
