@@ -331,11 +331,17 @@ Statement& Catalog::Prepare(const char* sql, bool journaled) {
   // One that failed to prepare (out of memory, the schema unreadable for a moment) is tried
   // again: kept, it would fail every later use until a restart.
   if (!slot || !slot->prepared()) slot = std::make_unique<Statement>(db_, sql, journaled ? &journal_ : nullptr);
-  // A change outside an operation joins the batch too, not a commit of its own: that one
-  // would not count in commit_sequence(), and a SyncThrough would not wait for it.
-  if (slot->writes() && commit_failure_.ok()) {
-    Status opened = OpenBatch();
-    if (!opened.ok()) LogError("catalog: a change outside an operation commits on its own: {}", opened.message());
+  // A change outside an operation joins the batch too, never a commit of its own: that one
+  // would not count in commit_sequence(), a SyncThrough would not wait for it, and a batch
+  // replayed later would land over it. When no batch can take it, it fails.
+  if (slot->writes()) {
+    Status joined;
+    if (commit_failure_.ok()) {
+      joined = OpenBatch();
+    } else if (!batch_open_ || sqlite3_get_autocommit(db_)) {  // the dropped batch is not replayed yet
+      joined = ReadOnly();
+    }
+    slot->Refuse(std::move(joined));
   }
   return *slot;
 }
@@ -354,15 +360,17 @@ Status Catalog::OpenBatch() {
   return Status::OK();
 }
 
+Status Catalog::ReadOnly() const {
+  return Status::Posix(EROFS,
+                       fmt::format("catalog is read-only until it can commit again ({})", commit_failure_.message()));
+}
+
 Status Catalog::Begin() {
   if (txn_depth_ > 0) {
     txn_depth_++;
     return Status::OK();
   }
-  if (!commit_failure_.ok()) {
-    return Status::Posix(EROFS, fmt::format("catalog is read-only until it can commit again ({})",
-                                            commit_failure_.message()));
-  }
+  if (!commit_failure_.ok()) return ReadOnly();
   CAIRN_RETURN_IF_ERROR(OpenBatch());
   Status st = Prepare("SAVEPOINT op", /*journaled=*/false).Bind().Run();
   if (!st.ok()) return KeepBatch(st);

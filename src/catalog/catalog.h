@@ -304,7 +304,10 @@ class Catalog {
   Catalog(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Status Exec(const char* sql);
   // Cached by SQL text. Journaled statements are recorded for replay (transaction control is not).
+  // One that writes joins the open batch (opening it); when it cannot, its runs fail.
   Statement& Prepare(const char* sql, bool journaled = true);
+  // EROFS naming commit_failure_.
+  Status ReadOnly() const;
   Status UpgradeSchema(int from_version);
   Status ViewOlderSchemaAsCurrent(int from_version);  // read-only opens of schema 3 and 4
   Status StartEpoch();

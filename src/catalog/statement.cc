@@ -55,6 +55,10 @@ void Statement::BindNull(int index) {
 
 bool Statement::Step() {
   if (!stmt_ || !status_.ok()) return false;  // a failed bind is not run
+  if (!refused_.ok()) {
+    status_ = refused_;
+    return false;
+  }
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc != SQLITE_DONE) {
@@ -80,6 +84,7 @@ Status Statement::Run() {
 Status Statement::Replay(std::string_view values) {
   Reset();
   if (!stmt_) return status_;
+  refused_ = Status::OK();
   BatchJournal* journal = std::exchange(journal_, nullptr);  // the values are recorded already
   int index = 1;
   Status bound = BatchJournal::ForEachValue(values, [&](const BatchJournal::Value& v) {

@@ -39,6 +39,10 @@ class Statement {
     return *this;
   }
 
+  // Makes its runs fail with `why` until called again with OK (the catalog's refusal of a
+  // change that could not join a batch); Replay is not refused.
+  void Refuse(Status why) { refused_ = std::move(why); }
+
   // Advances to the next row: true when a row is available, false when done.
   // Errors are remembered and returned by status().
   bool Step();
@@ -81,6 +85,7 @@ class Statement {
   BatchJournal* journal_;
   sqlite3_stmt* stmt_ = nullptr;
   Status status_;
+  Status refused_;
   std::string bound_;  // the values bound, encoded for the journal (journaled statements only)
 };
 

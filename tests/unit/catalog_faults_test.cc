@@ -107,6 +107,33 @@ TEST_CASE("Catalog: a change outside an operation joins the batch, whose commit 
   CHECK(c.catalog->commit_sequence() > before);  // else SyncThrough(commit_sequence()) would not sync it
 }
 
+TEST_CASE("Catalog: a change outside an operation that cannot join a batch fails, never commits on its own") {
+  FailingCatalog c;
+  REQUIRE(c.catalog->Flush().ok());
+  uint64_t before = c.catalog->commit_sequence();
+  auto inode = c.catalog->GetInode(c.f);
+  REQUIRE(inode.ok());
+  InodeRecord changed = *inode;
+  changed.size = 12345;
+  Status st = c.FailWith("BEGIN IMMEDIATE", [&] { return c.catalog->UpdateInode(changed); });
+  CHECK_FALSE(st.ok());
+  // Not in the database behind the catalog's back, where no commit_sequence() counts it: a
+  // SyncThrough would return without syncing it, and a batch replayed later would land over it.
+  sqlite3_stmt* s = nullptr;
+  REQUIRE(sqlite3_prepare_v2(c.catalog->handle(), "SELECT size FROM inodes WHERE ino = ?", -1, &s, nullptr) ==
+          SQLITE_OK);
+  sqlite3_bind_int64(s, 1, static_cast<int64_t>(c.f));
+  REQUIRE(sqlite3_step(s) == SQLITE_ROW);
+  CHECK(sqlite3_column_int64(s, 0) == static_cast<int64_t>(inode->size));
+  sqlite3_finalize(s);
+  CHECK(c.catalog->commit_sequence() == before);
+  // Once a batch opens again, the same change goes through and counts.
+  REQUIRE(c.catalog->UpdateInode(changed).ok());
+  REQUIRE(c.catalog->Flush().ok());
+  CHECK(c.catalog->commit_sequence() > before);
+  CHECK(c.catalog->GetInode(c.f)->size == 12345u);
+}
+
 TEST_CASE("Catalog: a query that could not be prepared is prepared again on its next use") {
   test::TempDir dir;
   auto catalog = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
