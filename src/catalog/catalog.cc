@@ -249,7 +249,10 @@ Status Catalog::ViewOlderSchemaAsCurrent(int from_version) {
 }
 
 Status Catalog::UpgradeSchema(int from_version) {
-  CAIRN_RETURN_IF_ERROR(Begin());
+  // A transaction of its own, not a batch: the batch journal replays statements, not schema
+  // changes, so a batch SQLite dropped would come back as a new version number over the old
+  // tables. Committed and synced before anything else, or not at all.
+  CAIRN_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Status st = from_version < 4 ? Exec("ALTER TABLE inodes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
                                : Status::OK();
   // Extents written before the codec stage have no transform chain: logical = stored.
@@ -259,13 +262,17 @@ Status Catalog::UpgradeSchema(int from_version) {
               "ALTER TABLE extents ADD COLUMN chain TEXT NOT NULL DEFAULT ''");
   }
   if (st.ok() && from_version < 6) st = Exec(kFileKeysTable);
-  if (st.ok()) st = SetMeta("schema_version", std::to_string(kCatalogSchemaVersion));
-  if (st.ok()) st = Commit();
+  const std::string version = fmt::format(
+      "INSERT OR REPLACE INTO meta(key, value) VALUES(CAST('schema_version' AS BLOB), CAST('{}' AS BLOB))",
+      kCatalogSchemaVersion);
+  if (st.ok()) st = Exec(version.c_str());
+  if (st.ok()) st = Exec("COMMIT");
   if (!st.ok()) {
-    Rollback();
+    AbandonTransaction();
     return st;
   }
-  return FlushDurably();
+  if (wal_sync_) wal_sync_->Committed();
+  return SyncThrough(commit_sequence());
 }
 
 // Each open for writing is a new epoch, committed before any inode is made in it. A

@@ -246,6 +246,49 @@ TEST_CASE("Catalog: an upgrade whose commit fails leaves the old schema whole, n
   CHECK(failed_at_commit > 0);  // the case this is about was met
 }
 
+// Makes SQLite roll back the next `n` commits of every connection opened while it lives, as
+// it does on an I/O error or when out of memory (a commit hook that says no).
+class RolledBackCommits {
+ public:
+  explicit RolledBackCommits(int n) {
+    remaining_ = n;
+    sqlite3_auto_extension(reinterpret_cast<void (*)()>(&Install));
+  }
+  ~RolledBackCommits() { sqlite3_cancel_auto_extension(reinterpret_cast<void (*)()>(&Install)); }
+  RolledBackCommits(const RolledBackCommits&) = delete;
+  RolledBackCommits& operator=(const RolledBackCommits&) = delete;
+
+ private:
+  static int Install(sqlite3* db, const char**, const void*) {
+    sqlite3_commit_hook(db, [](void*) { return remaining_ > 0 ? (remaining_--, 1) : 0; }, nullptr);
+    return SQLITE_OK;
+  }
+  static inline int remaining_ = 0;
+};
+
+TEST_CASE("Catalog: an upgrade whose commit SQLite rolls back leaves the older catalog whole, and goes through later") {
+  test::TempDir dir;
+  {
+    auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+    ExtentRecord e{1, 5000, 0xabc, 1, 1, Redundancy{}, {{0, 8192, ExtentAllocation(5000), 0x11}}};
+    REQUIRE(c->InsertExtent(e).ok());
+    REQUIRE(c->Flush().ok());
+    MakeVersion4(*c);
+  }
+  {
+    RolledBackCommits refused(1);
+    auto c = Catalog::Open(dir / "c.db");
+    CHECK_FALSE(c.ok());  // and whatever it kept is flushed as it goes
+  }
+  auto c = Catalog::Open(dir / "c.db");
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  CHECK(*(*c)->GetMeta("schema_version") == std::to_string(kCatalogSchemaVersion));
+  auto extent = (*c)->GetExtent(1);
+  REQUIRE(extent.ok());
+  CHECK(extent->logical_length == 5000);
+}
+
 TEST_CASE("Catalog: a version 4 catalog gets logical lengths equal to the stored ones and no transform chain") {
   test::TempDir dir;
   const uint64_t kAlloc = ExtentAllocation(5000);
