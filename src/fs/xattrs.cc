@@ -71,6 +71,9 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
     }
   }
   std::optional<KeyCheck> key_check = KeyCheckFor(archive_.file_keys(), name, caller);
+  // An access ACL set by someone outside the file's group clears setgid, as chmod would
+  // (the kernel leaves that to the filesystem once it handles ACLs). Read before the lock.
+  std::vector<uint32_t> groups = name == kAclAccessXattr && caller.uid != 0 ? caller.groups() : std::vector<uint32_t>();
   std::vector<uint8_t> canonical;
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
@@ -100,6 +103,9 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
       int perms = AclPermissionBits(bytes);
       if (perms < 0) return Status::Posix(EINVAL, "malformed POSIX ACL");
       inode->mode = (inode->mode & ~0777u) | static_cast<uint32_t>(perms);
+      if (caller.uid != 0 && std::find(groups.begin(), groups.end(), inode->gid) == groups.end()) {
+        inode->mode &= ~static_cast<uint32_t>(S_ISGID);
+      }
       inode->ctime_ns = NowNs();
       if (AclIsMinimal(bytes)) {  // the mode now says everything the ACL said
         Status removed = catalog.RemoveXattr(ino, name);

@@ -132,3 +132,24 @@ print(json.dumps("ok"))
         assert mode & 0o777 == 0o777, f"{name}: {oct(mode)}"
     assert read_file(paths["written"]).endswith(b"appended\n")
     assert read_file(paths["truncated"]) == b"#!/"
+
+
+def test_an_acl_set_by_an_owner_outside_the_files_group_clears_setgid(archive):
+    """As chmod would (and ext4 does): the owner may set the ACL, but keeps setgid only when in the
+    file's group. Root keeps it."""
+    outside, inside, by_root = (archive.m(name) for name in ("outside", "inside", "by_root"))
+    for path, group in ((outside, 0), (inside, NOBODY), (by_root, 0)):
+        write_file(path, b"x")
+        os.chown(path, NOBODY, group)
+        os.chmod(path, 0o2775)
+    run_as_nobody(r'''
+import json, subprocess, sys
+for path in sys.argv[1:]:
+    subprocess.run(["setfacl", "-m", "u:2000:r", path], check=True)
+print(json.dumps("ok"))
+''', outside, inside)
+    run(["setfacl", "-m", "u:2000:r", by_root])
+    archive.remount()  # what the catalog holds, not the kernel's copy
+    assert stat.S_IMODE(os.stat(outside).st_mode) & stat.S_ISGID == 0, oct(os.stat(outside).st_mode)
+    assert stat.S_IMODE(os.stat(inside).st_mode) & stat.S_ISGID, oct(os.stat(inside).st_mode)
+    assert stat.S_IMODE(os.stat(by_root).st_mode) & stat.S_ISGID, oct(os.stat(by_root).st_mode)
