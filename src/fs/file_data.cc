@@ -15,6 +15,7 @@
 #include "catalog/record_checks.h"
 #include "fs/catalog_lookups.h"
 #include "pipeline/segment_map_update.h"
+#include "pipeline/segment_writer.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -176,8 +177,12 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
     uint64_t needed = state_.dirty_bytes + src.size();
     // Per segment, an extent header block and (format v3) a block for the member table.
     needed += (needed / segment_size + 2) * 2 * kBlockSize;
-    if (FreeDiskBytes() < needed) {
-      return Status::Posix(ENOSPC, "the disks cannot hold more than what already waits to be persisted");
+    if (!fh->plan) {
+      auto plan = PlanOfInode(archive_, *inode);
+      fh->plan = plan.ok() ? *plan : nullptr;
+    }
+    if (FreeBytesFor(fh->plan->get()) < (*fh->plan ? StoredBytesFor(archive_, **fh->plan, needed) : needed)) {
+      return Status::Posix(ENOSPC, "its disk group cannot hold more than what already waits to be persisted");
     }
   }
   uint64_t first = offset / segment_size;
@@ -440,8 +445,9 @@ Status FileData::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t la
   });
 }
 
-uint64_t FileData::FreeDiskBytes() {
-  return archive_.groups().front().free_bytes();
+uint64_t FileData::FreeBytesFor(const WritePlan* plan) {
+  auto group = plan ? archive_.group_named(plan->group) : Status::NotFound("no plan");
+  return group.ok() ? (*group)->free_bytes() : archive_.groups().front().free_bytes();
 }
 
 }  // namespace cairn

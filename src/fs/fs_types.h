@@ -5,11 +5,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "policy/write_plan.h"
 
 namespace cairn {
 
@@ -52,6 +54,10 @@ struct FileHandle {
   // The furthest any read through this handle got: a read that starts near it is taken as
   // sequential (FileData::Read).
   std::atomic<uint64_t> read_end{0};
+  // Where its data goes and in how many copies, for the free-space check of its writes:
+  // resolved at its first write (null when it could not be: the persister reports that).
+  // Guarded by the file's data lock.
+  std::optional<std::shared_ptr<const WritePlan>> plan;
 };
 
 struct DirEntry {

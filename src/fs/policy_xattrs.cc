@@ -112,7 +112,14 @@ Result<std::string> PolicyXattrs::Computed(uint64_t ino, const std::string& suff
     std::string out;
     auto segments = catalog.GetSegments(ino);
     if (!segments.ok()) return segments.status();
-    for (const SegmentRecord& segment : *segments) {
+    // An attribute value ends at 64 KiB (XATTR_SIZE_MAX): past that, the count of the rest.
+    constexpr size_t kLongest = 65536 - 64;
+    for (size_t i = 0; i < segments->size(); i++) {
+      const SegmentRecord& segment = (*segments)[i];
+      if (out.size() > kLongest - 512) {  // an entry takes far less (a mirror of 64 copies aside)
+        out += fmt::format(" +{} more", segments->size() - i);
+        break;
+      }
       std::string where = "hole";
       if (segment.extent_id != kHoleExtent) {
         auto extent = catalog.GetExtent(segment.extent_id);
@@ -136,6 +143,7 @@ Result<std::string> PolicyXattrs::Computed(uint64_t ino, const std::string& suff
       }
       out += fmt::format("{}{}={}{}", out.empty() ? "" : " ", segment.index, where, segment.cached ? ",cached" : "");
     }
+    if (out.size() > kLongest) out = fmt::format("{} segments, too many to list here", segments->size());
     return out.empty() ? std::string(S_ISREG(inode->mode) && inode->size > 0 ? "cache" : "none") : out;
   }
   // digest and scrubbed come with whole-file digests and scrubbing.

@@ -264,22 +264,6 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
 }
 
 // REQUIRES: catalog mutex held.
-Result<std::shared_ptr<const WritePlan>> Persister::PlanOf(const InodeRecord& inode) {
-  auto plan = [&]() -> Result<std::shared_ptr<const WritePlan>> {
-    if (inode.layout_id != 0) {
-      auto stamp = archive_.catalog().LayoutStamp(inode.layout_id);
-      if (!stamp.ok()) return stamp.status();
-      return PlanOfLayout(*stamp, inode.segment_size);
-    }
-    auto policy = ResolvePolicy(archive_.catalog(), inode.ino, archive_.policy_context());
-    if (!policy.ok()) return policy.status();
-    return PlanWrite(*policy);
-  }();
-  if (!plan.ok()) return plan;
-  CAIRN_RETURN_IF_ERROR(CheckPlanFits(archive_, **plan));
-  return plan;
-}
-
 void Persister::RecountIfFirstPersist(uint64_t ino, DirtyFile& dirty) {
   auto inode = archive_.catalog().GetInode(ino);
   if (!inode.ok() || inode->segment_size == 0) dirty.all_cached = true;  // a failing query: counted again too
@@ -308,7 +292,7 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     // The policy is decided now, at first persist, not at create: rsync's rename and
     // tar's late setfattr have happened by then. Later writes keep it; changing it is
     // the reconciler's job.
-    auto planned = PlanOf(inode);
+    auto planned = PlanOfInode(archive_, inode);
     if (!planned.ok()) {
       LogError("inode {}: cannot resolve its policy into a write plan: {}", ino, planned.status().message());
       return planned.status();

@@ -55,9 +55,6 @@ class Persister {
   void RequeueAfterFailure(const std::vector<uint64_t>& inos);
   // The owner (uid) of each file, 0 for a file that is gone; an error when the catalog fails.
   Result<std::vector<uint32_t>> OwnersOf(const std::vector<uint64_t>& inos);
-  // The write plan of `inode`: its layout's, or, at first persist, its policy's; refused
-  // when it cannot be written (CheckPlanFits).
-  Result<std::shared_ptr<const WritePlan>> PlanOf(const InodeRecord& inode);
   // Reads a slice of the dirty segments of `ino` out of the staging cache (moving their
   // dirty marks to DirtyFile::persisting until the commit); holes are found without reading
   // them. Returns whether more are left.

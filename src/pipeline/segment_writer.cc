@@ -10,6 +10,7 @@
 #include "codec/incompressible.h"
 #include "extent/extent_store.h"
 #include "pipeline/member_metadata.h"
+#include "policy/resolver.h"
 #include "util/coding.h"
 #include "util/wait_for_all.h"
 
@@ -19,6 +20,30 @@ Status CheckPlanFits(const Archive& archive, const WritePlan& plan) {
   auto group = archive.group_named(plan.group);
   if (!group.ok()) return group.status();
   return RedundancyFor(plan.redundancy, **group).status();
+}
+
+Result<std::shared_ptr<const WritePlan>> PlanOfInode(Archive& archive, const InodeRecord& inode) {
+  auto plan = [&]() -> Result<std::shared_ptr<const WritePlan>> {
+    if (inode.layout_id != 0) {
+      auto stamp = archive.catalog().LayoutStamp(inode.layout_id);
+      if (!stamp.ok()) return stamp.status();
+      return PlanOfLayout(*stamp, inode.segment_size);
+    }
+    auto policy = ResolvePolicy(archive.catalog(), inode.ino, archive.policy_context());
+    if (!policy.ok()) return policy.status();
+    return PlanWrite(*policy);
+  }();
+  if (!plan.ok()) return plan;
+  CAIRN_RETURN_IF_ERROR(CheckPlanFits(archive, **plan));
+  return plan;
+}
+
+uint64_t StoredBytesFor(const Archive& archive, const WritePlan& plan, uint64_t bytes) {
+  auto group = archive.group_named(plan.group);
+  auto redundancy = group.ok() ? RedundancyFor(plan.redundancy, **group) : group.status();
+  if (!redundancy.ok()) return bytes;
+  uint64_t data = redundancy->scheme == Redundancy::Scheme::kMirror ? 1 : redundancy->data_chunks;
+  return bytes / data * redundancy->chunk_count() + (bytes % data != 0 ? redundancy->chunk_count() : 0);
 }
 
 Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,

@@ -62,6 +62,15 @@ inline SegmentRecord PlacedSegment(uint64_t ino, uint64_t index, bool hole, uint
 // group). WriteSegments would fail the whole batch on it.
 Status CheckPlanFits(const Archive& archive, const WritePlan& plan);
 
+// The write plan of `inode`: its layout's (kept until the reconciler changes it), or, before
+// its first persist, its policy's; refused when it cannot be written (CheckPlanFits).
+// REQUIRES: the catalog mutex held.
+Result<std::shared_ptr<const WritePlan>> PlanOfInode(Archive& archive, const InodeRecord& inode);
+
+// What persisting `bytes` of a file with `plan` takes of its group's free space: each copy or
+// parity chunk (an unreadable plan: the bytes alone, as before it was known).
+uint64_t StoredBytesFor(const Archive& archive, const WritePlan& plan, uint64_t bytes);
+
 // `skip(piece)` pieces are left out (the persister's markers), and so are the pieces of files
 // in `left_out`. On failure, everything written is released again. Thread-safe.
 Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,

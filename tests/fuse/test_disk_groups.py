@@ -227,3 +227,31 @@ def test_group_add_and_mkfs_refuse_bad_devices_before_writing_and_leave_nothing_
     r = cairn("mkfs", fresh, "--disks", "1", "--disk-size", "12345678901234567890", check=False)  # ftruncate fails
     assert r.returncode != 0 and not os.path.exists(fresh), r
     archive.mount()
+
+
+def test_a_write_is_checked_against_the_free_space_of_its_own_group_and_copies(archive):
+    """A write may wait in the staging cache only when the group the file's policy sends it to
+    can hold it with its copies: a file for a roomy lonestar group is taken although the first
+    group is small; a mirror-2 file that its pool could not hold twice is refused with ENOSPC
+    (not taken, to wait forever)."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", "2", "--group", "cold:lonestar:4x4:2+1", "--disk-size", "16M")
+    archive.mount()
+    os.mkdir(archive.m("cold"))
+    os.setxattr(archive.m("cold"), "user.cairn.placement", b"group=cold")
+    data = random_bytes(40 * MiB, 81)  # more than the 2 x 16M of the first group, less than 8 buckets of 16M
+    write_file(archive.m("cold", "f"), data)
+    cairn("persist", archive.arch)
+    archive.evict()
+    assert read_file(archive.m("cold", "f")) == data
+    os.mkdir(archive.m("m"))
+    os.setxattr(archive.m("m"), "user.cairn.raid", b"mirror-2")
+    with pytest.raises(OSError) as e:
+        write_file(archive.m("m", "big"), random_bytes(20 * MiB, 82))  # 2 x 20M > 2 x 16M
+    assert e.value.errno == errno.ENOSPC, e
+    os.unlink(archive.m("m", "big"))
+    small = random_bytes(4 * MiB, 83)
+    write_file(archive.m("m", "small"), small)
+    cairn("persist", archive.arch)
+    assert os.getxattr(archive.m("m", "small"), "user.cairn.state") == b"persisted"

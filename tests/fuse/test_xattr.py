@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import ACL_ACCESS, NOBODY, acl_entries, random_bytes, run, run_as_nobody, write_file
+from conftest import ACL_ACCESS, MiB, NOBODY, acl_entries, cairn, random_bytes, run, run_as_nobody, write_file
 
 
 def test_setfattr_getfattr(archive):
@@ -218,3 +218,22 @@ def test_a_file_never_has_more_attribute_names_than_listxattr_can_return(archive
     assert "user.new" in os.listxattr(f)
     archive.remount()
     assert len(os.listxattr(f)) == added
+
+
+def test_the_location_of_a_file_of_many_segments_fits_an_attribute(archive):
+    """user.cairn.location lists every segment; past the 64 KiB an attribute holds, it ends with
+    the count of the rest instead of failing with E2BIG."""
+    d = archive.m("d")
+    os.mkdir(d)
+    os.setxattr(d, "user.cairn.segment_size", b"64K")
+    f = os.path.join(d, "f")
+    with open(f, "wb") as out:
+        out.truncate(1 << 30)
+        out.write(random_bytes(MiB, 91))
+    cairn("persist", archive.mnt)
+    value = os.getxattr(f, "user.cairn.location").decode()
+    assert len(value) < 65536
+    first, *_, more, last = value.split(" ")
+    assert first.startswith("0=disk") and last == "more" and more.startswith("+"), value[-200:]
+    shown = len(value.split(" ")) - 2  # (and "+N", "more")
+    assert shown + int(more[1:]) == (1 << 30) // (64 << 10), (shown, more)
