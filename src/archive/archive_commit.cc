@@ -57,6 +57,14 @@ Status Archive::UnrefExtent(uint64_t extent_id) {
   auto extent = catalog_->GetExtent(extent_id);
   if (!extent.ok()) return extent.status();
   if (extent->refs > 1) return catalog_->SetExtentRefs(extent_id, extent->refs - 1);
+  // The last reference, says the row: freed only when no other segment uses it (a damaged
+  // count must not hand the space of their data out again). The caller's row is still there.
+  auto users = catalog_->CountSegmentsIn(extent_id);
+  if (!users.ok()) return users.status();
+  if (*users > 1) {
+    return Status::Corruption(fmt::format("catalog: extent {} says {} reference(s), but {} segments use it: it is "
+                                          "kept (run cairn fsck)", extent_id, extent->refs, *users));
+  }
   CAIRN_RETURN_IF_ERROR(catalog_->DeleteExtent(extent_id));
   FreeAfterDurableCommit(*extent);
   return Status::OK();

@@ -869,6 +869,13 @@ Status Catalog::SetExtentRefs(uint64_t id, uint64_t refs) {
 
 Status Catalog::DeleteExtent(uint64_t id) { return Prepare("DELETE FROM extents WHERE id = ?").Bind(id).Run(); }
 
+Result<uint64_t> Catalog::CountSegmentsIn(uint64_t id) {
+  auto& s = Prepare("SELECT COUNT(*) FROM segments WHERE extent = ?");
+  s.Bind(id);
+  if (!s.Step()) return s.status().ok() ? Status::Corruption("catalog: no segment count") : s.status();
+  return s.UInt(0);
+}
+
 Result<std::vector<ExtentRecord>> Catalog::AllExtents() {
   auto& s = Prepare("SELECT " EXTENT_COLUMNS " FROM extents ORDER BY id");
   s.Bind();

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import read_file, run, write_file
+from conftest import cairn, read_file, run, write_file
 
 
 def _log(archive):
@@ -154,6 +154,37 @@ def test_directory_cycle_answers_eio_instead_of_hanging(archive):
     # the catalog mutex is free: other operations go on
     write_file(archive.m("c", "still-works"), b"yes\n")
     assert sorted(os.listdir(archive.m())) == ["c", "p2"]
+
+
+def test_an_extent_whose_reference_count_is_damaged_too_low_is_kept_for_its_other_files(archive):
+    """Small files share a pack extent. With its count of references damaged to 1, removing one
+    of them must not free the pack while the other file's segment is still in it: the removal
+    keeps the extent, with a log line, and the other file reads back after an evict."""
+    write_file(archive.m("a"), b"a" * 3000)
+    write_file(archive.m("b"), b"b" * 3000)
+    archive.persist()
+    archive.umount()
+    db = sqlite3.connect(os.path.join(archive.arch, "catalog.db"))
+    with db:
+        shared = db.execute("SELECT extent FROM segments WHERE extent != 0 "
+                            "GROUP BY extent HAVING COUNT(*) = 2").fetchone()
+        assert shared, "the two small files are not in one pack"
+        db.execute("UPDATE extents SET refs = 1 WHERE id = ?", shared)
+    db.close()
+    archive.mount()
+    os.unlink(archive.m("a"))
+    archive.persist()
+    archive.evict()
+    assert read_file(archive.m("b")) == b"b" * 3000
+    _wait_for("the log line", lambda: "it is kept (run cairn fsck)" in _log(archive), 10)
+    archive.umount()
+    r = cairn("fsck", archive.arch, check=False)
+    assert r.returncode == 1 and "reference count 1 but 2 segment(s) use it" in r.stdout + r.stderr, r
+    db = sqlite3.connect(os.path.join(archive.arch, "catalog.db"))
+    with db:  # as an administrator would mend it, for the fixture's own fsck
+        db.execute("UPDATE extents SET refs = 2 WHERE id = ?", shared)
+    db.close()
+    archive.mount()
 
 
 def _churn(directory, files):
