@@ -142,9 +142,20 @@ std::vector<ChunkPlacement> DecodeChunks(const std::vector<uint8_t>& blob) {
 }
 
 ExtentRecord ReadExtentRow(Statement& s) {
-  return ExtentRecord{s.UInt(0),  s.UInt(1), static_cast<uint32_t>(s.Int(2)), static_cast<int>(s.Int(3)),
-                      s.UInt(4),  DecodeRedundancy(s.UInt(5)), DecodeChunks(s.Blob(6)), s.UInt(7),
-                      s.Text(8)};
+  const uint64_t crc = s.UInt(2), kind = s.UInt(3), redundancy = s.UInt(5);
+  const std::vector<uint8_t> chunks = s.Blob(6);
+  ExtentRecord r{s.UInt(0), s.UInt(1), static_cast<uint32_t>(crc), static_cast<int>(kind), s.UInt(4),
+                 DecodeRedundancy(redundancy), DecodeChunks(chunks), s.UInt(7), s.Text(8)};
+  if (crc > UINT32_MAX) {
+    r.undecodable = fmt::format("payload_crc {} is wider than 32 bits", crc);
+  } else if (kind > INT32_MAX) {
+    r.undecodable = fmt::format("kind {} is out of range", kind);
+  } else if (EncodeRedundancy(r.redundancy) != redundancy) {
+    r.undecodable = fmt::format("redundancy {:#x} has bits no field uses", redundancy);
+  } else if (chunks.size() % kChunkRecordSize != 0) {
+    r.undecodable = fmt::format("chunks of {} bytes are not whole {}-byte records", chunks.size(), kChunkRecordSize);
+  }
+  return r;
 }
 
 // Every row `s` yields, read by `read`; the statement's error if it fails part way.

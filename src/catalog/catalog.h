@@ -133,6 +133,9 @@ struct ExtentRecord {
   std::vector<ChunkPlacement> chunks;  // redundancy.chunk_count() of them, on distinct disks
   uint64_t logical_length = 0;  // equal to payload_length when the chain is empty
   std::string chain_stamp;      // TransformChain::Stamp(), "" for none
+  // Read from a row: what of its columns did not fit the fields above ("" when all did),
+  // which CheckExtentRecord refuses.
+  std::string undecodable;
 };
 
 // Every call that reads or writes rows returns a Status or Result: a failing query is an

@@ -101,6 +101,7 @@ Status CheckSegmentSummary(const InodeRecord& inode, const SegmentSummary& segme
 }
 
 Status CheckExtentRecord(const ExtentRecord& e) {
+  if (!e.undecodable.empty()) return Bad("extents row {}: {}", e.id, e.undecodable);
   if (e.kind != static_cast<int>(ExtentKind::kFileSegment) && e.kind != static_cast<int>(ExtentKind::kPack)) {
     return Bad("extents row {}: kind {} is unknown (1 segment, 2 pack)", e.id, e.kind);
   }

@@ -102,6 +102,26 @@ TEST_CASE("Catalog: segments, extents and totals survive reopen") {
   CHECK(totals.persisted_bytes == 5000);
 }
 
+TEST_CASE("Catalog: an extent row whose columns do not fit its fields is Corruption, not a record") {
+  test::TempDir dir;
+  auto c = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
+  ExtentRecord e{7, 5000, 0xabc, 1, 1, Redundancy{}, {{0, 8192, ExtentAllocation(5000), 0x11}}};
+  e.logical_length = 5000;
+  REQUIRE(c->InsertExtent(e).ok());
+  REQUIRE(c->Flush().ok());
+  REQUIRE(c->GetExtent(7).ok());
+  auto [damage, why] = GENERATE(table<const char*, const char*>({
+      {"UPDATE extents SET chunks = chunks || x'00'", "whole 60-byte records"},
+      {"UPDATE extents SET kind = 4294967297", "kind 4294967297 is out of range"},
+      {"UPDATE extents SET redundancy = redundancy | (1 << 40)", "has bits no field uses"},
+      {"UPDATE extents SET payload_crc = 8589934592", "wider than 32 bits"},
+  }));
+  REQUIRE(sqlite3_exec(c->handle(), damage, nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto read = c->GetExtent(7);
+  CHECK(read.status().IsCorruption());
+  CHECK_THAT(read.status().message(), Catch::Contains(why));
+}
+
 TEST_CASE("Catalog: refuses an unknown schema version and a non-catalog file") {
   test::TempDir dir;
   {
