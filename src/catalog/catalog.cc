@@ -349,19 +349,29 @@ Statement& Catalog::Prepare(const char* sql, bool journaled) {
   // One that failed to prepare (out of memory, the schema unreadable for a moment) is tried
   // again: kept, it would fail every later use until a restart.
   if (!slot || !slot->prepared()) slot = std::make_unique<Statement>(db_, sql, journaled ? &journal_ : nullptr);
+  slot->Refuse(journaled ? MayRun(slot->writes()) : Status::OK());  // (transaction control runs as it is)
+  return *slot;
+}
+
+Status Catalog::MayRun(bool writes) {
+  if (batch_open_ && sqlite3_get_autocommit(db_)) {  // SQLite rolled the batch back on an error
+    Status dropped = KeepBatch(Status::IOError("SQLite rolled back the open batch"));
+    if (!batch_open_) return dropped;
+  }
+  // Nothing reads past acknowledged operations that wait to be replayed.
+  if (!batch_open_ && !journal_.empty()) {
+    Status replayed = ReplayBatch();
+    if (!replayed.ok()) {
+      return Status::IOError(
+          fmt::format("catalog: acknowledged operations wait to be replayed: {}", replayed.message()));
+    }
+  }
   // A change outside an operation joins the batch too, never a commit of its own: that one
   // would not count in commit_sequence(), a SyncThrough would not wait for it, and a batch
-  // replayed later would land over it. When no batch can take it, it fails.
-  if (slot->writes()) {
-    Status joined;
-    if (commit_failure_.ok()) {
-      joined = OpenBatch();
-    } else if (!batch_open_ || sqlite3_get_autocommit(db_)) {  // the dropped batch is not replayed yet
-      joined = ReadOnly();
-    }
-    slot->Refuse(std::move(joined));
-  }
-  return *slot;
+  // replayed later would land over it.
+  if (!writes || batch_open_) return Status::OK();
+  if (!commit_failure_.ok()) return ReadOnly();
+  return OpenBatch();
 }
 
 Status Catalog::OpenBatch() {
@@ -448,8 +458,9 @@ Status Catalog::SyncThrough(uint64_t sequence) {
 }
 
 Status Catalog::CommitBatch() {
-  if (batch_open_ && sqlite3_get_autocommit(db_)) {  // SQLite rolled it back: replayed first
-    CAIRN_RETURN_IF_ERROR(KeepBatch(Status::IOError("SQLite rolled back the open batch")));
+  if (batch_open_ && sqlite3_get_autocommit(db_)) {  // SQLite rolled it back: replayed, then committed
+    Status dropped = KeepBatch(Status::IOError("SQLite rolled back the open batch"));
+    if (!batch_open_) return dropped;
   }
   if (!batch_open_) CAIRN_RETURN_IF_ERROR(ReplayBatch());  // an earlier replay failed
   Status st = Exec("COMMIT");

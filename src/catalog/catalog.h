@@ -309,8 +309,12 @@ class Catalog {
   Catalog(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Status Exec(const char* sql);
   // Cached by SQL text. Journaled statements are recorded for replay (transaction control is not).
-  // One that writes joins the open batch (opening it); when it cannot, its runs fail.
+  // Its runs fail with what MayRun says (transaction control: journaled false, never).
   Statement& Prepare(const char* sql, bool journaled = true);
+  // Whether a statement may run now: a batch SQLite dropped is replayed first, so that
+  // nothing reads past the acknowledged operations in it; a change joins the open batch
+  // (opened here), or fails when none can take it.
+  Status MayRun(bool writes);
   // EROFS naming commit_failure_.
   Status ReadOnly() const;
   Status UpgradeSchema(int from_version);

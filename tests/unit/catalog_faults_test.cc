@@ -134,6 +134,19 @@ TEST_CASE("Catalog: a change outside an operation that cannot join a batch fails
   CHECK(c.catalog->GetInode(c.f)->size == 12345u);
 }
 
+TEST_CASE("Catalog: after SQLite drops the batch, reads see its operations again and the next flush commits them") {
+  FailingCatalog c;  // its two inodes wait in the open batch, acknowledged
+  REQUIRE(c.catalog->PutSegment({c.f, 0, kHoleExtent, 0, 4096, true}).ok());
+  // An interrupted UPDATE in an explicit transaction: SQLite rolls the whole batch back.
+  Status st = c.FailWith("UPDATE segments SET cached", [&] { return c.catalog->SetSegmentsCached(c.f, false); });
+  REQUIRE_FALSE(st.ok());
+  CHECK(c.catalog->Lookup(c.d, "f").ok());
+  CHECK(c.catalog->Flush().ok());
+  CHECK(c.catalog->Lookup(c.d, "f").ok());
+  CHECK(c.catalog->Begin().ok());  // writable again
+  c.catalog->Rollback();
+}
+
 TEST_CASE("Catalog: a query that could not be prepared is prepared again on its next use") {
   test::TempDir dir;
   auto catalog = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
