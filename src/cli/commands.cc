@@ -171,8 +171,16 @@ int CmdUmount(const Args& args) {
   }
   // Wait for the daemon to persist what is left, release the archive and exit.
   auto daemon_alive = [pid] { return pid > 0 && ::kill(pid, 0) == 0; };
+  auto start = std::chrono::steady_clock::now();
+  auto next_word = start + std::chrono::seconds(5);  // then every 10 s: a long final persist is not a hang
   while (Archive::LockHolder(archive) != 0 || daemon_alive()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (auto now = std::chrono::steady_clock::now(); now >= next_word) {
+      fmt::print(stderr, "cairn umount: {} is unmounted; waiting {} s for its daemon (pid {}) to persist the rest and "
+                 "release {} (Ctrl-C stops waiting, not the daemon)\n",
+                 mountpoint, std::chrono::duration_cast<std::chrono::seconds>(now - start).count(), pid, archive);
+      next_word = now + std::chrono::seconds(10);
+    }
   }
   if (!persisted) {
     return Fail(1, fmt::format("{} is unmounted, but not all of its data is on the disks (see above): the rest stays "

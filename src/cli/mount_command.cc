@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "archive/archive.h"
+#include "archive/config.h"
 #include "cli/commands.h"
 #include "daemon/mount_daemon.h"
 #include "util/cairn_mounts.h"
@@ -99,6 +100,11 @@ Status ParseOptions(const std::string& list, MountRequest& request) {
       }
       request.daemon.settings.fuse_options.push_back(option);
     } else {
+      // Checked here (a usage error, exit 2) as the daemon will apply it, over cairn.conf.
+      ArchiveOptions scratch;
+      if (Status st = ApplyOption(scratch, option.substr(0, eq), option.substr(eq + 1)); !st.ok()) {
+        return Status::InvalidArgument(fmt::format("mount option: {}", st.message()));
+      }
       request.daemon.overrides.emplace_back(option.substr(0, eq), option.substr(eq + 1));
     }
   }
@@ -130,6 +136,8 @@ int CmdMount(const Args& args) {
           request.wait_seconds > 86400) {
         return Fail(2, fmt::format("--wait {:?}: expected whole seconds from 0 to 86400", text));
       }
+    } else if (a == "-o" || a == "--wait") {
+      return Fail(2, fmt::format("{} needs a value\n{}", a, kUsage));
     } else if (a.starts_with("-")) {
       return Fail(2, fmt::format("unknown flag '{}'\n{}", a, kUsage));
     } else {
