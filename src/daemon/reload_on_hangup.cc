@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "util/log.h"
 
 namespace cairn {
@@ -13,8 +15,10 @@ namespace {
 int g_wake_fd = -1;
 
 void OnHangup(int) {
+  int saved = errno;  // of the code the signal interrupted
   char byte = 1;
   [[maybe_unused]] ssize_t n = ::write(g_wake_fd, &byte, 1);  // async-signal-safe; a full pipe is fine
+  errno = saved;
 }
 
 }  // namespace

@@ -15,7 +15,8 @@ class ReloadOnHangup {
  public:
   // Installs the handler, replacing whatever SIGHUP did before (libfuse's).
   explicit ReloadOnHangup(Filesystem& fs);
-  // Restores SIGHUP's default action and stops the thread.
+  // Ignores SIGHUP from then on (its default would kill the daemon during its last persist)
+  // and stops the thread.
   ~ReloadOnHangup();
 
  private:
