@@ -120,8 +120,9 @@ std::vector<std::string> AbsoluteDevices(const std::vector<std::string>& devices
   std::vector<std::string> absolute;
   for (const std::string& device : devices) {
     std::error_code error;
+    // Not normalised: ".." after a symbolic link is not the link's parent.
     auto path = std::filesystem::absolute(device, error);
-    absolute.push_back(error ? device : path.lexically_normal().string());
+    absolute.push_back(error ? device : path.string());
   }
   return absolute;
 }

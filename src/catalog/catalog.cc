@@ -355,15 +355,23 @@ Statement& Catalog::Prepare(const char* sql, bool journaled) {
 
 Status Catalog::MayRun(bool writes) {
   if (batch_open_ && sqlite3_get_autocommit(db_)) {  // SQLite rolled the batch back on an error
+    // Inside an operation its savepoint went with it: replayed now, the rest of the
+    // operation would run outside it, past its Rollback. Its Rollback replays the batch.
+    if (txn_depth_ > 0) return Status::IOError("catalog: SQLite rolled back the batch in the middle of an operation");
     Status dropped = KeepBatch(Status::IOError("SQLite rolled back the open batch"));
     if (!batch_open_) return dropped;
   }
-  // Nothing reads past acknowledged operations that wait to be replayed.
+  // Nothing reads past acknowledged operations that wait to be replayed. A replay that
+  // failed is tried again by the flushes, and here at most once a second.
   if (!batch_open_ && !journal_.empty()) {
-    Status replayed = ReplayBatch();
-    if (!replayed.ok()) {
+    auto now = std::chrono::steady_clock::now();
+    if (replay_failure_.ok() || now - replay_failed_at_ >= std::chrono::seconds(1)) {
+      replay_failure_ = ReplayBatch();
+      replay_failed_at_ = now;
+    }
+    if (!replay_failure_.ok()) {
       return Status::IOError(
-          fmt::format("catalog: acknowledged operations wait to be replayed: {}", replayed.message()));
+          fmt::format("catalog: acknowledged operations wait to be replayed: {}", replay_failure_.message()));
     }
   }
   // A change outside an operation joins the batch too, never a commit of its own: that one

@@ -338,6 +338,8 @@ class Catalog {
   bool batch_open_ = false;
   BatchJournal journal_;
   Status commit_failure_;  // why the batch cannot commit; OK when it can
+  Status replay_failure_;  // why MayRun's last replay of a dropped batch failed, and when
+  std::chrono::steady_clock::time_point replay_failed_at_;
   uint64_t epoch_ = 0;     // the generation of inodes made now
   uint64_t policy_changes_ = 0;
   uint64_t next_ino_ = 0;

@@ -167,6 +167,7 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
   auto data = state_.data_locks.Exclusive(fh->ino);
   uint64_t segment_size;
   uint64_t old_size;  // stays while the data lock is held
+  std::string group;  // where its bytes are counted until persisted
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = GetInodeOrENOENT(archive_.catalog(), fh->ino);
@@ -174,14 +175,17 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
     CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
     segment_size = SegmentSizeOf(archive_, *inode);
     old_size = inode->size;
-    uint64_t needed = state_.dirty_bytes + src.size();
-    // Per segment, an extent header block and (format v3) a block for the member table.
-    needed += (needed / segment_size + 2) * 2 * kBlockSize;
-    if (!fh->plan) {
+    // Where its data goes: resolved again once a policy changed (a failure: each time).
+    if (!fh->plan || fh->plan_at != archive_.catalog().policy_changes()) {
       auto plan = PlanOfInode(archive_, *inode);
       fh->plan = plan.ok() ? *plan : nullptr;
+      fh->plan_at = plan.ok() ? archive_.catalog().policy_changes() : 0;
     }
-    if (FreeBytesFor(fh->plan->get()) < (*fh->plan ? StoredBytesFor(archive_, **fh->plan, needed) : needed)) {
+    group = fh->plan ? fh->plan->group : "";
+    uint64_t needed = state_.dirty_bytes_in[group] + src.size();
+    // Per segment, an extent header block and (format v3) a block for the member table.
+    needed += (needed / segment_size + 2) * 2 * kBlockSize;
+    if (FreeBytesFor(fh->plan.get()) < (fh->plan ? StoredBytesFor(archive_, *fh->plan, needed) : needed)) {
       return Status::Posix(ENOSPC, "its disk group cannot hold more than what already waits to be persisted");
     }
   }
@@ -204,7 +208,8 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
     // Mark the segments dirty in memory before the cache changes, with the segment size
     // the file has now (a persist may have fixed it since we looked): a commit of the
     // persister in between then keeps the file dirty.
-    DirtyFile& dirty = state_.MarkWritten(fh->ino, src.size(), std::max<uint64_t>(inode->size, offset + src.size()));
+    DirtyFile& dirty =
+        state_.MarkWritten(fh->ino, src.size(), std::max<uint64_t>(inode->size, offset + src.size()), group);
     if (inode->segment_size == 0) {
       // Decided by the policy at first persist; until then the whole file is dirty.
       dirty.all_cached = true;
@@ -378,10 +383,7 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
   });
   if (!updated.ok()) {
     state_.EraseDirty(ino);
-    if (dirty_before) {
-      state_.dirty[ino] = *dirty_before;
-      state_.dirty_bytes += dirty_before->written_bytes;
-    }
+    if (dirty_before) state_.RestoreDirty(ino, *dirty_before);
     return updated;
   }
   InodeRecord inode = *updated;

@@ -55,9 +55,11 @@ struct FileHandle {
   // sequential (FileData::Read).
   std::atomic<uint64_t> read_end{0};
   // Where its data goes and in how many copies, for the free-space check of its writes:
-  // resolved at its first write (null when it could not be: the persister reports that).
-  // Guarded by the file's data lock.
-  std::optional<std::shared_ptr<const WritePlan>> plan;
+  // resolved at a write, again after any policy change (Catalog::policy_changes() then:
+  // plan_at); null when it could not be (the persister reports that). Guarded by the file's
+  // data lock.
+  std::shared_ptr<const WritePlan> plan;
+  uint64_t plan_at = 0;
 };
 
 struct DirEntry {

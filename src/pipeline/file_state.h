@@ -42,18 +42,25 @@ struct DirtyFile {
   // Bytes written since it was last clean, at most its size: the space its persist may need
   // (a byte written twice needs it once).
   uint64_t written_bytes = 0;
+  // The disk group they are counted in (the plan's when its first write knew it; "": the
+  // archive's first group).
+  std::string group;
 };
 
 struct FileState {
   std::unordered_map<uint64_t, LiveInode> live;
   std::map<uint64_t, DirtyFile> dirty;
   uint64_t dirty_bytes = 0;  // sum of dirty[*].written_bytes
+  std::map<std::string, uint64_t> dirty_bytes_in;  // the same by DirtyFile::group
 
-  // Records a write of `bytes` to `ino`, which is `size` bytes long after it.
-  DirtyFile& MarkWritten(uint64_t ino, uint64_t bytes, uint64_t size) {
+  // Records a write of `bytes` to `ino`, which is `size` bytes long after it; a file clean
+  // until now is counted in `group`.
+  DirtyFile& MarkWritten(uint64_t ino, uint64_t bytes, uint64_t size, const std::string& group) {
     DirtyFile& file = dirty[ino];
+    if (file.written_bytes == 0) file.group = group;
     uint64_t charged = std::max(file.written_bytes, std::min(file.written_bytes + bytes, size));
     dirty_bytes += charged - file.written_bytes;
+    dirty_bytes_in[file.group] += charged - file.written_bytes;
     file.written_bytes = charged;
     return file;
   }
@@ -61,7 +68,15 @@ struct FileState {
     auto it = dirty.find(ino);
     if (it == dirty.end()) return;
     dirty_bytes -= it->second.written_bytes;
+    dirty_bytes_in[it->second.group] -= it->second.written_bytes;
     dirty.erase(it);
+  }
+  // Puts back what EraseDirty took (an operation undone).
+  void RestoreDirty(uint64_t ino, const DirtyFile& file) {
+    EraseDirty(ino);
+    dirty[ino] = file;
+    dirty_bytes += file.written_bytes;
+    dirty_bytes_in[file.group] += file.written_bytes;
   }
   // Files whose dirty data should be persisted at or after the given time.
   std::map<uint64_t, int64_t> persist_queue;

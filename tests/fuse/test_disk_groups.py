@@ -255,3 +255,14 @@ def test_a_write_is_checked_against_the_free_space_of_its_own_group_and_copies(a
     write_file(archive.m("m", "small"), small)
     cairn("persist", archive.arch)
     assert os.getxattr(archive.m("m", "small"), "user.cairn.state") == b"persisted"
+    # What waits for another group does not count against this one: 20M wait for the
+    # lonestar group (a file kept open, not persisted meanwhile), and 2 x 6M still fit the pool.
+    archive.umount()
+    archive.mount("persist_idle=3600")
+    fd = os.open(archive.m("cold", "open"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, random_bytes(20 * MiB, 84))
+        os.fsync(fd)
+        write_file(archive.m("m", "more"), random_bytes(6 * MiB, 85))
+    finally:
+        os.close(fd)

@@ -147,6 +147,21 @@ TEST_CASE("Catalog: after SQLite drops the batch, reads see its operations again
   c.catalog->Rollback();
 }
 
+TEST_CASE("Catalog: a batch SQLite drops in the middle of an operation is not replayed under it") {
+  FailingCatalog c;
+  REQUIRE(c.catalog->Flush().ok());
+  REQUIRE(c.catalog->Begin().ok());
+  REQUIRE(c.catalog->InsertEntry(c.d, "a", c.f).ok());
+  Status st = c.FailWith("INSERT INTO dentries", [&] { return c.catalog->InsertEntry(c.d, "b", c.f); });
+  REQUIRE_FALSE(st.ok());  // SQLite rolled the whole batch back, the operation's savepoint with it
+  CHECK_FALSE(c.catalog->Lookup(c.d, "f").ok());  // not replayed here, under the operation
+  CHECK_FALSE(c.catalog->InsertEntry(c.d, "c", c.f).ok());
+  c.catalog->Rollback();  // replays the batch without the operation
+  REQUIRE(c.catalog->Flush().ok());
+  CHECK(c.catalog->Lookup(c.d, "f").ok());
+  for (const char* name : {"a", "b", "c"}) CHECK(c.catalog->Lookup(c.d, name).status().IsNotFound());
+}
+
 TEST_CASE("Catalog: a query that could not be prepared is prepared again on its next use") {
   test::TempDir dir;
   auto catalog = std::move(*Catalog::Create(dir / "c.db", 0, 0, 0));
