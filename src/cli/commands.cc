@@ -84,9 +84,11 @@ int CmdMkfs(const Args& args) {
   std::string dir;
   bool have_disks = false;
   bool have_size = false;
+  std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string* { return i + 1 < args.size() ? &args[++i] : nullptr; };
+    if (a != "--group" && a != "--devices" && a.starts_with("--") && !FirstTime(seen, a)) return Fail(2, GivenTwice(a));
     if (a == "--disks") {
       const std::string* v = value();
       if (!v) return Fail(2, usage);
@@ -104,6 +106,7 @@ int CmdMkfs(const Args& args) {
     } else if (a == "--devices") {
       const std::string* v = value();
       if (!v || mkfs.groups.empty()) return Fail(2, "--devices lists the devices of the --group before it");
+      if (!mkfs.groups.back().devices.empty()) return Fail(2, "--devices is given twice for one --group");
       mkfs.groups.back().devices = AbsoluteDevices(SplitList(*v));
     } else if (a == "--disk-size" || a == "--segment-size" || a == "--cache-size" || a == "--pack-threshold") {
       const std::string* v = value();

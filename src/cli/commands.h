@@ -4,8 +4,11 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "archive/archive.h"
 #include "cairn/status.h"
@@ -60,6 +63,10 @@ Status LoadPluginsOf(const std::string& dir);
 void Tell(const std::string& line);
 // Tells `message` and returns `code`.
 int Fail(int code, const std::string& message);
+// Whether `flag` comes up for the first time (recorded in `seen`): a flag that takes one
+// value is refused when given twice, not silently overridden by its last value.
+inline bool FirstTime(std::set<std::string>& seen, const std::string& flag) { return seen.insert(flag).second; }
+inline std::string GivenTwice(const std::string& flag) { return fmt::format("{} is given twice", flag); }
 
 // Opens an archive to look at it, mounted or not: read-only, without its lock, missing disks
 // shown as missing.

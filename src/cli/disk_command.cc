@@ -237,7 +237,11 @@ Result<int64_t> ParseDuration(const std::string& text) {
 // --budget DURATION. False on bad usage (with *error set when there is more to say).
 bool ParseRepairArgs(const Args& args, bool allow_budget, std::string* dir, bool* progress, int64_t* budget,
                      uint64_t* rate, std::string* error) {
+  std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); i++) {
+    if ((args[i] == "--rate" || args[i] == "--budget") && !FirstTime(seen, args[i])) {
+      return *error = GivenTwice(args[i]), false;
+    }
     if (args[i] == "--progress") {
       *progress = true;
     } else if (allow_budget && args[i] == "--budget" && i + 1 < args.size()) {

@@ -26,7 +26,11 @@ int Add(const Args& args) {
   if (!spec.ok()) return Fail(2, spec.status().message());
   uint64_t disk_size = 0;
   std::vector<std::string> devices;
+  std::set<std::string> seen;
   for (size_t i = 2; i < args.size(); i++) {
+    if ((args[i] == "--disk-size" || args[i] == "--devices") && !FirstTime(seen, args[i])) {
+      return Fail(2, GivenTwice(args[i]));
+    }
     if (args[i] == "--disk-size" && i + 1 < args.size()) {
       auto size = ParseSize(args[++i]);
       if (!size.ok()) return Fail(2, fmt::format("--disk-size: {}", size.status().message()));

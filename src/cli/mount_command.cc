@@ -116,8 +116,10 @@ Status ParseOptions(const std::string& list, MountRequest& request) {
 int CmdMount(const Args& args) {
   MountRequest request;
   std::vector<std::string> positional;
+  std::set<std::string> seen;
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
+    if (a == "--wait" && !FirstTime(seen, a)) return Fail(2, GivenTwice(a));
     if (a == "-f" || a == "--foreground") {
       request.foreground = true;
     } else if (a == "-d" || a == "--debug") {
