@@ -39,8 +39,9 @@ class Statement {
     return *this;
   }
 
-  // Makes its runs fail with `why` until called again with OK (the catalog's refusal of a
-  // change that could not join a batch); Replay is not refused.
+  // Makes its runs fail with `why` until called again with OK (Catalog::MayRun: a change
+  // that no batch can take, or any statement while a dropped batch waits to be replayed);
+  // Replay is not refused.
   void Refuse(Status why) { refused_ = std::move(why); }
 
   // Advances to the next row: true when a row is available, false when done.
