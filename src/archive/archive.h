@@ -176,7 +176,8 @@ class Archive {
   // Commit + MakeDurable, for callers that hold nothing (takes the catalog mutex).
   Status CommitDurably();
   // Drops one segment's reference to an extent, deleting the extent (and queueing its
-  // space with FreeAfterDurableCommit) when none is left.
+  // space with FreeAfterDurableCommit) when none is left. An extent whose count says none is
+  // left while other segments still use it is kept, with a log line (a damaged count).
   // REQUIRES: catalog_mutex held, inside a catalog transaction.
   Status UnrefExtent(uint64_t extent_id);
   // Whether disk `index` takes new chunks and serves reads: neither out nor awaiting rebuild.

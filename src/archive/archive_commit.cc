@@ -62,8 +62,12 @@ Status Archive::UnrefExtent(uint64_t extent_id) {
   auto users = catalog_->CountSegmentsIn(extent_id);
   if (!users.ok()) return users.status();
   if (*users > 1) {
-    return Status::Corruption(fmt::format("catalog: extent {} says {} reference(s), but {} segments use it: it is "
-                                          "kept (run cairn fsck)", extent_id, extent->refs, *users));
+    // Kept, its count as it is, for fsck to report; the caller's change goes on without it:
+    // refusing it would fail the rewrite or removal, and every batch of files it is in, for
+    // as long as the damage lasts.
+    LogError("catalog: extent {} says {} reference(s), but {} segments use it: it is kept (run cairn fsck)",
+             extent_id, extent->refs, *users);
+    return Status::OK();
   }
   CAIRN_RETURN_IF_ERROR(catalog_->DeleteExtent(extent_id));
   FreeAfterDurableCommit(*extent);
