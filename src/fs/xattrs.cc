@@ -22,10 +22,13 @@ namespace cairn {
 namespace {
 
 // The check a change of `name` by `caller` needs: none for root (who may use every key) nor
-// for an attribute that cannot change encryption.
-std::optional<KeyCheck> KeyCheckFor(FileKeys& keys, const std::string& name, const Caller& caller) {
-  if (!DecidesEncryption(name)) return std::nullopt;
-  return KeyCheck::For(keys, caller);
+// for an attribute that cannot change encryption. Cairn's encrypt, key and policy settings
+// can (DecidesEncryption), and so can an attribute a rule tests ("where xattr user.project":
+// taking it away may take the rule's encryption with it).
+std::optional<KeyCheck> KeyCheckFor(Archive& archive, const std::string& name, const Caller& caller) {
+  std::shared_ptr<const RuleSet> rules = archive.policy_context().rules;
+  if (!DecidesEncryption(name) && !(rules && rules->TestsXattr(name))) return std::nullopt;
+  return KeyCheck::For(archive.file_keys(), caller);
 }
 
 // ENOSPC when one more name would make the file's name list longer than listxattr(2) can
@@ -70,7 +73,7 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
       }
     }
   }
-  std::optional<KeyCheck> key_check = KeyCheckFor(archive_.file_keys(), name, caller);
+  std::optional<KeyCheck> key_check = KeyCheckFor(archive_, name, caller);
   // An access ACL set by someone outside the file's group clears setgid, as chmod would
   // (the kernel leaves that to the filesystem once it handles ACLs). Read before the lock.
   std::vector<uint32_t> groups = name == kAclAccessXattr && caller.uid != 0 ? caller.groups() : std::vector<uint32_t>();
@@ -141,7 +144,7 @@ Status Xattrs::Remove(uint64_t ino, const std::string& name, const Caller& calle
     return Status::Posix(EPERM, fmt::format("{} is computed by cairn and cannot be removed", name));
   }
   bool policy_key = IsPolicyXattr(name);
-  std::optional<KeyCheck> key_check = KeyCheckFor(archive_.file_keys(), name, caller);
+  std::optional<KeyCheck> key_check = KeyCheckFor(archive_, name, caller);
   std::lock_guard lock(archive_.catalog_mutex());
   Catalog& catalog = archive_.catalog();
   return InTransaction(catalog, [&]() -> Status {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -140,6 +141,14 @@ const Rule& RuleSet::Match(const FileFacts& facts, int64_t now_ns) const {
 const NamedPolicy* RuleSet::FindPolicy(std::string_view name) const {
   auto it = policy_index_.find(name);
   return it == policy_index_.end() ? nullptr : &policies_[it->second];
+}
+
+bool RuleSet::TestsXattr(std::string_view name) const {
+  return std::any_of(rules_.begin(), rules_.end(), [name](const Rule& rule) {
+    return std::any_of(rule.conditions().begin(), rule.conditions().end(), [name](const Condition& condition) {
+      return condition.kind == Condition::Kind::kXattr && condition.xattr_name == name;
+    });
+  });
 }
 
 std::vector<PolicySetting> RuleSet::Expand(const std::vector<PolicySetting>& settings) const {

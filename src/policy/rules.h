@@ -109,6 +109,8 @@ class RuleSet {
   // The first rule that matches `facts`, else the default.
   const Rule& Match(const FileFacts& facts, int64_t now_ns) const;
   const NamedPolicy* FindPolicy(std::string_view name) const;
+  // Whether a rule's condition tests attribute `name` ("where xattr NAME").
+  bool TestsXattr(std::string_view name) const;
   // `settings` plus the fields of the policy their policy=NAME names, for keys `settings` does not
   // set itself (explicit keys win), in kAllPolicyKeys order.
   std::vector<PolicySetting> Expand(const std::vector<PolicySetting>& settings) const;

@@ -268,6 +268,44 @@ attempt("read", lambda: open(f, "rb").read(64))
     assert read_file(archive.m("e", "f")) == data
 
 
+def test_a_user_without_the_grant_cannot_change_an_attribute_a_rule_encrypts_by(archive):
+    """A rule that encrypts by a user attribute: taking the attribute away would have the
+    reconciler write the file in clear and drop its data key, for anyone with the mode bits to
+    read. A user not granted the key may not change it; other attributes, and the attribute on
+    files the rule does not encrypt, stay theirs to change."""
+    cairn("key", "create", archive.arch, "k1")
+    with open(os.path.join(archive.arch, "rules"), "w") as f:
+        f.write("rule sealed\n    where xattr user.proj = alpha\n    set encrypt=aes-256-gcm key=k1\ndefault\n")
+    cairn("rules", "reload", archive.arch)
+    os.makedirs(archive.m("s"))
+    os.chmod(archive.m("s"), 0o777)
+    data = b"sealed by a rule\n" * 10000
+    write_file(archive.m("s", "f"), b"", mode=0o666)
+    os.setxattr(archive.m("s", "f"), "user.proj", b"alpha")
+    write_file(archive.m("s", "f"), data, mode=0o666)
+    write_file(archive.m("s", "open"), b"no key here\n", mode=0o666)
+    archive.persist()
+    assert key_files(archive, "k1") == 1
+    steps = """
+f, o = sys.argv[1], sys.argv[2]
+attempt("remove user.proj", lambda: os.removexattr(f, "user.proj"))
+attempt("set user.proj", lambda: os.setxattr(f, "user.proj", b"beta"))
+attempt("set user.note", lambda: os.setxattr(f, "user.note", b"x"))
+attempt("set user.proj elsewhere", lambda: os.setxattr(o, "user.proj", b"beta"))
+attempt("read", lambda: open(f, "rb").read(64))
+"""
+    assert attempts_as_nobody(steps, archive.m("s", "f"), archive.m("s", "open")) == {
+        "remove user.proj": "EACCES", "set user.proj": "EACCES", "set user.note": "ok",
+        "set user.proj elsewhere": "ok", "read": "EACCES"}
+    assert "removexattr user.proj on inode" in log_text(archive)
+    cairn("policy", "apply", archive.m("s"))
+    assert "encrypt=aes-256-gcm key=k1" in os.getxattr(archive.m("s", "f"), "user.cairn.effective").decode()
+    assert key_files(archive, "k1") == 1
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("s", "f")) == data
+
+
 def test_a_user_without_the_grant_cannot_move_or_link_a_file_out_of_its_key(archive):
     cairn("key", "create", archive.arch, "k1")
     encrypt_dir(archive, archive.m("e"))
