@@ -50,6 +50,7 @@ class Status {
   bool IsNotFound() const { return code() == Code::kNotFound; }
   bool IsCorruption() const { return code() == Code::kCorruption; }
   bool IsBusy() const { return code() == Code::kBusy; }
+  bool IsNoSpace() const { return code() == Code::kNoSpace; }
   // The errno of the failed system call, or 0 when the status did not come from one.
   int sys_errno() const { return state_ ? state_->sys_errno : 0; }
   const std::string& message() const;

@@ -228,6 +228,15 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
   }
   for (size_t i : bad) {
     auto written = WriteChunk(extent, i, header, *chunks[i], writes);
+    if (written.status().IsNoSpace()) {
+      // No disk may take it now (its own is missing, and every other failure domain holds a
+      // chunk of the extent or is full): the extent stays degraded, reported, and the run
+      // goes on (a rebuild comes back to it).
+      task.failed = true;
+      report.problems.push_back(fmt::format("extent {} chunk {}: not rewritten: {}", extent.id, i,
+                                            written.status().message()));
+      continue;
+    }
     if (!written.ok()) {
       std::lock_guard lock(mutex_);
       if (stop_error_.ok()) {

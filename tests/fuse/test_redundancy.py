@@ -221,6 +221,30 @@ def test_a_lost_extent_does_not_keep_later_scrubs_from_the_extents_before_it(arc
     assert read_file(archive.m("f0")) == files["f0"]
 
 
+@pytest.mark.no_fsck  # a disk is missing and an extent is lost, by design
+def test_a_scrub_with_a_disk_missing_checks_every_extent(archive):
+    """Two disks, mirror-2, disk 1 gone: no disk may take the copies it held. A scrub reports
+    each extent it cannot restore and goes on; before, the first such copy stopped every scrub
+    (and rebuild) at its first batch, so the rot in the last file was never found."""
+    files = persisted_files(archive, 2, "mirror-2", [1 * MiB, 1 * MiB, 1 * MiB], 95)
+    last = chunks_of(archive.m("f2"))[0]
+    archive.umount()
+    os.remove(disk_path(archive, 1))
+    disk, offset = next(place for place in last if place[0] == 0)
+    overwrite(archive, disk, offset + 5000, b"\xba\xad")
+    r = cairn("scrub", archive.arch, check=False)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    assert "1 extent(s) lost" in out, out
+    assert len(re.findall(r"chunk 1: not rewritten: no disk in a failure domain", out)) == 2, out
+    archive.mount("degraded")
+    assert read_file(archive.m("f0")) == files["f0"]
+    assert read_file(archive.m("f1")) == files["f1"]
+    with pytest.raises(OSError) as e:
+        read_file(archive.m("f2"))
+    assert e.value.errno == errno.EIO
+
+
 def test_a_read_repairs_the_chunk_it_had_to_rebuild(archive):
     data = persisted_files(archive, 4, "rs-2-1", [5 * MiB], 90)["f0"]
     disk, offset = chunks_of(archive.m("f0"))[1][0]  # segment 1, data chunk 0
