@@ -9,6 +9,7 @@
 #include <ctime>
 #include <future>
 #include <map>
+#include <new>
 #include <set>
 
 #include <fmt/format.h>
@@ -31,8 +32,8 @@ constexpr auto kPollInterval = std::chrono::milliseconds(250);
 constexpr int64_t kQuietNs = 500'000'000;
 constexpr size_t kPiecesPerCommit = 512;  // bounds how long one commit holds the catalog
 constexpr int64_t kRetryDelayNs = 5'000'000'000;
-// A file's slice per round: this many segments read (bounds memory and how long other
-// files wait), or kPiecesPerCommit segments that are holes.
+// A file's slice per round: this many segments' worth of bytes read, of the archive's
+// segment size (bounds memory and how long other files wait), or kPiecesPerCommit segments.
 constexpr auto kReleaseGrace = std::chrono::seconds(2);
 constexpr uint64_t kSegmentsPerCommit = 16;
 // What an owner's files may take per round: kSegmentsPerCommit segments' worth of bytes
@@ -361,6 +362,10 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
   const int fd = (*file)->fd();
   size_t taken = 0;
   uint64_t segments_read = 0;
+  // A slice reads kSegmentsPerCommit segments of the archive's size at most (a file's own
+  // segments may be up to 1 GiB each), and always one.
+  const uint64_t slice_bytes = kSegmentsPerCommit * archive_.options().segment_size;
+  uint64_t bytes_read = 0;
   for (; taken < candidates.size(); taken++) {
     SegmentPiece piece;
     piece.ino = ino;
@@ -372,14 +377,19 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     auto has_data = StagingCache::HasData(fd, start, length);
     if (!has_data.ok()) return cache_failure(has_data.status());
     if (*has_data) {
-      if (segments_read == kSegmentsPerCommit) break;
+      if (segments_read > 0 && bytes_read + length > slice_bytes) break;
       auto read = [fd, start, length]() -> Result<std::vector<uint8_t>> {
-        std::vector<uint8_t> bytes(length);
-        CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fd, start, bytes));
-        return bytes;
+        try {
+          std::vector<uint8_t> bytes(length);
+          CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fd, start, bytes));
+          return bytes;
+        } catch (const std::bad_alloc&) {  // the file waits for its retry; the daemon stays
+          return Status::IOError(fmt::format("out of memory reading a segment of {} bytes", length));
+        }
       };
       reads.push_back({pieces.size(), archive_.transform_pool().Submit(std::move(read))});  // reserved: no throw
       segments_read++;
+      bytes_read += length;
     } else {
       piece.hole_length = length;  // all zeros, as a read would have shown
     }
@@ -449,8 +459,8 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
     return names;
   }
   for (const auto& [ino, why] : written->left_out) {
-    LogError("inode {}: not persisted, will retry: no data key: {}", ino, why.message());
-    left_out->emplace(ino, Status::IOError(fmt::format("no data key: {}", why.message())));
+    LogError("inode {}: not persisted, will retry: {}", ino, why.message());
+    left_out->emplace(ino, why);
   }
   retry_later(&written->left_out);
 

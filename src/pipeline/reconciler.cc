@@ -376,7 +376,7 @@ Status Reconciler::WritePending(Batch& batch) {
     auto left_out = written->left_out.find(batch.pending[i].ino);
     if (left_out == written->left_out.end()) continue;
     Job& job = batch.jobs[batch.pending_job[i]];
-    if (!job.failed) LogError("reconciler: inode {} stays out of policy: no data key: {}", job.inode.ino, left_out->second.message());
+    if (!job.failed) LogError("reconciler: inode {} stays out of policy: {}", job.inode.ino, left_out->second.message());
     job.failed = true;
   }
   for (const auto& p : written->placements) {

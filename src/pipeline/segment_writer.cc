@@ -67,7 +67,7 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     if (key.ok()) {
       keys.emplace(piece.ino, *key);
     } else {
-      out.left_out.emplace(piece.ino, key.status());
+      out.left_out.emplace(piece.ino, Status::IOError(fmt::format("no data key: {}", key.status().message())));
     }
   }
   auto leave_out = [&](const SegmentPiece& piece) { return (skip && skip(piece)) || out.left_out.contains(piece.ino); };
@@ -116,6 +116,14 @@ Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<Segmen
     auto record = stored.ok() ? archive.extents().WriteExtentToDisk(job.kind, job.ino, job.file_offset, *stored,
                                                                     job.encoding)
                               : Result<ExtentRecord>(stored.status());
+    if (record.status().IsNoSpace()) {
+      // Its group has no room for it as its plan asks (a raid set after the data was
+      // written, a degraded group): its files are left out, the others of the batch go on.
+      for (const WrittenSegments::Placement& placement : job.placements) {
+        out.left_out.emplace(pieces[placement.piece].ino, record.status());
+      }
+      return;
+    }
     if (!record.ok()) {
       failure = record.status();
       return;

@@ -43,9 +43,11 @@ struct WrittenSegments {
     bool hole;        // all zeros: stored as no extent, referencing the one recording it
   };
   std::vector<ExtentRecord> extents;  // written and synced, not yet in the catalog
-  std::vector<Placement> placements;  // one per piece that was not skipped or left out
+  std::vector<Placement> placements;  // one per piece written (skipped ones are not)
   // Files left out of the batch, with why: their data key cannot be had now (its master key
-  // is not in the keystore, its key command fails). The other files' pieces are written.
+  // is not in the keystore, its key command fails), or their group has no room for an
+  // extent of theirs as their plan asks. The other files' pieces are written; what was
+  // written of theirs is in `extents` and `placements` too, for the caller not to commit.
   std::map<uint64_t, Status> left_out;
 };
 

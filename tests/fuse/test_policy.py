@@ -141,3 +141,30 @@ print(json.dumps(results))
     assert read_file(archive.m("pub", "f")) == b"data"  # the daemon still answers
     os.setxattr(archive.m("pub", "f"), "user.cairn.raid", b"mirror-2")
     assert getx(archive.m("pub", "f"), "raid") == "mirror-2"
+
+
+def _peak_rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) // 1024
+
+
+def test_large_segments_are_persisted_a_few_at_a_time(archive):
+    """A slice of a file read for persisting is bounded by bytes, not by its count of
+    segments: ten 64 MiB segments were all read into the daemon's memory at once (16 per
+    slice), 1 GiB segments would have taken 16 GiB."""
+    os.makedirs(archive.m("big"))
+    os.setxattr(archive.m("big"), "user.cairn.segment_size", b"64M")
+    block = random_bytes(4 * MiB, 77)
+    blocks = 160  # 640 MiB: ten segments
+    with open(archive.m("big", "f"), "wb") as f:
+        for _ in range(blocks):
+            f.write(block)
+    pid = archive.daemon_pid()
+    before = _peak_rss_mib(pid)
+    archive.persist()
+    peak = _peak_rss_mib(pid)
+    assert peak < max(before, 64) + 384, f"daemon peak RSS {before} MiB before the persist, {peak} MiB after"
+    archive.evict()
+    with open(archive.m("big", "f"), "rb") as f:
+        for i in range(blocks):
+            assert f.read(4 * MiB) == block, f"block {i}"

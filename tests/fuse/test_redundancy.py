@@ -477,3 +477,27 @@ def test_an_interrupted_online_rebuild_stops_at_once_and_continues_later(archive
     archive.evict()
     for name, data in files.items():
         assert read_file(archive.m(name)) == data, name
+
+
+def test_a_file_its_disks_have_no_room_for_holds_back_no_other_file(archive):
+    """mirror-2, set after the data was written (the plan is made at the first persist), for a
+    file its two disks cannot hold twice: it waits in the staging cache, named, and the other
+    files go on to the disks (before, the no-space failure failed every batch it was in, and it
+    led every batch after it)."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", "2", "--disk-size", "16M")
+    archive.mount("persist_idle=3600")
+    big = random_bytes(20 * MiB, 41)
+    write_file(archive.m("big"), big)
+    os.setxattr(archive.m("big"), "user.cairn.raid", b"mirror-2")
+    write_file(archive.m("small"), b"small\n")
+    r = cairn("persist", archive.arch, check=False)
+    assert r.returncode != 0 and "not persisted" in r.stderr and "need as many disks with room" in r.stderr, r
+    assert os.getxattr(archive.m("small"), "user.cairn.state") == b"persisted"
+    assert os.getxattr(archive.m("big"), "user.cairn.state") != b"persisted"
+    os.setxattr(archive.m("big"), "user.cairn.raid", b"none")
+    archive.persist()
+    archive.evict()
+    assert read_file(archive.m("big")) == big
+    assert read_file(archive.m("small")) == b"small\n"
