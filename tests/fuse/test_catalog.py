@@ -156,11 +156,9 @@ def test_directory_cycle_answers_eio_instead_of_hanging(archive):
     assert sorted(os.listdir(archive.m())) == ["c", "p2"]
 
 
-def test_an_extent_whose_reference_count_is_damaged_too_low_is_kept_for_its_other_files(archive):
-    """Small files share a pack extent. With its count of references damaged to 1, removing one
-    of them must not free the pack while the other file's segment is still in it: the removal
-    goes on but keeps the extent, with a log line, and the other file reads back after an
-    evict."""
+def _pack_with_a_count_damaged_too_low(archive):
+    """Small files a and b in one pack extent whose count of references says 1; returns the
+    extent's id, as a one-tuple for sqlite3."""
     write_file(archive.m("a"), b"a" * 3000)
     write_file(archive.m("b"), b"b" * 3000)
     archive.persist()
@@ -173,6 +171,15 @@ def test_an_extent_whose_reference_count_is_damaged_too_low_is_kept_for_its_othe
         db.execute("UPDATE extents SET refs = 1 WHERE id = ?", shared)
     db.close()
     archive.mount()
+    return shared
+
+
+def test_an_extent_whose_reference_count_is_damaged_too_low_is_kept_for_its_other_files(archive):
+    """Small files share a pack extent. With its count of references damaged to 1, removing one
+    of them must not free the pack while the other file's segment is still in it: the removal
+    goes on but keeps the extent, with a log line, and the other file reads back after an
+    evict."""
+    _pack_with_a_count_damaged_too_low(archive)
     os.unlink(archive.m("a"))
     archive.persist()
     archive.evict()
@@ -191,18 +198,7 @@ def test_a_damaged_reference_count_holds_back_no_other_file(archive):
     is persisted with the rest of its batch (before, the refused removal failed the whole batch,
     then every retry of it: no file of it ever reached the disks). The pack stays for the other
     file, and the damage is logged for fsck."""
-    write_file(archive.m("a"), b"a" * 3000)
-    write_file(archive.m("b"), b"b" * 3000)
-    archive.persist()
-    archive.umount()
-    db = sqlite3.connect(os.path.join(archive.arch, "catalog.db"))
-    with db:
-        shared = db.execute("SELECT extent FROM segments WHERE extent != 0 "
-                            "GROUP BY extent HAVING COUNT(*) = 2").fetchone()
-        assert shared, "the two small files are not in one pack"
-        db.execute("UPDATE extents SET refs = 1 WHERE id = ?", shared)
-    db.close()
-    archive.mount()
+    shared = _pack_with_a_count_damaged_too_low(archive)
     write_file(archive.m("a"), b"A" * 5000)  # its segment moves to a new extent
     write_file(archive.m("c"), b"c" * 7000)  # a bystander in the same batch
     r = cairn("persist", archive.arch, check=False, timeout=60)
