@@ -5,7 +5,8 @@ import subprocess
 import threading
 import time
 
-from conftest import KiB, MiB, random_bytes, sh, sha256, sha256_file, wait_pid_gone, write_file
+from conftest import (KiB, MiB, is_mounted, pid_alive, random_bytes, sh, sha256, sha256_file, wait_pid_gone,
+                      write_file)
 
 CHUNKS = [4 * KiB, 64 * KiB, 128 * KiB, 1 * MiB, 12345, 333 * KiB, 7, 2 * MiB + 1]
 
@@ -98,16 +99,24 @@ def test_a_second_sigterm_does_not_kill_the_last_persist(archive):
     gate = archive.s("gate")
     archive.umount()
     archive.mount(env=dict(os.environ, CAIRN_TEST_DISK_GATE=gate))
-    data = random_bytes(2 * MiB, 6)
-    write_file(archive.m("dirty"), data)  # in the staging cache only
-    pid = archive.daemon_pid()
+    # The gate is shut before the file is closed: the persister takes a closed file within a
+    # quarter second, and had it reached the disks before the gate, nothing would wait.
     open(gate, "w").close()
     try:
-        os.kill(pid, signal.SIGTERM)
+        data = random_bytes(2 * MiB, 6)
+        write_file(archive.m("dirty"), data)  # in the staging cache only
+        pid = archive.daemon_pid()
         deadline = time.monotonic() + 60
         while not os.path.exists(gate + ".held"):
-            assert time.monotonic() < deadline, "the last persist never reached the disks"
+            assert time.monotonic() < deadline, "the persist never reached the disks"
             time.sleep(0.01)
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while is_mounted(archive.mnt):
+            assert time.monotonic() < deadline, "SIGTERM did not unmount"
+            time.sleep(0.01)
+        time.sleep(0.5)  # past the unmount, into the last persist, which waits at the gate
+        assert pid_alive(pid)
         os.kill(pid, signal.SIGTERM)
         time.sleep(0.2)
     finally:
