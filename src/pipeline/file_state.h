@@ -64,12 +64,18 @@ struct FileState {
     file.written_bytes = charged;
     return file;
   }
-  void EraseDirty(uint64_t ino) {
+  // Lowers what `ino` is counted for to at most `bytes` (a persist committed part of it).
+  void ChargeAtMost(uint64_t ino, uint64_t bytes) {
     auto it = dirty.find(ino);
-    if (it == dirty.end()) return;
-    dirty_bytes -= it->second.written_bytes;
-    dirty_bytes_in[it->second.group] -= it->second.written_bytes;
-    dirty.erase(it);
+    if (it == dirty.end() || it->second.written_bytes <= bytes) return;
+    uint64_t dropped = it->second.written_bytes - bytes;
+    dirty_bytes -= dropped;
+    dirty_bytes_in[it->second.group] -= dropped;
+    it->second.written_bytes = bytes;
+  }
+  void EraseDirty(uint64_t ino) {
+    ChargeAtMost(ino, 0);
+    dirty.erase(ino);
   }
   // Puts back what EraseDirty took (an operation undone).
   void RestoreDirty(uint64_t ino, const DirtyFile& file) {

@@ -522,7 +522,14 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
   st = archive_.Commit(Archive::SyncWhen::kIfWaiting, &pending);
   std::vector<uint64_t> clean;
   for (const auto& [ino, inode] : inodes) {
-    if (auto dirty = state_.dirty.find(ino); dirty != state_.dirty.end()) dirty->second.persisting.clear();
+    if (auto dirty = state_.dirty.find(ino); dirty != state_.dirty.end()) {
+      dirty->second.persisting.clear();
+      // What reached the disks takes their space now: only the segments still dirty wait
+      // for room (a long copy is persisted behind its writer, open and dirty throughout).
+      if (!dirty->second.all_cached) {
+        state_.ChargeAtMost(ino, dirty->second.segments.size() * inode.segment_size);
+      }
+    }
     if (!inode.dirty) state_.EraseDirty(ino);
     auto live = state_.live.find(ino);
     bool writing = live != state_.live.end() && live->second.nwriters > 0;

@@ -3,6 +3,7 @@ persisted without reading their holes, a huge file shares the persister with the
 and files held open by one user do not run the daemon out of descriptors."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -249,3 +250,53 @@ def test_rewriting_an_open_file_charges_its_bytes_once(archive):
     dropped = (before.f_bavail - during.f_bavail) * before.f_frsize
     assert dropped < 8 * MiB, dropped
     assert read_file(archive.m("f")) == random_bytes(MiB, 71)
+
+
+def test_the_persisted_part_of_an_open_file_is_not_charged_twice(archive):
+    """A long copy is persisted behind its writer: what reached the disks takes their space and
+    stops counting as waiting to be persisted, although the file is still open and dirty. Before,
+    it counted twice, so a copy of a file larger than about half the free space failed with
+    ENOSPC. A persist is held at the disks (CAIRN_TEST_DISK_GATE) while the next part is
+    written, so the file is still dirty when that persist commits."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", "2", "--disk-size", "48M", "--segment-size", "1M")
+    gate = archive.s("gate")
+    archive.mount(env=dict(os.environ, CAIRN_TEST_DISK_GATE=gate))
+
+    def free():
+        st = os.statvfs(archive.mnt)
+        return st.f_bavail * st.f_frsize
+
+    def persisted(index):
+        return f"{index}=disk".encode() in os.getxattr(archive.m("copy"), "user.cairn.location")
+
+    before = free()
+    parts = [random_bytes(8 * MiB, 90 + i) for i in range(3)]
+    fd = os.open(archive.m("copy"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, parts[0], 0)
+        os.fsync(fd)  # queues it for the persister, which decides its segment size
+        wait_for(lambda: persisted(0), 60, "the first part to be persisted")
+        open(gate, "w").close()
+        try:
+            os.pwrite(fd, parts[1], 8 * MiB)
+            os.fsync(fd)
+            wait_for(lambda: os.path.exists(gate + ".held"), 60, "the persist of the second part to reach the disks")
+            os.pwrite(fd, parts[2], 16 * MiB)
+            os.fsync(fd)  # in the daemon's staging cache now, not only in the kernel's
+        finally:
+            os.unlink(gate)
+        wait_for(lambda: persisted(8), 60, "the second part to be persisted")
+        assert state(archive.m("copy")) == "cached"  # the third part waits, the file is open
+        dropped = before - free()
+        assert dropped < 28 * MiB, f"24 MiB written, free space dropped by {dropped / MiB:.1f} MiB"
+        # What is left fits once, not with the persisted parts counted again.
+        rest = random_bytes(free() - 4 * MiB, 93)
+        os.pwrite(fd, rest, 24 * MiB)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    cairn("persist", archive.arch)
+    archive.evict()
+    assert read_file(archive.m("copy")) == b"".join(parts) + rest
