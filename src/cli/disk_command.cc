@@ -124,6 +124,11 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
       }
     }
   }
+  // A rebuild interrupted before, of this disk, rebuilt onto the one replaced now.
+  if (Status st = ForgetRebuildProgress(**archive); !st.ok()) {
+    std::filesystem::remove(path);
+    return Fail(1, st.message());
+  }
   // Still under the archive's lock: a mount starting meanwhile would go on writing to the old disk.
   auto saved = LoadConfig(dir + "/cairn.conf");  // without the -o overrides
   if (!saved.ok()) return Fail(1, saved.status().message());

@@ -404,6 +404,15 @@ Result<RepairReport> Repairer::Run() {
 
 }  // namespace
 
+Status ForgetRebuildProgress(Archive& archive) {
+  {
+    std::lock_guard lock(archive.catalog_mutex());
+    CAIRN_RETURN_IF_ERROR(
+        InTransaction(archive.catalog(), [&] { return archive.catalog().SetMeta(kRebuildCursor, ""); }));
+  }
+  return archive.CommitDurably();
+}
+
 Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options) {
   RepairPace pace(options);  // one budget and one rate for all the phases
   RepairReport arrays;

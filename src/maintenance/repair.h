@@ -52,6 +52,10 @@ struct RepairOptions {
 // REQUIRES: the archive is opened with lock (degraded if disks are missing).
 Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& options);
 
+// Forgets where an interrupted rebuild stopped, for a disk replaced since: the new disk holds
+// none of what that run rebuilt, whatever path it has. REQUIRES: the archive opened with lock.
+Status ForgetRebuildProgress(Archive& archive);
+
 // A report as one line of text and back (the control socket carries it; problems go apart).
 std::string RepairReportLine(const RepairReport& report);
 bool ParseRepairReportLine(const std::string& line, RepairReport* report);

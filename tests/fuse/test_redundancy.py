@@ -449,10 +449,8 @@ def test_an_online_rebuild_moves_the_chunks_of_a_failed_disk_elsewhere(archive):
     archive.mount()
 
 
-def test_an_interrupted_online_rebuild_stops_at_once_and_continues_later(archive):
-    files = persisted_files(archive, 6, "rs-3-2", [40 * MiB] * 5, 180)
-    archive.umount()
-    cairn("disk", "replace", archive.arch, "2", os.path.join(archive.base, "new-disk-2.img"))
+def interrupt_an_online_rebuild(archive):
+    """Mounts, starts `cairn rebuild` at 20 MB/s and interrupts it after its first batch."""
     archive.mount()
     client = subprocess.Popen([CAIRN, "rebuild", archive.mnt, "--progress", "--rate", "20M"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
@@ -470,10 +468,48 @@ def test_an_interrupted_online_rebuild_stops_at_once_and_continues_later(archive
     while "(stopped early)" not in open(log).read():
         assert time.monotonic() < deadline, "the daemon went on rebuilding after the client left"
         time.sleep(0.1)
+
+
+def rebuilt_counts(archive):
+    """Runs `cairn rebuild` to its end; returns (extents checked, chunks repaired)."""
     r = cairn("rebuild", archive.mnt)
     done = re.search(r"(\d+) of (\d+) extents checked, .* (\d+) repaired, 0 extent\(s\) lost", r.stdout)
     assert done, r.stdout
-    assert 0 < int(done.group(3)) < int(done.group(2)), r.stdout  # continued, did not start over
+    return int(done.group(2)), int(done.group(3))
+
+
+def test_an_interrupted_online_rebuild_stops_at_once_and_continues_later(archive):
+    files = persisted_files(archive, 6, "rs-3-2", [40 * MiB] * 5, 180)
+    archive.umount()
+    cairn("disk", "replace", archive.arch, "2", os.path.join(archive.base, "new-disk-2.img"))
+    interrupt_an_online_rebuild(archive)
+    total, repaired = rebuilt_counts(archive)
+    assert 0 < repaired < total  # continued, did not start over
+    archive.evict()
+    for name, data in files.items():
+        assert read_file(archive.m(name)) == data, name
+
+
+def test_a_disk_replaced_again_under_the_same_path_is_rebuilt_whole(archive):
+    """An interrupted rebuild continues where it stopped only onto the same disk: a new one,
+    even at the path of the one it replaces (the image removed, a block device's name), holds
+    none of what was rebuilt. Before, the second rebuild skipped what the first had done, and
+    those chunks were missing from the new disk while the archive counted it whole."""
+    files = persisted_files(archive, 6, "rs-3-2", [40 * MiB] * 5, 181)
+    archive.umount()
+    new_disk = os.path.join(archive.base, "new-disk-2.img")
+    cairn("disk", "replace", archive.arch, "2", new_disk)
+    interrupt_an_online_rebuild(archive)
+    archive.umount()
+    os.remove(new_disk)  # it failed too
+    cairn("disk", "replace", archive.arch, "2", new_disk)
+    archive.mount()
+    total, repaired = rebuilt_counts(archive)
+    assert repaired == total  # every extent has a chunk on disk 2
+    archive.umount()
+    r = cairn("scrub", archive.arch)
+    assert " 0 bad chunk(s)" in r.stdout, r.stdout
+    archive.mount()
     archive.evict()
     for name, data in files.items():
         assert read_file(archive.m(name)) == data, name
