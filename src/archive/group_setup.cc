@@ -30,9 +30,8 @@ Result<std::pair<uint64_t, uint64_t>> DiskIdentity(const std::string& path) {
   return std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino};
 }
 
-// Each device once, none the archive has already (it would be formatted, a lonestar group's
-// zeroed, over what it holds), none of the archive's own files (its catalog, even where it is
-// a link to another disk) or inside its directory, and each a path cairn.conf can record.
+}  // namespace
+
 Status CheckDevicesAreNew(const std::string& dir, const std::vector<std::string>& devices,
                           const ArchiveOptions& options) {
   std::map<std::pair<uint64_t, uint64_t>, std::string> disks;  // of the archive, and its files
@@ -58,22 +57,21 @@ Status CheckDevicesAreNew(const std::string& dir, const std::vector<std::string>
     auto identity = DiskIdentity(device);
     if (!identity.ok()) return identity.status();
     if (auto disk = disks.find(*identity); disk != disks.end()) {
-      return Status::InvalidArgument(fmt::format("--devices: {} is {}; refused", device, disk->second));
+      return Status::InvalidArgument(fmt::format("{} is {}; refused", device, disk->second));
     }
     auto resolved = std::filesystem::weakly_canonical(device, error);
     auto [inside, rest] = std::mismatch(home.begin(), home.end(), resolved.begin(), resolved.end());
     if (!error && inside == home.end()) {
-      return Status::InvalidArgument(fmt::format("--devices: {} is inside the archive directory {}; refused", device,
+      return Status::InvalidArgument(fmt::format("{} is inside the archive directory {}; refused", device,
                                                  home.string()));
     }
     if (auto [earlier, added] = listed.emplace(*identity, device); !added) {
-      return Status::InvalidArgument(fmt::format("--devices: {} and {} are the same disk", earlier->second, device));
+      return Status::InvalidArgument(fmt::format("{} and {} are the same disk", earlier->second, device));
     }
   }
   return Status::OK();
 }
 
-}  // namespace
 
 Result<GroupSpec> ParseGroupSpec(std::string_view text) {
   std::vector<std::string> parts;

@@ -34,6 +34,12 @@ constexpr uint64_t kMinDiskSize = 64 * 1024;
 // relative to the archive directory).
 std::vector<std::string> AbsoluteDevices(const std::vector<std::string>& devices);
 
+// Each device once, none the archive has already (it would be formatted, a lonestar group's
+// zeroed, over what it holds), none of the archive's own files (its catalog, even where it is
+// a link to another disk) or inside its directory, and each a path cairn.conf can record.
+Status CheckDevicesAreNew(const std::string& dir, const std::vector<std::string>& devices,
+                          const ArchiveOptions& options);
+
 // What AddGroup checks before it writes anything: the number of devices (absolute paths),
 // each new to the archive and none of its files or inside its directory, and the disk size.
 Status CheckGroup(const std::string& dir, const GroupSpec& spec, uint64_t disk_size,

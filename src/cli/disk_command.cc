@@ -2,6 +2,7 @@
 // or missing disk is mounted around with -o degraded; after a replacement (unmounted),
 // rebuild recreates its chunks from the others, mounted or not. See cairn(8).
 #include <malloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "archive/archive.h"
 #include "archive/config.h"
+#include "archive/group_setup.h"
 #include "cli/commands.h"
 #include "maintenance/repair.h"
 #include "util/clock.h"
@@ -112,22 +114,39 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
   if (size == 0) return Fail(1, fmt::format("disk {}: every disk of its group is missing: no size to give the new one", *index));
   auto id = ArchiveIdFromString(options.archive_id);
   if (!id.ok()) return Fail(1, id.status().message());
-  if (::access(path.c_str(), F_OK) == 0) return Fail(1, fmt::format("{} exists; give a new path", path));
-  if (Status st = FormatDisk(path, *index, *id, size); !st.ok()) return Fail(1, st.message());
+  // A block device (a disk swapped in, perhaps under the old one's name) or a new image.
+  struct stat st;
+  const bool device = ::stat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode);
+  auto undo = [&] {
+    if (!device) std::filesystem::remove(path);
+  };
+  if (device) {
+    // The device may have the name of the disk it replaces (a drive swapped in its slot),
+    // but a disk still in service is not replaced by itself.
+    ArchiveOptions others = options;
+    if ((*archive)->missing_disks().contains(*index)) others.disks[*index].clear();
+    if (Status checked = CheckDevicesAreNew(dir, {path}, others); !checked.ok()) return Fail(1, checked.message());
+    if (Status formatted = FormatDevice(path, *index, *id, size); !formatted.ok()) return Fail(1, formatted.message());
+  } else {
+    if (::access(path.c_str(), F_OK) == 0) {
+      return Fail(1, fmt::format("{} exists and is not a block device; give a new path for an image", path));
+    }
+    if (Status formatted = FormatDisk(path, *index, *id, size); !formatted.ok()) return Fail(1, formatted.message());
+  }
   // A lonestar member is rebuilt whole, not only where the old disk had defects.
   for (const auto& array : (*archive)->arrays()) {
     for (uint32_t p = 0; p < array->geometry().disk_count(); p++) {
       if (array->disk_of(p) != *index) continue;
-      if (Status st = array->Replacing(p); !st.ok()) {
-        std::filesystem::remove(path);
-        return Fail(1, st.message());
+      if (Status replacing = array->Replacing(p); !replacing.ok()) {
+        undo();
+        return Fail(1, replacing.message());
       }
     }
   }
   // A rebuild interrupted before, of this disk, rebuilt onto the one replaced now.
-  if (Status st = ForgetRebuildProgress(**archive); !st.ok()) {
-    std::filesystem::remove(path);
-    return Fail(1, st.message());
+  if (Status forgotten = ForgetRebuildProgress(**archive); !forgotten.ok()) {
+    undo();
+    return Fail(1, forgotten.message());
   }
   // Still under the archive's lock: a mount starting meanwhile would go on writing to the old disk.
   auto saved = LoadConfig(dir + "/cairn.conf");  // without the -o overrides

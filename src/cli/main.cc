@@ -34,7 +34,7 @@ commands:
   group list ARCHIVE         the disk groups and their disks
   disk list ARCHIVE          each disk's path, use and state (ok, missing, failed, needs rebuild)
   disk fail ARCHIVE DISK     mark a disk failed (drills); mount with -o degraded
-  disk replace ARCHIVE DISK NEWPATH   a new, empty disk in its place; then rebuild
+  disk replace ARCHIVE DISK NEWPATH   a new disk (an image, or a block device) in its place; then rebuild
   rebuild ARCHIVE|MOUNTPOINT [--progress] [--rate SIZE]   recreate the chunks of replaced and missing disks
   scrub ARCHIVE|MOUNTPOINT [--progress] [--budget DURATION] [--rate SIZE]   verify every chunk, rewrite bad ones
   inspect ARCHIVE --disk N --offset BYTES

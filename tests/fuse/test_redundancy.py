@@ -1,5 +1,6 @@
 """Redundancy through the mount: mirror and Reed–Solomon across disks, intra-disk parity,
 degraded reads with missing and damaged disks."""
+import contextlib
 import errno
 import os
 import random
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import CAIRN, MiB, cairn, interruptible, random_bytes, read_file, sha256, write_file
+from conftest import CAIRN, GiB, MiB, cairn, interruptible, random_bytes, read_file, sha256, write_file
 
 
 def getx(path, key):
@@ -513,6 +514,57 @@ def test_a_disk_replaced_again_under_the_same_path_is_rebuilt_whole(archive):
     archive.evict()
     for name, data in files.items():
         assert read_file(archive.m(name)) == data, name
+
+
+@contextlib.contextmanager
+def loop_device(image, size):
+    """A loop device over a new sparse file `image` of `size` bytes (skips without loop devices)."""
+    with open(image, "wb") as f:
+        f.truncate(size)
+    r = subprocess.run(["losetup", "--find", "--show", image], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"no loop device: {r.stderr.strip()}")
+    device = r.stdout.strip()
+    try:
+        yield device
+    finally:
+        subprocess.run(["losetup", "-d", device], capture_output=True)
+
+
+@pytest.mark.no_fsck  # checked before the devices go
+def test_a_disk_is_replaced_by_a_block_device_even_under_the_old_disks_name(archive):
+    """`disk replace` takes a block device, as mkfs --devices does: a disk swapped in, perhaps
+    in the slot of the one it replaces and under its name. It refuses an existing file (it would
+    be overwritten), a disk of the archive and the disk it replaces while that is in service."""
+    files = persisted_files(archive, 4, "mirror-2", [8 * MiB] * 3, 190)
+    archive.umount()
+    existing = os.path.join(archive.base, "existing")
+    write_file(existing, b"keep me")
+    r = cairn("disk", "replace", archive.arch, "2", existing, check=False)
+    assert r.returncode == 1 and "exists and is not a block device" in r.stderr, r
+    assert read_file(existing) == b"keep me"
+    with loop_device(os.path.join(archive.base, "drive"), GiB) as device:
+        os.remove(disk_path(archive, 2))  # the disk died
+        cairn("disk", "replace", archive.arch, "2", device)
+        for disk in ("1", "2"):  # another disk's place, or its own while in service
+            r = cairn("disk", "replace", archive.arch, disk, device, check=False)
+            assert r.returncode == 1 and "a disk of this archive already" in r.stderr, (disk, r)
+        r = cairn("rebuild", archive.arch)
+        assert "0 extent(s) lost" in r.stdout and " 0 repaired" not in r.stdout, r.stdout
+        # That drive dies too; another one takes its slot and its name, before a rebuild ends.
+        subprocess.run(["losetup", "-d", device], check=True)
+        with open(os.path.join(archive.base, "drive2"), "wb") as f:
+            f.truncate(GiB)
+        subprocess.run(["losetup", device, os.path.join(archive.base, "drive2")], check=True)
+        cairn("disk", "replace", archive.arch, "2", device)
+        r = cairn("rebuild", archive.arch)
+        assert "0 extent(s) lost" in r.stdout and " 0 repaired" not in r.stdout, r.stdout
+        assert " 0 bad chunk(s)" in cairn("scrub", archive.arch).stdout
+        archive.fsck()
+        archive.mount()
+        for name, data in files.items():
+            assert read_file(archive.m(name)) == data, name
+        archive.umount()
 
 
 def test_a_file_its_disks_have_no_room_for_holds_back_no_other_file(archive):
