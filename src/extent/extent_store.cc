@@ -123,6 +123,7 @@ Result<ExtentRecord> ExtentStore::WriteExtentToDisk(ExtentKind kind, uint64_t in
   }
   for (size_t i = 0; i < chunks.size(); i++) {
     ExtentHeader header;
+    header.version = encoding.format_version;
     header.kind = kind;
     header.archive_id = archive_id_;
     header.extent_id = record.id;

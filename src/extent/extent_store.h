@@ -43,6 +43,9 @@ struct ExtentEncoding {
   // The id NewExtentId() gave it beforehand (an encrypting chain binds the payload to it);
   // 0: a new one.
   uint64_t extent_id = 0;
+  // The layout of its headers: an older extent written again whole (cairn recover) keeps its
+  // own, which its member table is in.
+  uint16_t format_version = kFormatVersion;
 };
 
 // The redundancy an extent asking for `asked` gets in `group`: on a lonestar group raid=none

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -21,6 +22,7 @@
 #include "maintenance/extent_scan.h"
 #include "pipeline/logical_payload.h"
 #include "pipeline/segment_writer.h"
+#include "policy/resolver.h"
 #include "util/clock.h"
 
 namespace cairn {
@@ -161,6 +163,7 @@ struct Versions {
   std::map<std::string, Newest> directories;                 // by path
   std::map<std::pair<uint64_t, uint64_t>, Placed> segments;  // by (inode, index)
   std::map<uint64_t, ExtentRecord> records;  // by the id found: what the catalog gets (rewritten ones differ)
+  std::set<uint64_t> one_copy;               // ids found that were rewritten as one copy (Rewrite)
   uint64_t max_ino = kRootInode;
   uint64_t max_generation = 0;
   bool damage = false;  // some extent could not be read: a segment not found may be lost, not a hole
@@ -185,14 +188,30 @@ void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport&
   archive.extents().ReserveExtentIds(scan.max_extent_id);
 }
 
+// `stamp` (a policy stamp) with raid=none.
+std::string OneCopyStamp(const std::string& stamp) {
+  std::istringstream words(stamp);
+  std::string out;
+  for (std::string word; words >> word;) out += (out.empty() ? "" : " ") + (word.starts_with("raid=") ? "raid=none" : word);
+  return out;
+}
+
 // An extent with chunks not found, read from the others, written again whole (new chunks,
-// new id, same payload and member table) and synced, in the disk group of the chunks found.
-Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::span<const uint8_t> payload) {
+// new id, same payload and member table, its own format version) and synced, in the disk
+// group of the chunks found. `one_copy`: as raid=none, when the disks left cannot hold its
+// redundancy (its files' layout then says so: the reconciler restores it once they can).
+Result<ExtentRecord> Rewrite(Archive& archive, const FoundExtent& found, std::span<const uint8_t> payload,
+                             bool one_copy) {
   const ExtentHeader& h = found.header;
   auto survivor = std::find_if(found.record.chunks.begin(), found.record.chunks.end(),
                                [](const ChunkPlacement& chunk) { return chunk.disk != kNoDisk; });
   std::string group = survivor != found.record.chunks.end() ? archive.group_of(survivor->disk).name() : "";
   ExtentEncoding encoding{h.policy_stamp, h.redundancy, h.chain_stamp, h.logical_length, h.members_length, group};
+  encoding.format_version = h.version;
+  if (one_copy) {
+    encoding.policy_stamp = OneCopyStamp(h.policy_stamp);
+    encoding.redundancy = Redundancy{Redundancy::Scheme::kNone, 1, 0, h.redundancy.idr_scramble, h.redundancy.checksum};
+  }
   // An encrypted payload is bound to its extent's id: sealed again for the new one.
   std::vector<uint8_t> resealed;
   auto chain = TransformChain::FromStamp(h.chain_stamp);
@@ -236,11 +255,20 @@ Result<Versions> ReadMemberTables(Archive& archive, const ExtentScan& scan, Reco
     v.records[id] = found.record;
     const bool readable = payload.ok();
     if (payload.ok() && !found.missing.empty()) {  // readable from the other chunks
-      auto rewritten = Rewrite(archive, found, *payload);
+      auto rewritten = Rewrite(archive, found, *payload, false);
       if (rewritten.ok()) {
         report.notes.push_back(fmt::format("{}: chunk(s) {} not found; rewritten from the others as extent {}", where,
                                            found.missing, rewritten->id));
         v.records[id] = *rewritten;
+      } else if (rewritten.status().IsNoSpace() && (rewritten = Rewrite(archive, found, *payload, true)).ok()) {
+        // Kept, though with less redundancy than it had, rather than lost for want of disks.
+        report.notes.push_back(fmt::format("{}: chunk(s) {} not found, and the disks left cannot hold it as {}; "
+                                           "rewritten as one copy, extent {} (the reconciler restores its "
+                                           "redundancy once they can)",
+                                           where, found.missing, StampFields(found.header.policy_stamp)["raid"],
+                                           rewritten->id));
+        v.records[id] = *rewritten;
+        v.one_copy.insert(id);
       } else {
         auto message = fmt::format("chunk(s) {} not found, and rewriting it from the others failed: {}",
                                    found.missing, rewritten.status().message());
@@ -451,12 +479,20 @@ class CatalogWriter {
     r.rdev = node.rdev;
     r.symlink = node.symlink;
     r.segment_size = node.segment_size;
+    // Data rewritten as one copy makes the whole file's layout raid=none: not its policy, so
+    // the reconciler writes it again as the policy asks.
+    bool one_copy = false;
+    for (auto it = v_.segments.lower_bound({ino, 0}); it != v_.segments.end() && it->first.first == ino; ++it) {
+      one_copy = one_copy || (!it->second.hole && v_.one_copy.contains(it->second.extent));
+    }
     if (!node.segments.empty() || !node.holes.empty()) {  // else an entry of a directory: no policy of its own
-      auto layout = catalog_.InternLayout(scan_.extents.at(newest.extent).header.policy_stamp);
+      const std::string& stamp = scan_.extents.at(newest.extent).header.policy_stamp;
+      auto layout = catalog_.InternLayout(one_copy ? OneCopyStamp(stamp) : stamp);
       if (!layout.ok()) return layout.status();
       r.layout_id = *layout;
     }
     CAIRN_RETURN_IF_ERROR(catalog_.RestoreInode(r));
+    if (one_copy) CAIRN_RETURN_IF_ERROR(catalog_.QueuePolicyCheck(ino));
     for (const std::string& path : names) {
       CAIRN_RETURN_IF_ERROR(catalog_.InsertEntry(dir_ino_.at(Parent(path)), Base(path), ino));
     }

@@ -322,6 +322,61 @@ def test_recover_with_a_disk_missing_rebuilds_from_the_other_chunks(archive):
         assert os.getxattr(archive.m(name), "user.cairn.raid") == (b"mirror-2" if name == "mirrored" else b"rs-2-1")
 
 
+def test_recover_keeps_a_mirror_whose_other_disk_is_gone_as_one_copy(archive):
+    """Two disks, mirror-2, the catalog lost and a disk dead: every byte is on the other disk,
+    but a rewrite as mirror-2 needs two. Each extent is written again as one copy (before, every
+    file was dropped); the reconciler restores mirror-2 once a new disk is in."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", "2", "--disk-size", "64M")
+    archive.mount()
+    os.setxattr(archive.mnt, "user.cairn.raid", b"mirror-2")
+    files = {"big": random_bytes(5 * MiB + 3, 60), "small": b"hello\n"}
+    for name, data in files.items():
+        write_file(archive.m(name), data)
+    lose_catalog(archive)
+    os.remove(os.path.join(archive.arch, "disks", "disk-001.img"))
+
+    r = recover(archive, expect=3)
+    assert r.stdout.count("the disks left cannot hold it as mirror-2; rewritten as one copy") == 3, r.stdout
+    assert "recovered 2 files" in r.stdout, r.stdout
+    archive.mount("degraded")
+    for name, data in files.items():
+        assert_file_equals(archive.m(name), data)
+        assert os.getxattr(archive.m(name), "user.cairn.state") == b"out-of-policy"
+    archive.umount()
+    cairn("disk", "replace", archive.arch, "1", os.path.join(archive.arch, "disks", "disk-001-new.img"))
+    cairn("rebuild", archive.arch)
+    archive.mount()
+    deadline = time.monotonic() + 60
+    while any(os.getxattr(archive.m(name), "user.cairn.state") != b"persisted" for name in files):
+        assert time.monotonic() < deadline, "the reconciler did not restore mirror-2"
+        time.sleep(0.2)
+    for name, data in files.items():
+        for segment in os.getxattr(archive.m(name), "user.cairn.location").decode().split():
+            assert "disk0@" in segment and "disk1@" in segment, (name, segment)  # a copy on each
+        assert_file_equals(archive.m(name), data)
+
+
+@pytest.mark.no_fsck  # a disk is missing, by design
+def test_recover_rewrites_an_extent_of_format_v3_in_format_v3(archive):
+    """An extent recover writes again keeps its format version: its member table is in that
+    version's layout (before, a v3 extent got a v4 header over its v3 table, and the next
+    recover could not read the table: its files were lost)."""
+    unpack_golden(archive, GOLDEN_V3)
+    os.remove(os.path.join(archive.arch, "disks", "disk-001.img"))  # docs/mirrored.bin has a copy on disk 0
+    want = {"docs/sub/big.bin": "c2d1533cfebe428e9656a3552bce5ee7fbbb2ba7e26254446f9c735771bcc687",
+            "docs/mirrored.bin": "b5dd143209591096ead08401af020f2b2c4de4fa022b9ef4f186aecc642f2327"}
+    for attempt in range(2):
+        r = recover(archive, "--force", expect=3)
+        assert "rewritten as one copy" in r.stdout or attempt == 1, r.stdout
+        assert sorted(set(header_versions(archive))) == [3]
+        archive.mount("degraded")
+        for path, digest in want.items():
+            assert sha(archive.m(path)) == digest, (attempt, path)
+        archive.umount()
+
+
 @pytest.mark.parametrize("raid,checksum", [("mirror-2", "xxh3"), ("rs-2-1", "blake3")])
 def test_recover_rebuilds_a_missing_first_chunk_whatever_the_checksum(archive, raid, checksum):
     """Recover learns no digest for a chunk it did not find: the first chunk rebuilt from the
