@@ -202,6 +202,9 @@ void ExtentStore::FreeCommitted(const std::vector<ExtentRecord>& extents) {
 Result<std::vector<uint8_t>> ExtentStore::ReadChunk(const ExtentRecord& extent, size_t index, bool* idr_repaired,
                                                     ExtentHeader* header) {
   const ChunkPlacement& chunk = extent.chunks[index];
+  if (chunk.disk == kNoDisk) {  // cairn recover's scan did not find it
+    return Status::NotFound(fmt::format("extent {} chunk {} was not found on any disk", extent.id, index));
+  }
   if (chunk.disk >= stores_.size()) {
     return Status::Corruption(fmt::format("extent {} is on disk {}, which does not exist", extent.id, chunk.disk));
   }
@@ -328,7 +331,7 @@ Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& 
     }
     failures += fmt::format("{}{}", failures.empty() ? "" : "; ", bytes.status().message());
     failed.push_back(i);
-    bool expected = !InService(chunk.disk);
+    bool expected = chunk.disk == kNoDisk || !InService(chunk.disk);
     std::lock_guard lock(failures_mutex_);
     if (!expected && failed_disks_logged_.insert(chunk.disk).second) {
       LogError("disk {}: {} (further failures of this disk are not logged)", chunk.disk, bytes.status().message());
