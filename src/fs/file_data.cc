@@ -306,7 +306,7 @@ void FileData::Release(FileHandle* fh) {
   if (clean_now) cache_.TouchCached({handle->ino});
 }
 
-Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& request) {
+Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& request, KeyCheck* keys) {
   if (*request.size > kMaxFileSize) {
     return Status::Posix(EFBIG, fmt::format("files end at {} bytes", kMaxFileSize));
   }
@@ -380,7 +380,7 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
     inode.mtime_ns = now;
     resized = true;
     return Status::OK();
-  });
+  }, keys);
   if (!updated.ok()) {
     state_.EraseDirty(ino);
     if (dirty_before) state_.RestoreDirty(ino, *dirty_before);

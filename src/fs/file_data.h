@@ -34,7 +34,8 @@ class FileData {
   void Release(FileHandle* fh);
   // setattr with a size: cuts or extends the file (segment map, dirty state, cache file)
   // and sets the request's other attributes in the same transaction.
-  Result<InodeRecord> Truncate(uint64_t ino, const SetAttrRequest& request);
+  // `keys` as for Namespace::SetAttr.
+  Result<InodeRecord> Truncate(uint64_t ino, const SetAttrRequest& request, KeyCheck* keys);
 
  private:
   // Brings persisted segments [first, last] of `ino` back into the staging cache.

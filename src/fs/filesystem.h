@@ -47,9 +47,12 @@ class Filesystem {
   Result<InodeRecord> Lookup(uint64_t parent, const std::string& name) { return names_.Lookup(parent, name); }
   void Forget(uint64_t ino, uint64_t count) { names_.Forget(ino, count); }
   Result<InodeRecord> GetAttr(uint64_t ino) { return names_.GetAttr(ino); }
-  // A size goes to FileData::Truncate, with the rest of the request.
-  Result<InodeRecord> SetAttr(uint64_t ino, const SetAttrRequest& request) {
-    return request.size ? data_.Truncate(ino, request) : names_.SetAttr(ino, request);
+  // A size goes to FileData::Truncate, with the rest of the request. A user may not take a
+  // file out of, or into, a rule that encrypts it with a key they were not granted.
+  Result<InodeRecord> SetAttr(uint64_t ino, const SetAttrRequest& request, const Caller& caller) {
+    std::optional<KeyCheck> keys = KeyCheckForSetAttr(archive_, request, caller);
+    KeyCheck* check = keys ? &*keys : nullptr;
+    return request.size ? data_.Truncate(ino, request, check) : names_.SetAttr(ino, request, check);
   }
   Result<std::string> ReadLink(uint64_t ino) { return names_.ReadLink(ino); }
   // mknod/mkdir/symlink: `mode` carries the file type; `target` is the symlink's.

@@ -55,4 +55,14 @@ Status KeyCheck::Authorize(uint64_t ino, const std::vector<std::string>& keys, c
   return Status::OK();
 }
 
+std::optional<KeyCheck> KeyCheckForSetAttr(Archive& archive, const SetAttrRequest& request, const Caller& caller) {
+  using Kind = Condition::Kind;
+  std::shared_ptr<const RuleSet> rules = archive.policy_context().rules;
+  bool tested = rules && ((request.uid && rules->Tests(Kind::kOwner)) || (request.gid && rules->Tests(Kind::kGroup)) ||
+                          (request.size && rules->Tests(Kind::kSize)) ||
+                          (request.mtime_ns && rules->Tests(Kind::kMtime)) ||
+                          (request.atime_ns && rules->Tests(Kind::kAtime)));
+  return tested ? KeyCheck::For(archive.file_keys(), caller) : std::nullopt;
+}
+
 }  // namespace cairn

@@ -53,4 +53,9 @@ class KeyCheck {
   Result<std::shared_ptr<const Keystore>> keystore_;
 };
 
+// The check a setattr by `caller` needs: a change of what a rule tests (owner, group, size,
+// times) can take a file out of a rule that encrypts it, or into one. None for root, nor
+// when no rule tests what `request` changes. Made before the catalog lock (see KeyCheck).
+std::optional<KeyCheck> KeyCheckForSetAttr(Archive& archive, const SetAttrRequest& request, const Caller& caller);
+
 }  // namespace cairn

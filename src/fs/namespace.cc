@@ -134,18 +134,21 @@ Result<InodeRecord> Namespace::GetAttr(uint64_t ino) {
   return GetInodeOrENOENT(archive_.catalog(), ino);
 }
 
-Result<InodeRecord> Namespace::SetAttr(uint64_t ino, const SetAttrRequest& request) {
+Result<InodeRecord> Namespace::SetAttr(uint64_t ino, const SetAttrRequest& request, KeyCheck* keys) {
   std::lock_guard lock(archive_.catalog_mutex());
-  return SetAttrLocked(ino, request, {});
+  return SetAttrLocked(ino, request, {}, keys);
 }
 
-Result<InodeRecord> Namespace::SetAttrLocked(uint64_t ino, const SetAttrRequest& request, const ResizeFn& resize) {
+Result<InodeRecord> Namespace::SetAttrLocked(uint64_t ino, const SetAttrRequest& request, const ResizeFn& resize,
+                                             KeyCheck* keys) {
   Catalog& catalog = archive_.catalog();
   InodeRecord inode;
   Status st = InTransaction(catalog, [&]() -> Status {
     auto record = GetInodeOrENOENT(catalog, ino);
     if (!record.ok()) return record.status();
     inode = *record;
+    auto guarding = keys ? KeysGuarding(archive_, ino) : std::vector<std::string>();
+    if (!guarding.ok()) return guarding.status();
     int64_t now = NowNs();
     if (request.mode) {
       inode.mode = (inode.mode & S_IFMT) | (*request.mode & 07777);
@@ -163,7 +166,9 @@ Result<InodeRecord> Namespace::SetAttrLocked(uint64_t ino, const SetAttrRequest&
     if (request.atime_ns) inode.atime_ns = *request.atime_ns == SetAttrRequest::kTimeNow ? now : *request.atime_ns;
     if (request.mtime_ns) inode.mtime_ns = *request.mtime_ns == SetAttrRequest::kTimeNow ? now : *request.mtime_ns;
     inode.ctime_ns = request.ctime_ns ? *request.ctime_ns : now;
-    return catalog.UpdateInode(inode);
+    CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(inode));
+    // Refused, the transaction takes the change back.
+    return keys ? keys->Check(archive_, ino, std::move(*guarding), "setattr") : Status::OK();
   });
   if (!st.ok()) return st;
   return inode;

@@ -28,14 +28,17 @@ class Namespace {
   Result<InodeRecord> Lookup(uint64_t parent, const std::string& name);
   void Forget(uint64_t ino, uint64_t count);
   Result<InodeRecord> GetAttr(uint64_t ino);
-  // setattr without a size (FileData::Truncate handles those).
-  Result<InodeRecord> SetAttr(uint64_t ino, const SetAttrRequest& request);
+  // setattr without a size (FileData::Truncate handles those); `keys`: the caller's check
+  // (KeyCheckForSetAttr), null when none is needed.
+  Result<InodeRecord> SetAttr(uint64_t ino, const SetAttrRequest& request, KeyCheck* keys);
   // Changes a file's size inside SetAttrLocked's transaction: the new size, the segment
   // map and the dirty state; `now` is the change's time.
   using ResizeFn = std::function<Status(InodeRecord& inode, int64_t now)>;
   // The transaction of setattr: the attributes of `request`, a size that differs from the
-  // file's through `resize` (required then). REQUIRES: catalog mutex held.
-  Result<InodeRecord> SetAttrLocked(uint64_t ino, const SetAttrRequest& request, const ResizeFn& resize);
+  // file's through `resize` (required then), refused (EACCES) when `keys` does not allow the
+  // master keys guarding the file before and after. REQUIRES: catalog mutex held.
+  Result<InodeRecord> SetAttrLocked(uint64_t ino, const SetAttrRequest& request, const ResizeFn& resize,
+                                    KeyCheck* keys);
   Result<std::string> ReadLink(uint64_t ino);
   // mknod/mkdir/symlink: `mode` carries the file type; `target` is the symlink's.
   Result<InodeRecord> MakeNode(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,

@@ -193,7 +193,7 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
     if (to_set & FUSE_SET_ATTR_MTIME) request.mtime_ns = ToNs(attr->st_mtim);
     if (to_set & FUSE_SET_ATTR_MTIME_NOW) request.mtime_ns = SetAttrRequest::kTimeNow;
     if (to_set & FUSE_SET_ATTR_CTIME) request.ctime_ns = ToNs(attr->st_ctim);
-    auto r = Fs(req).SetAttr(ino, request);
+    auto r = Fs(req).SetAttr(ino, request, CallerOf(req));
     if (!r.ok()) return ReplyError(req, r.status(), "setattr");
     struct stat st = ToStat(*r);
     fuse_reply_attr(req, &st, kCacheTimeout);

@@ -143,12 +143,18 @@ const NamedPolicy* RuleSet::FindPolicy(std::string_view name) const {
   return it == policy_index_.end() ? nullptr : &policies_[it->second];
 }
 
-bool RuleSet::TestsXattr(std::string_view name) const {
-  return std::any_of(rules_.begin(), rules_.end(), [name](const Rule& rule) {
-    return std::any_of(rule.conditions().begin(), rule.conditions().end(), [name](const Condition& condition) {
-      return condition.kind == Condition::Kind::kXattr && condition.xattr_name == name;
-    });
+bool RuleSet::AnyCondition(const std::function<bool(const Condition&)>& test) const {
+  return std::any_of(rules_.begin(), rules_.end(), [&](const Rule& rule) {
+    return std::any_of(rule.conditions().begin(), rule.conditions().end(), test);
   });
+}
+
+bool RuleSet::TestsXattr(std::string_view name) const {
+  return AnyCondition([name](const Condition& c) { return c.kind == Condition::Kind::kXattr && c.xattr_name == name; });
+}
+
+bool RuleSet::Tests(Condition::Kind kind) const {
+  return AnyCondition([kind](const Condition& c) { return c.kind == kind; });
 }
 
 std::vector<PolicySetting> RuleSet::Expand(const std::vector<PolicySetting>& settings) const {

@@ -109,8 +109,9 @@ class RuleSet {
   // The first rule that matches `facts`, else the default.
   const Rule& Match(const FileFacts& facts, int64_t now_ns) const;
   const NamedPolicy* FindPolicy(std::string_view name) const;
-  // Whether a rule's condition tests attribute `name` ("where xattr NAME").
+  // Whether a rule's condition tests attribute `name` ("where xattr NAME"), or tests `kind`.
   bool TestsXattr(std::string_view name) const;
+  bool Tests(Condition::Kind kind) const;
   // `settings` plus the fields of the policy their policy=NAME names, for keys `settings` does not
   // set itself (explicit keys win), in kAllPolicyKeys order.
   std::vector<PolicySetting> Expand(const std::vector<PolicySetting>& settings) const;
@@ -122,6 +123,7 @@ class RuleSet {
 
  private:
   static Result<std::string> ReadText(const std::string& path, bool regular_only);
+  bool AnyCondition(const std::function<bool(const Condition&)>& test) const;
   friend class RulesParser;
   RuleSet() : default_("default", 0, {}, {}) {}
 

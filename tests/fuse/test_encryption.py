@@ -306,6 +306,47 @@ attempt("read", lambda: open(f, "rb").read(64))
     assert read_file(archive.m("s", "f")) == data
 
 
+def test_a_user_without_the_grant_cannot_truncate_or_touch_a_file_out_of_a_rule_that_encrypts_it(archive):
+    """Rules that encrypt by size or age: a truncate or a utimens by a user not granted the key
+    would take the file out of the rule, and the reconciler would write what is left in clear,
+    for anyone with the mode bits to read. Such a change is refused; the same change of a file
+    no rule encrypts is not."""
+    cairn("key", "create", archive.arch, "k1")
+    with open(os.path.join(archive.arch, "rules"), "w") as f:
+        f.write("rule big\n    where path /s/** and size >= 100K\n    set encrypt=aes-256-gcm key=k1\n"
+                "rule old\n    where path /s/** and mtime > 365d\n    set encrypt=aes-256-gcm key=k1\n"
+                "default\n")
+    cairn("rules", "reload", archive.arch)
+    os.makedirs(archive.m("s"))
+    os.chmod(archive.m("s"), 0o777)
+    big = random_bytes(200 * KiB, 5)
+    for name, data in (("big", big), ("old", b"old and sealed\n"), ("small", b"small\n"), ("new", b"new\n")):
+        write_file(archive.m("s", name), data, mode=0o666)
+    two_years_ago = os.stat(archive.m("s", "old")).st_mtime - 2 * 365 * 86400
+    os.utime(archive.m("s", "old"), (two_years_ago, two_years_ago))
+    archive.persist()
+    cairn("policy", "apply", archive.m("s"))
+    assert key_files(archive, "k1") == 2
+    steps = """
+d = sys.argv[1]
+attempt("truncate big", lambda: os.truncate(d + "/big", 50 * 1024))
+attempt("touch old", lambda: os.utime(d + "/old"))
+attempt("truncate small", lambda: os.truncate(d + "/small", 3))
+attempt("touch new", lambda: os.utime(d + "/new"))
+attempt("read big", lambda: open(d + "/big", "rb").read(64))
+"""
+    assert attempts_as_nobody(steps, archive.m("s")) == {
+        "truncate big": "EACCES", "touch old": "EACCES", "truncate small": "ok", "touch new": "ok", "read big": "EACCES"}
+    assert "setattr on inode" in log_text(archive)
+    assert os.stat(archive.m("s", "big")).st_size == len(big)
+    assert os.stat(archive.m("s", "old")).st_mtime == two_years_ago
+    cairn("policy", "apply", archive.m("s"))
+    assert key_files(archive, "k1") == 2
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("s", "big")) == big
+
+
 def test_a_user_without_the_grant_cannot_move_or_link_a_file_out_of_its_key(archive):
     cairn("key", "create", archive.arch, "k1")
     encrypt_dir(archive, archive.m("e"))

@@ -135,10 +135,10 @@ TEST_CASE("Filesystem: truncate down and up keeps the right bytes") {
   REQUIRE(f.fs->EvictAll().ok());
   SetAttrRequest shrink;
   shrink.size = kSegment + 77;
-  REQUIRE(f.fs->SetAttr(ino, shrink).ok());
+  REQUIRE(f.fs->SetAttr(ino, shrink, Caller{}).ok());
   SetAttrRequest grow;
   grow.size = 3 * kSegment;
-  REQUIRE(f.fs->SetAttr(ino, grow).ok());
+  REQUIRE(f.fs->SetAttr(ino, grow, Caller{}).ok());
   data.resize(kSegment + 77);
   data.resize(3 * kSegment, 0);
   REQUIRE(f.fs->EvictAll().ok());
@@ -473,7 +473,7 @@ TEST_CASE("Filesystem: create and chmod refuse when the catalog cannot read the 
   auto made = f.fs->MakeNode(dir->ino, "f", S_IFREG | 0644, 0, Caller{});  // its default ACL is unknown
   SetAttrRequest chmod;
   chmod.mode = 0600;
-  auto changed = f.fs->SetAttr(dir->ino, chmod);  // its access ACL is unknown
+  auto changed = f.fs->SetAttr(dir->ino, chmod, Caller{});  // its access ACL is unknown
   faults.Disarm();
   CHECK(faults.injected() >= 2);
   CHECK_FALSE(made.ok());

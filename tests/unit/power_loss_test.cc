@@ -249,7 +249,7 @@ TEST_CASE("Power loss: persisting loses no fsync'd byte, at any crash point", "[
       uint64_t scratch = a.fs->Lookup(kRootInode, "scratch")->ino;
       if (a.fs->Unlink(kRootInode, "scratch", Caller{}).ok()) a.fs->Forget(scratch, 1000);  // the kernel forgets it: deleted
       if (a.fs->Write(*steady, 7, change).ok()) {
-        (void)a.fs->SetAttr(a.fs->Lookup(kRootInode, "shrunk")->ino, shrink);
+        (void)a.fs->SetAttr(a.fs->Lookup(kRootInode, "shrunk")->ino, shrink, Caller{});
       }
       a.fs->Release(*steady);
       (void)a.fs->PersistAll();
@@ -381,7 +381,7 @@ void ChangePersistedFile(const char* step, bool grow_first) {
     bool cut = a.PowerCutDuring(cut_at, survivors, [&] {
       SetAttrRequest grow;
       grow.size = 3 * kSegment;
-      if (grow_first && !a.fs->SetAttr(ino, grow).ok()) return;  // marks the file dirty
+      if (grow_first && !a.fs->SetAttr(ino, grow, Caller{}).ok()) return;  // marks the file dirty
       auto fh = a.fs->Open(ino, O_RDWR, Caller{});
       REQUIRE(fh.ok());
       (void)a.fs->Write(*fh, kSegment + 7, change);  // kept or lost, but not both

@@ -60,7 +60,7 @@ struct GatedArchive : test::ArchiveFixture {
   Status Resize(uint64_t ino, uint64_t size) {
     SetAttrRequest request;
     request.size = size;
-    return fs->SetAttr(ino, request).status();
+    return fs->SetAttr(ino, request, Caller{}).status();
   }
   Status WriteAt(uint64_t ino, uint64_t offset, const std::vector<uint8_t>& data) {
     auto fh = fs->Open(ino, O_RDWR, Caller{});
