@@ -286,6 +286,7 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     auto dirty_it = state_.dirty.find(ino);
     if (!record.ok() || dirty_it == state_.dirty.end()) {
       state_.EraseDirty(ino);
+      left_out_logged_.erase(ino);
       return false;
     }
     inode = *record;
@@ -459,7 +460,11 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
     return names;
   }
   for (const auto& [ino, why] : written->left_out) {
-    LogError("inode {}: not persisted, will retry: {}", ino, why.message());
+    auto [logged, fresh] = left_out_logged_.try_emplace(ino, why.message());
+    if (fresh || logged->second != why.message()) {
+      LogError("inode {}: not persisted, will retry (logged again if the reason changes): {}", ino, why.message());
+      logged->second = why.message();
+    }
     left_out->emplace(ino, why);
   }
   retry_later(&written->left_out);
@@ -522,6 +527,7 @@ Status Persister::WriteAndCommit(std::vector<SegmentPiece>& pieces, std::map<uin
   st = archive_.Commit(Archive::SyncWhen::kIfWaiting, &pending);
   std::vector<uint64_t> clean;
   for (const auto& [ino, inode] : inodes) {
+    if (left_out_logged_.erase(ino)) LogInfo("inode {}: its data reaches the disks again", ino);
     if (auto dirty = state_.dirty.find(ino); dirty != state_.dirty.end()) {
       dirty->second.persisting.clear();
       // What reached the disks takes their space now: only the segments still dirty wait

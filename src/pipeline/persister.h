@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -75,6 +76,9 @@ class Persister {
   std::function<void()> after_batch_;
   std::function<void(const std::vector<uint64_t>&)> on_clean_;
   std::mutex run_mutex_;  // one batch at a time
+  // Why each file left out of its batch was, as last logged: a file that keeps failing the
+  // same way is logged once, not at every retry. Guarded by run_mutex_.
+  std::map<uint64_t, std::string> left_out_logged_;
   std::mutex wake_mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -571,7 +571,7 @@ def test_a_file_its_disks_have_no_room_for_holds_back_no_other_file(archive):
     """mirror-2, set after the data was written (the plan is made at the first persist), for a
     file its two disks cannot hold twice: it waits in the staging cache, named, and the other
     files go on to the disks (before, the no-space failure failed every batch it was in, and it
-    led every batch after it)."""
+    led every batch after it). The log says so once, and again when it is persisted."""
     archive.umount()
     shutil.rmtree(archive.arch)
     cairn("mkfs", archive.arch, "--disks", "2", "--disk-size", "16M")
@@ -584,8 +584,15 @@ def test_a_file_its_disks_have_no_room_for_holds_back_no_other_file(archive):
     assert r.returncode != 0 and "not persisted" in r.stderr and "need as many disks with room" in r.stderr, r
     assert os.getxattr(archive.m("small"), "user.cairn.state") == b"persisted"
     assert os.getxattr(archive.m("big"), "user.cairn.state") != b"persisted"
+    for _ in range(2):  # each retry fails the same way: logged once, not at every retry
+        assert cairn("persist", archive.arch, check=False).returncode != 0
+    log = os.path.join(archive.arch, "cairn.log")
+    with open(log) as f:
+        assert f.read().count(": not persisted, will retry") == 1
     os.setxattr(archive.m("big"), "user.cairn.raid", b"none")
     archive.persist()
+    with open(log) as f:
+        assert "its data reaches the disks again" in f.read()
     archive.evict()
     assert read_file(archive.m("big")) == big
     assert read_file(archive.m("small")) == b"small\n"
