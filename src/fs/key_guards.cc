@@ -1,7 +1,9 @@
 #include "fs/key_guards.h"
 
+#include <cstdint>
 #include <utility>
 
+#include "catalog/tree_walk.h"
 #include "fs/catalog_lookups.h"
 #include "policy/resolver.h"
 #include "util/log.h"
@@ -9,15 +11,18 @@
 namespace cairn {
 
 Result<std::vector<std::string>> KeysGuarding(Archive& archive, uint64_t ino) {
-  Catalog& catalog = archive.catalog();
+  auto key = PolicyKeyOf(archive, ino);
+  if (!key.ok()) return key.status();
+  return KeysGuarding(archive, ino, *key);
+}
+
+Result<std::vector<std::string>> KeysGuarding(Archive& archive, uint64_t ino, const std::string& policy_key) {
   std::vector<std::string> keys;
-  auto row = IfFound(catalog.GetFileKey(ino));
+  auto row = IfFound(archive.catalog().GetFileKey(ino));
   if (!row.ok()) return row.status();
   if (*row) keys.push_back((*row)->key_name);
   // Data not persisted yet has no data key: its policy's key guards it all the same.
-  auto key = PolicyKeyOf(archive, ino);
-  if (!key.ok()) return key.status();
-  if (!key->empty() && (keys.empty() || keys[0] != *key)) keys.push_back(*key);
+  if (!policy_key.empty() && (keys.empty() || keys[0] != policy_key)) keys.push_back(policy_key);
   return keys;
 }
 
@@ -51,6 +56,49 @@ Status KeyCheck::Authorize(uint64_t ino, const std::vector<std::string>& keys, c
       LogWarning("{} on inode {} refused: {}", operation, ino, allowed.message());
       return allowed;
     }
+  }
+  return Status::OK();
+}
+
+GuardedInodes::GuardedInodes(Archive& archive, const FileState& state, KeyCheck* check)
+    : archive_(archive), state_(state), check_(check) {}
+
+Status GuardedInodes::Before(uint64_t ino) {
+  if (!check_) return Status::OK();
+  TreeWalk walk(ino);
+  Status noted = Status::OK();
+  auto note = [&](const InodeRecord& inode) {
+    noted = Note(inode.ino);
+    return noted.ok();
+  };
+  for (;;) {
+    auto more = walk.Step(archive_.catalog(), SIZE_MAX, note);
+    if (!more.ok()) return more.status();
+    if (!noted.ok()) return noted;
+    if (!*more) return Status::OK();
+  }
+}
+
+Status GuardedInodes::Note(uint64_t ino) {
+  auto policy_key = PolicyKeyOf(archive_, ino);
+  if (!policy_key.ok()) return policy_key.status();
+  auto guarding = KeysGuarding(archive_, ino, *policy_key);
+  if (!guarding.ok()) return guarding.status();
+  before_.push_back({ino, std::move(*guarding), std::move(*policy_key)});
+  return Status::OK();
+}
+
+Status GuardedInodes::After(const std::string& operation) {
+  for (Noted& noted : before_) {
+    auto inode = archive_.catalog().GetInode(noted.ino);
+    if (!inode.ok()) return inode.status();
+    auto live = state_.live.find(noted.ino);
+    bool open = live != state_.live.end() && live->second.nopen > 0;
+    if (inode->nlink == 0 && !open) continue;
+    auto policy_key = PolicyKeyOf(archive_, noted.ino);
+    if (!policy_key.ok()) return policy_key.status();
+    if (*policy_key == noted.policy_key) continue;
+    CAIRN_RETURN_IF_ERROR(check_->Check(archive_, noted.ino, std::move(noted.guarding), operation));
   }
   return Status::OK();
 }

@@ -15,6 +15,7 @@
 #include "archive/archive.h"
 #include "fs/fs_types.h"
 #include "keys/keystore.h"
+#include "pipeline/file_state.h"
 
 namespace cairn {
 
@@ -23,6 +24,8 @@ namespace cairn {
 // the key what inherits from it is encrypted under). Not among them: the keys of files
 // below a directory that are encrypted under a key of their own. REQUIRES: catalog mutex held.
 Result<std::vector<std::string>> KeysGuarding(Archive& archive, uint64_t ino);
+// The same, given what PolicyKeyOf(archive, ino) is. REQUIRES: catalog mutex held.
+Result<std::vector<std::string>> KeysGuarding(Archive& archive, uint64_t ino, const std::string& policy_key);
 // The key the effective policy of `ino` encrypts under now, "" when it does not encrypt: what
 // a change of names can change (the key a persisted file's data key is wrapped by stays until
 // it is rewritten). REQUIRES: catalog mutex held.
@@ -51,6 +54,39 @@ class KeyCheck {
   const Caller caller_;
   std::optional<std::vector<gid_t>> gids_;  // the caller's, once read
   Result<std::shared_ptr<const Keystore>> keystore_;
+};
+
+// The inodes a change may give another policy, each with the keys guarding it before the
+// change: a name moved, added or taken away, or a policy attribute of a directory changed.
+// Where the change alters the key an inode's policy encrypts under, the caller must be granted
+// the keys guarding it before and after (KeyCheck::Check). With `check` null (root) nothing is
+// noted or checked.
+class GuardedInodes {
+ public:
+  GuardedInodes(Archive& archive, const FileState& state, KeyCheck* check);
+
+  // Notes the keys of `ino` before the change, and of everything below it when it is a
+  // directory: a change to a directory can change the policy of what is below it without
+  // changing its own (a path rule matching files below it only, a key its files inherit while
+  // the directory itself does not encrypt). REQUIRES: catalog mutex, open transaction.
+  Status Before(uint64_t ino);
+  // After the change: EACCES (the transaction takes the change back) where it is refused. An
+  // inode left without a name is checked only while open: until it is closed, its data may
+  // still be persisted, under its own attributes alone. REQUIRES: as Before.
+  Status After(const std::string& operation);
+
+ private:
+  Status Note(uint64_t ino);
+
+  struct Noted {
+    uint64_t ino;
+    std::vector<std::string> guarding;  // KeysGuarding
+    std::string policy_key;             // PolicyKeyOf
+  };
+  Archive& archive_;
+  const FileState& state_;
+  KeyCheck* const check_;
+  std::vector<Noted> before_;
 };
 
 // The check a setattr by `caller` needs: a change of what a rule tests (owner, group, size,

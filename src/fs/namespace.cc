@@ -34,55 +34,6 @@ Status RefuseNonEmpty(Catalog& catalog, uint64_t dir, const std::string& name) {
   return *has_entries ? Status::Posix(ENOTEMPTY, name) : Status::OK();
 }
 
-// The inodes a change of names touches, whose policy it may change with a name moved, added
-// or taken away: where that changes the key the policy encrypts under, the caller must be
-// granted the keys guarding the inode before and after (KeyCheck::Check). A caller who may
-// use every key (`check` null: root) is not checked.
-class GuardedNames {
- public:
-  GuardedNames(Archive& archive, const FileState& state, KeyCheck* check)
-      : archive_(archive), state_(state), check_(check) {}
-
-  // Notes the keys of `ino` before the change. REQUIRES: catalog mutex, open transaction.
-  Status Before(uint64_t ino) {
-    if (!check_) return Status::OK();
-    auto guarding = KeysGuarding(archive_, ino);
-    if (!guarding.ok()) return guarding.status();
-    auto policy_key = PolicyKeyOf(archive_, ino);
-    if (!policy_key.ok()) return policy_key.status();
-    before_.push_back({ino, std::move(*guarding), std::move(*policy_key)});
-    return Status::OK();
-  }
-  // After the change: EACCES (the transaction takes the change back) where it is refused. An
-  // inode left without a name is checked only while open: until it is closed, its data may
-  // still be persisted, under its own attributes alone. REQUIRES: as Before.
-  Status After(const std::string& operation) {
-    for (Noted& noted : before_) {
-      auto inode = archive_.catalog().GetInode(noted.ino);
-      if (!inode.ok()) return inode.status();
-      auto live = state_.live.find(noted.ino);
-      bool open = live != state_.live.end() && live->second.nopen > 0;
-      if (inode->nlink == 0 && !open) continue;
-      auto policy_key = PolicyKeyOf(archive_, noted.ino);
-      if (!policy_key.ok()) return policy_key.status();
-      if (*policy_key == noted.policy_key) continue;
-      CAIRN_RETURN_IF_ERROR(check_->Check(archive_, noted.ino, std::move(noted.guarding), operation));
-    }
-    return Status::OK();
-  }
-
- private:
-  struct Noted {
-    uint64_t ino;
-    std::vector<std::string> guarding;  // KeysGuarding
-    std::string policy_key;             // PolicyKeyOf
-  };
-  Archive& archive_;
-  const FileState& state_;
-  KeyCheck* const check_;
-  std::vector<Noted> before_;
-};
-
 }  // namespace
 
 Status Namespace::CheckName(const std::string& name) {
@@ -256,7 +207,7 @@ Result<InodeRecord> Namespace::Link(uint64_t ino, uint64_t new_parent, const std
     auto dir = GetDir(catalog, new_parent);
     if (!dir.ok()) return dir.status();
     CAIRN_RETURN_IF_ERROR(RefuseExisting(catalog, new_parent, new_name));
-    GuardedNames guarded(archive_, state_, keys);
+    GuardedInodes guarded(archive_, state_, keys);
     CAIRN_RETURN_IF_ERROR(guarded.Before(ino));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.InsertEntry(new_parent, new_name, ino));
@@ -293,7 +244,7 @@ Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool dire
     if (!inode.ok()) return inode.status();
     if (IsDir(*inode) != directory) return Status::Posix(directory ? ENOTDIR : EISDIR, name);
     if (directory) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, *ino, name));
-    GuardedNames guarded(archive_, state_, keys);
+    GuardedInodes guarded(archive_, state_, keys);
     CAIRN_RETURN_IF_ERROR(guarded.Before(*ino));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
@@ -345,7 +296,7 @@ Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_
     auto loop = moves_into_itself(*src, new_parent);
     if (!loop.ok()) return loop.status();
     if (*loop) return Status::Posix(EINVAL, "cannot move a directory into itself");
-    GuardedNames guarded(archive_, state_, keys);
+    GuardedInodes guarded(archive_, state_, keys);
     CAIRN_RETURN_IF_ERROR(guarded.Before(src->ino));
     if (dst) CAIRN_RETURN_IF_ERROR(guarded.Before(dst->ino));  // moved too, or one name fewer
     int64_t now = NowNs();

@@ -85,6 +85,8 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
     if (!inode.ok()) return inode.status();
     auto guarding = key_check ? KeysGuarding(archive_, ino) : std::vector<std::string>();
     if (!guarding.ok()) return guarding.status();
+    GuardedInodes below(archive_, state_, key_check && IsDir(*inode) && policy_key ? &*key_check : nullptr);
+    CAIRN_RETURN_IF_ERROR(below.Before(ino));
     if (policy_key) {
       auto checked = policy_.Check(ino, name, value);
       if (!checked.ok()) return checked.status();
@@ -122,6 +124,7 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
     CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, name, bytes));
     // Refused, the transaction takes the change back.
     if (key_check) CAIRN_RETURN_IF_ERROR(key_check->Check(archive_, ino, std::move(*guarding), "setxattr " + name));
+    CAIRN_RETURN_IF_ERROR(below.After("setxattr " + name));
     inode->ctime_ns = NowNs();
     return catalog.UpdateInode(*inode);
   });
@@ -152,10 +155,13 @@ Status Xattrs::Remove(uint64_t ino, const std::string& name, const Caller& calle
     if (!inode.ok()) return inode.status();
     auto guarding = key_check ? KeysGuarding(archive_, ino) : std::vector<std::string>();
     if (!guarding.ok()) return guarding.status();
+    GuardedInodes below(archive_, state_, key_check && IsDir(*inode) && policy_key ? &*key_check : nullptr);
+    CAIRN_RETURN_IF_ERROR(below.Before(ino));
     Status st = catalog.RemoveXattr(ino, name);
     if (st.IsNotFound()) return Status::Posix(ENODATA, name);
     CAIRN_RETURN_IF_ERROR(st);
     if (key_check) CAIRN_RETURN_IF_ERROR(key_check->Check(archive_, ino, std::move(*guarding), "removexattr " + name));
+    CAIRN_RETURN_IF_ERROR(below.After("removexattr " + name));
     if (policy_key || (name.starts_with("user.") && inode->layout_id != 0)) {
       CAIRN_RETURN_IF_ERROR(catalog.QueuePolicyCheck(ino));
     }

@@ -32,6 +32,12 @@ def encrypt_dir(archive, path, key="k1", compress="off"):
     os.setxattr(path, "user.cairn.key", key.encode())
 
 
+def use_rules(archive, text):
+    with open(os.path.join(archive.arch, "rules"), "w") as f:
+        f.write(text)
+    cairn("rules", "reload", archive.arch)
+
+
 def key_files(archive, name):
     out = cairn("key", "list", archive.arch).stdout
     m = re.search(rf"^\s+{re.escape(name)}\s.*files: (\d+)$", out, re.M)
@@ -233,9 +239,7 @@ def attempts_as_nobody(steps, *args):
 def test_a_user_without_the_grant_cannot_change_how_a_file_is_encrypted(archive):
     cairn("key", "create", archive.arch, "k1")
     cairn("key", "create", archive.arch, "k2", "--allow", "*")
-    with open(os.path.join(archive.arch, "rules"), "w") as f:
-        f.write("policy plain selectable\n    set encrypt=off\ndefault\n")
-    cairn("rules", "reload", archive.arch)
+    use_rules(archive, "policy plain selectable\n    set encrypt=off\ndefault\n")
     encrypt_dir(archive, archive.m("e"))
     os.chmod(archive.m("e"), 0o777)  # nobody may write the directory and the file, not use k1
     data = b"for granted eyes only\n" * 10000
@@ -274,9 +278,7 @@ def test_a_user_without_the_grant_cannot_change_an_attribute_a_rule_encrypts_by(
     read. A user not granted the key may not change it; other attributes, and the attribute on
     files the rule does not encrypt, stay theirs to change."""
     cairn("key", "create", archive.arch, "k1")
-    with open(os.path.join(archive.arch, "rules"), "w") as f:
-        f.write("rule sealed\n    where xattr user.proj = alpha\n    set encrypt=aes-256-gcm key=k1\ndefault\n")
-    cairn("rules", "reload", archive.arch)
+    use_rules(archive, "rule sealed\n    where xattr user.proj = alpha\n    set encrypt=aes-256-gcm key=k1\ndefault\n")
     os.makedirs(archive.m("s"))
     os.chmod(archive.m("s"), 0o777)
     data = b"sealed by a rule\n" * 10000
@@ -312,11 +314,9 @@ def test_a_user_without_the_grant_cannot_truncate_or_touch_a_file_out_of_a_rule_
     for anyone with the mode bits to read. Such a change is refused; the same change of a file
     no rule encrypts is not."""
     cairn("key", "create", archive.arch, "k1")
-    with open(os.path.join(archive.arch, "rules"), "w") as f:
-        f.write("rule big\n    where path /s/** and size >= 100K\n    set encrypt=aes-256-gcm key=k1\n"
-                "rule old\n    where path /s/** and mtime > 365d\n    set encrypt=aes-256-gcm key=k1\n"
-                "default\n")
-    cairn("rules", "reload", archive.arch)
+    use_rules(archive, "rule big\n    where path /s/** and size >= 100K\n    set encrypt=aes-256-gcm key=k1\n"
+                     "rule old\n    where path /s/** and mtime > 365d\n    set encrypt=aes-256-gcm key=k1\n"
+                     "default\n")
     os.makedirs(archive.m("s"))
     os.chmod(archive.m("s"), 0o777)
     big = random_bytes(200 * KiB, 5)
@@ -385,6 +385,56 @@ attempt("read", lambda: open(j(o, "p"), "rb").read(64))
     assert key_files(archive, "k1") >= 1
     assert "key=k1" in os.getxattr(archive.m("e", "p2"), "user.cairn.effective").decode()
     assert read_file(archive.m("e", "p2")) == sealed
+
+
+def test_a_user_without_the_grant_cannot_move_or_rekey_a_directory_whose_files_a_key_guards(archive):
+    """The files below a directory can change key while the directory's own policy does not:
+    a path rule that matches the files only, or a key the files inherit through a directory
+    that does not encrypt itself. Moving or re-keying such a directory takes the files with it,
+    so it needs the keys of every file below that it changes; the same change of a directory
+    with nothing encrypted below it does not."""
+    cairn("key", "create", archive.arch, "k1")
+    cairn("key", "create", archive.arch, "k2", "--allow", "*")
+    use_rules(archive, "rule vault\n    where path /v/*/*\n    set encrypt=aes-256-gcm key=k1\ndefault\n")
+    encrypt_dir(archive, archive.m("e"))
+    for d in ("v/d", "e/off", "o", "v/empty", "e/plain"):
+        os.makedirs(archive.m(d), exist_ok=True)
+    os.setxattr(archive.m("e", "off"), "user.cairn.encrypt", b"off")  # its files say encrypt, key inherited
+    os.setxattr(archive.m("e", "plain"), "user.cairn.encrypt", b"off")
+    for d in ("v", "v/d", "e", "e/off", "o", "v/empty", "e/plain"):
+        os.chmod(archive.m(d), 0o777)
+    sealed = b"sealed under k1\n" * 10000
+    write_file(archive.m("v", "d", "f"), sealed, mode=0o666)
+    write_file(archive.m("e", "off", "f"), b"", mode=0o666)
+    os.setxattr(archive.m("e", "off", "f"), "user.cairn.encrypt", b"aes-256-gcm")
+    write_file(archive.m("e", "off", "f"), sealed, mode=0o666)
+    write_file(archive.m("e", "plain", "f"), b"in clear\n", mode=0o666)
+    archive.persist()
+    assert key_files(archive, "k1") == 2
+    steps = """
+v, e, o = sys.argv[1], sys.argv[2], sys.argv[3]
+j = os.path.join
+attempt("dir key=k2", lambda: os.setxattr(j(e, "off"), "user.cairn.key", b"k2"))
+attempt("mv out of the path rule", lambda: os.rename(j(v, "d"), j(o, "d")))
+attempt("mv the inheriting dir", lambda: os.rename(j(e, "off"), j(o, "off")))
+attempt("mv within the rule", lambda: os.rename(j(v, "d"), j(v, "d2")))
+attempt("mv a dir with nothing sealed", lambda: os.rename(j(v, "empty"), j(o, "empty")))
+attempt("plain dir key=k2", lambda: os.setxattr(j(e, "plain"), "user.cairn.key", b"k2"))
+attempt("read", lambda: open(j(v, "d2", "f"), "rb").read(64))
+"""
+    assert attempts_as_nobody(steps, archive.m("v"), archive.m("e"), archive.m("o")) == {
+        "mv out of the path rule": "EACCES", "mv the inheriting dir": "EACCES", "dir key=k2": "EACCES",
+        "mv within the rule": "ok", "mv a dir with nothing sealed": "ok", "plain dir key=k2": "ok", "read": "EACCES"}
+    assert "rename on inode" in log_text(archive) and "setxattr user.cairn.key on inode" in log_text(archive)
+    assert sorted(os.listdir(archive.m("o"))) == ["empty"]
+    # Both files stay sealed under k1: the reconciler has nothing to write in clear or under k2.
+    cairn("policy", "apply", archive.m(""))
+    assert key_files(archive, "k1") == 2
+    for path in (("v", "d2", "f"), ("e", "off", "f")):
+        assert "key=k1" in os.getxattr(archive.m(*path), "user.cairn.effective").decode()
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("v", "d2", "f")) == sealed and read_file(archive.m("e", "off", "f")) == sealed
 
 
 def test_a_file_not_persisted_yet_is_guarded_by_the_key_its_policy_names(archive):
