@@ -293,13 +293,20 @@ Status Catalog::StartEpoch() {
   if (!epoch.ok() && !epoch.status().IsNotFound()) return epoch.status();
   epoch_ = (epoch.ok() ? std::strtoull(epoch->c_str(), nullptr, 10) : 0) + 1;
   CAIRN_RETURN_IF_ERROR(SetMeta("epoch", std::to_string(epoch_)));
+  auto max_ino = MaxInoEverUsed();
+  if (!max_ino.ok()) return max_ino.status();
+  next_ino_ = *max_ino + 1;
+  return FlushDurably();  // a power loss must not hand out this epoch again
+}
+
+Result<uint64_t> Catalog::MaxInoEverUsed() {
   // sqlite_sequence keeps the highest number ever committed, even when that inode is gone.
   auto& s = Prepare("SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'inodes'), 0), "
                     "COALESCE((SELECT MAX(ino) FROM inodes), 0))");
   s.Bind();
-  if (!s.Step()) return s.status().ok() ? Status::Corruption("catalog: no highest inode number") : s.status();
-  next_ino_ = s.UInt(0) + 1;
-  return FlushDurably();  // a power loss must not hand out this epoch again
+  if (s.Step()) return s.UInt(0);
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return Status::Corruption("catalog: no highest inode number");
 }
 
 Status Catalog::StartCheckpoints(std::mutex& mutex, std::chrono::milliseconds interval) {

@@ -284,6 +284,7 @@ class Catalog {
   Result<std::vector<ExtentRecord>> ExtentsAfter(uint64_t after, size_t limit);
   Result<std::vector<SegmentRecord>> AllSegments();
   Result<uint64_t> MaxExtentIdEverUsed();
+  Result<uint64_t> MaxInoEverUsed();  // of inodes ever made, removed ones included
 
   // --- file data keys (keys/file_keys.h): wrapped, never in clear
   Result<FileKeyRecord> GetFileKey(uint64_t ino);  // NotFound when the file has none

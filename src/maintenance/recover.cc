@@ -72,9 +72,32 @@ bool HasFiles(const std::string& dir) {
   return any || !listed.ok();
 }
 
-// Encrypted files' data keys live only in the catalog (wrapped): they are copied from the
-// old one when it still reads, else those files cannot be recovered (a note says why).
-Status CarryFileKeys(RecoverReport& report, Catalog& fresh) {
+// How far a catalog numbered inodes and extents, and the generation it was at.
+struct IdFloors {
+  uint64_t max_ino = 0;
+  uint64_t max_extent_id = 0;
+  uint64_t epoch = 0;
+};
+
+Result<IdFloors> IdFloorsOf(Catalog& catalog) {
+  IdFloors floors;
+  auto max_ino = catalog.MaxInoEverUsed();
+  if (!max_ino.ok()) return max_ino.status();
+  floors.max_ino = *max_ino;
+  auto max_extent_id = catalog.MaxExtentIdEverUsed();
+  if (!max_extent_id.ok()) return max_extent_id.status();
+  floors.max_extent_id = *max_extent_id;
+  auto epoch = catalog.GetMeta("epoch");
+  if (!epoch.ok() && !epoch.status().IsNotFound()) return epoch.status();
+  if (epoch.ok()) floors.epoch = std::strtoull(epoch->c_str(), nullptr, 10);
+  return floors;
+}
+
+// What the old catalog, when it still reads, holds that the disks do not: encrypted files'
+// data keys (wrapped; without them those files cannot be recovered, a note says why), and how
+// far inode numbers, extent ids and generations went, so that none is handed out again (a disk
+// missing now may hold ids above every one found on the others).
+Status CarryFromOldCatalog(RecoverReport& report, Catalog& fresh) {
   if (report.catalog_backup.empty()) return Status::OK();
   auto old = Catalog::Open(report.catalog_backup, /*read_only=*/true);
   auto keys = old.ok() ? (*old)->AllFileKeys() : Result<std::vector<FileKeyRecord>>(old.status());
@@ -86,6 +109,14 @@ Status CarryFileKeys(RecoverReport& report, Catalog& fresh) {
   }
   for (const FileKeyRecord& key : *keys) CAIRN_RETURN_IF_ERROR(fresh.PutFileKey(key));
   if (!keys->empty()) report.notes.push_back(fmt::format("{} encrypted files' data keys kept from the old catalog", keys->size()));
+  auto floors = IdFloorsOf(**old);
+  if (floors.ok()) {
+    CAIRN_RETURN_IF_ERROR(fresh.RaiseIdFloors(floors->max_ino, floors->max_extent_id));
+    CAIRN_RETURN_IF_ERROR(fresh.RaiseEpoch(floors->epoch));
+  } else {
+    report.notes.push_back(fmt::format("how far the old catalog numbered inodes and extents could not be read ({})",
+                                       floors.status().message()));
+  }
   return fresh.Flush();
 }
 
@@ -122,7 +153,7 @@ Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& 
   // catalog that mounted would take every disk for free space.
   auto created = Catalog::Create(catalog, owner.st_uid, owner.st_gid, NowNs(), {{kRecoverUnfinishedMeta, "1"}});
   if (!created.ok()) return created.status();
-  CAIRN_RETURN_IF_ERROR(CarryFileKeys(report, **created));
+  CAIRN_RETURN_IF_ERROR(CarryFromOldCatalog(report, **created));
   CAIRN_RETURN_IF_ERROR((*created)->FlushDurably());
   CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));  // the new catalog is 0600 while recover pauses or fails
   return lock;
@@ -186,6 +217,30 @@ void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport&
     }
   }
   archive.extents().ReserveExtentIds(scan.max_extent_id);
+}
+
+// How far above the highest ids found new ones start when part of the disks was not scanned
+// and the old catalog does not say how far it numbered (see UnseenIdGap).
+constexpr uint64_t kUnseenIdGap = uint64_t{1} << 32;
+
+// Reserves the space of every chunk found (ReserveFoundChunks). When part of the disks was
+// not scanned (a disk missing, a range unreadable, a header damaged), it may hold extents and
+// files numbered above every one found: unless the old catalog numbered at least as far as the
+// disks show (CarryFromOldCatalog gave the new one its floors), extent ids are reserved up to
+// kUnseenIdGap above those found; returns whether inode numbers must leave that gap too, so
+// that nothing made later shares a number with what is there (a later recover that reads it
+// takes the newest by extent id, and a file by its inode number).
+Result<bool> UnseenIdGap(Archive& archive, const ExtentScan& scan, RecoverReport& report) {
+  std::lock_guard lock(archive.catalog_mutex());
+  auto carried = archive.catalog().MaxExtentIdEverUsed();
+  if (!carried.ok()) return carried.status();
+  ReserveFoundChunks(archive, scan, report);
+  if (scan.problems.empty() || (*carried > 0 && *carried >= scan.max_extent_id)) return false;
+  archive.extents().ReserveExtentIds(scan.max_extent_id + kUnseenIdGap);
+  report.notes.push_back(fmt::format("part of the disks was not scanned and the old catalog does not say how far "
+                                     "it numbered: new extent ids and inode numbers start {} above those found",
+                                     kUnseenIdGap));
+  return true;
 }
 
 // `stamp` (a policy stamp) with raid=none.
@@ -357,10 +412,11 @@ void CopyAttributes(const MemberNode& node, InodeRecord& r) {
 // Step 3 and 4: the catalog, from the newest versions. REQUIRES: catalog mutex held.
 class CatalogWriter {
  public:
-  // `max_extent_id`: the highest id found on the disks or handed out since (Rewrite).
+  // `max_extent_id`: the highest id found on the disks or handed out since (Rewrite);
+  // `max_ino`: the highest inode number that may be in use, above those found (IdFloors).
   CatalogWriter(Catalog& catalog, const ExtentScan& scan, const Versions& v, uint64_t max_extent_id,
-                RecoverReport& report)
-      : catalog_(catalog), scan_(scan), v_(v), max_extent_id_(max_extent_id), report_(report) {}
+                uint64_t max_ino, RecoverReport& report)
+      : catalog_(catalog), scan_(scan), v_(v), max_extent_id_(max_extent_id), max_ino_(max_ino), report_(report) {}
 
   Status Run() {
     // Inodes restored now and made later get generations above those seen: a file handle
@@ -429,7 +485,7 @@ class CatalogWriter {
       }
     }
     for (const auto& [ino, names] : names_) used_inos_.insert(ino);
-    next_ino_ = std::max(v_.max_ino, max_keyed_ino_) + 1;
+    next_ino_ = std::max({v_.max_ino, max_keyed_ino_, max_ino_}) + 1;
   }
 
   Status WriteDirectories() {
@@ -528,6 +584,7 @@ class CatalogWriter {
   const ExtentScan& scan_;
   const Versions& v_;
   const uint64_t max_extent_id_;
+  const uint64_t max_ino_;
   RecoverReport& report_;
   std::map<uint64_t, std::vector<std::string>> names_;  // file -> names it gets
   std::set<std::string> directories_;                    // paths, without the root
@@ -558,18 +615,19 @@ Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOption
   report.chunks_found = scan.chunks;
   report.extents_found = scan.extents.size();
   report.lost = scan.problems;
-  {
-    std::lock_guard lock((*archive)->catalog_mutex());
-    ReserveFoundChunks(**archive, scan, report);
-  }
+  auto unseen = UnseenIdGap(**archive, scan, report);
+  if (!unseen.ok()) return unseen.status();
   auto read = ReadMemberTables(**archive, scan, report, options);
   if (!read.ok()) return read.status();
   Versions versions = std::move(*read);
   std::lock_guard lock((*archive)->catalog_mutex());
   Catalog& catalog = (*archive)->catalog();
+  auto carried_ino = catalog.MaxInoEverUsed();
+  if (!carried_ino.ok()) return carried_ino.status();
+  uint64_t max_ino = std::max(*carried_ino, *unseen ? versions.max_ino + kUnseenIdGap : 0);
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {
     uint64_t max_extent_id = (*archive)->extents().MaxExtentIdUsed();
-    CAIRN_RETURN_IF_ERROR(CatalogWriter(catalog, scan, versions, max_extent_id, report).Run());
+    CAIRN_RETURN_IF_ERROR(CatalogWriter(catalog, scan, versions, max_extent_id, max_ino, report).Run());
     return catalog.SetMeta(kRecoverUnfinishedMeta, "");
   }));
   CAIRN_RETURN_IF_ERROR(catalog.FlushDurably());

@@ -521,6 +521,10 @@ def test_recover_never_hands_out_an_extent_id_that_is_on_the_disks(archive):
     """Extents recover writes again (a disk missing) get ids above those found, and so do
     the ones written after it, even when a rewritten extent holds nothing newest; inode
     generations go on above those of the lost catalog."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", "4", "--disk-size", "64M")  # small disks: quick scans
+    archive.mount()
     archive.remount()
     archive.remount()  # a few epochs: the files below get generation 4
     os.mkdir(archive.m("m"))
@@ -584,3 +588,43 @@ def test_recover_reads_a_missing_lonestar_bucket_through_its_parity(archive):
     archive.mount()
     for name, content in data.items():
         assert_file_equals(archive.m("cold", name), content)
+
+
+@pytest.mark.no_fsck  # a disk is missing, by design
+@pytest.mark.parametrize("old_catalog", ["set aside", "lost"])
+def test_recover_with_a_disk_missing_hands_out_no_number_that_disk_may_hold(archive, old_catalog):
+    """The disk missing at recover holds the newest file, numbered above everything on the
+    others. Nothing made after the recover may share its extent id or inode number: a later
+    recover that reads that disk again takes the newest version by extent id and a file by
+    its inode number. The numbers go on from the old catalog's when it reads, else they leave
+    a gap of 2^32."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", "3", "--disk-size", "64M")  # small disks: a quick scan
+    archive.mount()
+    os.setxattr(archive.mnt, "user.cairn.raid", b"none")  # each extent on one disk
+    for i in range(6):
+        write_file(archive.m(f"f{i}"), random_bytes(300 * KiB, 70 + i))  # an extent each, not packed
+        archive.persist()
+    archive.umount()
+    headers = extent_headers(archive)
+    image, _, lost_ino, _, lost_extent = max(headers, key=lambda h: h[4])
+    assert lost_ino == max(h[2] for h in headers), headers
+    assert max(h[4] for h in headers if h[0] != image) < lost_extent
+    if old_catalog == "lost":
+        lose_catalog(archive)
+    os.remove(image)
+    r = recover(archive, *(["--force"] if old_catalog == "set aside" else []), expect=3)
+    assert ("start 4294967296 above those found" in r.stdout) == (old_catalog == "lost"), r.stdout
+    archive.mount("degraded")
+    write_file(archive.m("new"), random_bytes(300 * KiB, 80))
+    ino = os.stat(archive.m("new")).st_ino
+    archive.persist()
+    archive.umount()
+    new_extents = [h[4] for h in extent_headers(archive) if h[2] == ino]
+    assert new_extents and min(new_extents) > lost_extent, (new_extents, lost_extent)
+    assert ino > lost_ino, (ino, lost_ino)
+    if old_catalog == "lost":
+        assert ino > 1 << 32 and min(new_extents) > 1 << 32
+    else:
+        assert ino < 1 << 32 and max(new_extents) < 1 << 32  # the old catalog's numbers, no gap
