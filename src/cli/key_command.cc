@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -206,15 +208,13 @@ int CmdKey(const Args& args) {
       return Fail(1, fmt::format("key {} exists (cairn key rotate makes a new version of it)", name));
     }
     if (action == "rotate" && !has) return Fail(1, fmt::format("keystore {} has no key {}", *path, name));
+    std::set<std::string> seen;
     for (size_t i = 0; i < options.size(); i += 2) {
       bool known = options[i] == "--from-file" || options[i] == "--from-command" ||
                    (action == "create" && options[i] == "--allow");
       if (!known || i + 1 >= options.size()) return Usage();
-      for (size_t k = 0; k < i; k += 2) {
-        if (options[k] == options[i]) {
-          return Fail(2, fmt::format("{} is given twice{}", options[i],
-                                     options[i] == "--allow" ? " (list several as WHO,WHO)" : ""));
-        }
+      if (!FirstTime(seen, options[i])) {
+        return Fail(2, GivenTwice(options[i]) + (options[i] == "--allow" ? " (list several as WHO,WHO)" : ""));
       }
     }
     auto source = NewSource(name, has ? store->current(name)->version + 1 : 1, options);
