@@ -286,6 +286,10 @@ Result<uint64_t> FileKeys::Rewrap(const std::string& key_name) {
 }
 
 Result<uint64_t> FileKeys::CountUnder(const std::string& key_name) {
+  // After a data key being wrapped now (ForWriting) is in the catalog: cairn key delete counts
+  // again once the key has left the keystore, and a wrap that read the keystore before that
+  // must not come in after the count.
+  std::lock_guard writing(writing_mutex_);
   std::lock_guard lock(catalog_mutex_);
   auto rows = catalog_.FileKeysUnder(key_name);
   if (!rows.ok()) return rows.status();

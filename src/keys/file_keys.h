@@ -67,7 +67,7 @@ class FileKeys {
   // Rotation: every data key wrapped by an older version of `key_name` is re-wrapped by
   // its newest, in the catalog's batch; the number re-wrapped.
   Result<uint64_t> Rewrap(const std::string& key_name);
-  // How many files' data keys `key_name` wraps.
+  // How many files' data keys `key_name` wraps, a data key being wrapped now included.
   Result<uint64_t> CountUnder(const std::string& key_name);
   // Crypto-erase: drops every data key `key_name` wraps (their files read EIO from now on);
   // the inodes whose keys were dropped.
@@ -90,7 +90,7 @@ class FileKeys {
   const std::string keystore_path_;
 
   // Serialises making, re-wrapping and erasing data keys (so a file never gets two); held
-  // while a master key is loaded, which only writers wait for.
+  // while a master key is loaded, which only writers and CountUnder wait for.
   std::mutex writing_mutex_;
   std::mutex mutex_;  // guards the members below; a leaf: held for no I/O and no other lock
   std::shared_ptr<const Keystore> keystore_;
