@@ -65,7 +65,7 @@ GuardedInodes::GuardedInodes(Archive& archive, const FileState& state, KeyCheck*
 
 Status GuardedInodes::Before(uint64_t ino) {
   if (!check_) return Status::OK();
-  if (!check_->AnyKeys()) return Note(ino);
+  if (!check_->MayHoldKeys()) return Note(ino);
   TreeWalk walk(ino);
   Status noted = Status::OK();
   auto note = [&](const InodeRecord& inode) {

@@ -46,8 +46,11 @@ class KeyCheck {
   // EACCES unless the caller may use every key of `keys`, which guard `ino` (logged with
   // `operation`).
   Status Authorize(uint64_t ino, const std::vector<std::string>& keys, const std::string& operation);
-  // Whether the keystore holds any master key: without one, no data can be sealed or unsealed.
-  bool AnyKeys() const { return keystore_.ok() && !(*keystore_)->names().empty(); }
+  // Whether the keystore may hold a master key: false only when it does not exist or is
+  // empty (without a key no data can be sealed or unsealed), true when it cannot be read.
+  bool MayHoldKeys() const {
+    return keystore_.ok() ? !(*keystore_)->names().empty() : !keystore_.status().IsNotFound();
+  }
 
  private:
   KeyCheck(FileKeys& keys, const Caller& caller) : keys_(keys), caller_(caller), keystore_(keys.CurrentKeystore()) {}
@@ -70,8 +73,9 @@ class GuardedInodes {
   // Notes the keys of `ino` before the change, and of everything below it when it is a
   // directory: a change to a directory can change the policy of what is below it without
   // changing its own (a path rule matching files below it only, a key its files inherit while
-  // the directory itself does not encrypt). Below it only when the keystore holds a key: the
-  // walk costs a policy resolution per inode. REQUIRES: catalog mutex, open transaction.
+  // the directory itself does not encrypt). Below it only when the keystore may hold a key
+  // (KeyCheck::MayHoldKeys): the walk resolves the policy of every inode. Call it after the
+  // checks that may refuse the change. REQUIRES: catalog mutex, open transaction.
   Status Before(uint64_t ino);
   // After the change: EACCES (the transaction takes the change back) where it is refused. An
   // inode left without a name is checked only while open: until it is closed, its data may

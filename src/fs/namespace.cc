@@ -296,15 +296,21 @@ Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_
     auto loop = moves_into_itself(*src, new_parent);
     if (!loop.ok()) return loop.status();
     if (*loop) return Status::Posix(EINVAL, "cannot move a directory into itself");
+    if (flags & RENAME_EXCHANGE) {
+      auto loop_back = moves_into_itself(*dst, parent);
+      if (!loop_back.ok()) return loop_back.status();
+      if (*loop_back) return Status::Posix(EINVAL, "cannot move a directory into itself");
+    } else if (dst) {
+      if (IsDir(*src) && !IsDir(*dst)) return Status::Posix(ENOTDIR, new_name);
+      if (!IsDir(*src) && IsDir(*dst)) return Status::Posix(EISDIR, new_name);
+      if (IsDir(*dst)) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, dst->ino, new_name));
+    }
     GuardedInodes guarded(archive_, state_, keys);
     CAIRN_RETURN_IF_ERROR(guarded.Before(src->ino));
     if (dst) CAIRN_RETURN_IF_ERROR(guarded.Before(dst->ino));  // moved too, or one name fewer
     int64_t now = NowNs();
     bool same_dir = parent == new_parent;
     if (flags & RENAME_EXCHANGE) {
-      auto loop_back = moves_into_itself(*dst, parent);
-      if (!loop_back.ok()) return loop_back.status();
-      if (*loop_back) return Status::Posix(EINVAL, "cannot move a directory into itself");
       CAIRN_RETURN_IF_ERROR(catalog.RepointEntry(parent, name, dst->ino));
       CAIRN_RETURN_IF_ERROR(catalog.RepointEntry(new_parent, new_name, src->ino));
       if (!same_dir && IsDir(*src) != IsDir(*dst)) {
@@ -316,9 +322,6 @@ Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_
       CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*dst));
     } else {
       if (dst) {
-        if (IsDir(*src) && !IsDir(*dst)) return Status::Posix(ENOTDIR, new_name);
-        if (!IsDir(*src) && IsDir(*dst)) return Status::Posix(EISDIR, new_name);
-        if (IsDir(*dst)) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, dst->ino, new_name));
         CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(new_parent, new_name));
         CAIRN_RETURN_IF_ERROR(DropLink(*dst, now));
         if (IsDir(*dst)) to_dir->nlink--;

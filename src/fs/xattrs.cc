@@ -85,8 +85,6 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
     if (!inode.ok()) return inode.status();
     auto guarding = key_check ? KeysGuarding(archive_, ino) : std::vector<std::string>();
     if (!guarding.ok()) return guarding.status();
-    GuardedInodes below(archive_, state_, key_check && IsDir(*inode) && policy_key ? &*key_check : nullptr);
-    CAIRN_RETURN_IF_ERROR(below.Before(ino));
     if (policy_key) {
       auto checked = policy_.Check(ino, name, value);
       if (!checked.ok()) return checked.status();
@@ -121,6 +119,8 @@ Status Xattrs::Set(uint64_t ino, const std::string& name, std::span<const uint8_
       if (!IsDir(*inode)) return Status::Posix(EACCES, "only directories have default ACLs");
       if (AclPermissionBits(bytes) < 0) return Status::Posix(EINVAL, "malformed POSIX ACL");
     }
+    GuardedInodes below(archive_, state_, key_check && IsDir(*inode) && policy_key ? &*key_check : nullptr);
+    CAIRN_RETURN_IF_ERROR(below.Before(ino));
     CAIRN_RETURN_IF_ERROR(catalog.SetXattr(ino, name, bytes));
     // Refused, the transaction takes the change back.
     if (key_check) CAIRN_RETURN_IF_ERROR(key_check->Check(archive_, ino, std::move(*guarding), "setxattr " + name));

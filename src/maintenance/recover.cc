@@ -79,7 +79,12 @@ struct IdFloors {
   uint64_t epoch = 0;
 };
 
+// How far `catalog` numbered, unless a recover that did not finish made it: that one may
+// have left a gap (UnseenIdGap) that its floors do not hold yet.
 Result<IdFloors> IdFloorsOf(Catalog& catalog) {
+  auto unfinished = catalog.GetMeta(kRecoverUnfinishedMeta);
+  if (!unfinished.ok() && !unfinished.status().IsNotFound()) return unfinished.status();
+  if (unfinished.ok() && !unfinished->empty()) return Status::Corruption("a recover that did not finish made it");
   IdFloors floors;
   auto max_ino = catalog.MaxInoEverUsed();
   if (!max_ino.ok()) return max_ino.status();
@@ -101,20 +106,22 @@ Status CarryFromOldCatalog(RecoverReport& report, Catalog& fresh) {
   if (report.catalog_backup.empty()) return Status::OK();
   auto old = Catalog::Open(report.catalog_backup, /*read_only=*/true);
   auto keys = old.ok() ? (*old)->AllFileKeys() : Result<std::vector<FileKeyRecord>>(old.status());
-  if (!keys.ok()) {
+  if (keys.ok()) {
+    for (const FileKeyRecord& key : *keys) CAIRN_RETURN_IF_ERROR(fresh.PutFileKey(key));
+    if (!keys->empty()) {
+      report.notes.push_back(fmt::format("{} encrypted files' data keys kept from the old catalog", keys->size()));
+    }
+  } else {
     report.notes.push_back(fmt::format("the data keys of encrypted files could not be read from the old catalog ({}); "
                                        "encrypted files cannot be recovered",
                                        keys.status().message()));
-    return Status::OK();
   }
-  for (const FileKeyRecord& key : *keys) CAIRN_RETURN_IF_ERROR(fresh.PutFileKey(key));
-  if (!keys->empty()) report.notes.push_back(fmt::format("{} encrypted files' data keys kept from the old catalog", keys->size()));
-  auto floors = IdFloorsOf(**old);
+  auto floors = old.ok() ? IdFloorsOf(**old) : Result<IdFloors>(old.status());
   if (floors.ok()) {
     CAIRN_RETURN_IF_ERROR(fresh.RaiseIdFloors(floors->max_ino, floors->max_extent_id));
     CAIRN_RETURN_IF_ERROR(fresh.RaiseEpoch(floors->epoch));
   } else {
-    report.notes.push_back(fmt::format("how far the old catalog numbered inodes and extents could not be read ({})",
+    report.notes.push_back(fmt::format("how far the old catalog numbered inodes and extents is not known ({})",
                                        floors.status().message()));
   }
   return fresh.Flush();
@@ -223,24 +230,37 @@ void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport&
 // and the old catalog does not say how far it numbered (see UnseenIdGap).
 constexpr uint64_t kUnseenIdGap = uint64_t{1} << 32;
 
-// Reserves the space of every chunk found (ReserveFoundChunks). When part of the disks was
-// not scanned (a disk missing, a range unreadable, a header damaged), it may hold extents and
-// files numbered above every one found: unless the old catalog numbered at least as far as the
-// disks show (CarryFromOldCatalog gave the new one its floors), extent ids are reserved up to
-// kUnseenIdGap above those found; returns whether inode numbers must leave that gap too, so
-// that nothing made later shares a number with what is there (a later recover that reads it
-// takes the newest by extent id, and a file by its inode number).
-Result<bool> UnseenIdGap(Archive& archive, const ExtentScan& scan, RecoverReport& report) {
+// Reserves the space of every chunk found (ReserveFoundChunks). Returns whether the old
+// catalog numbered extents at least as far as the disks show (CarryFromOldCatalog gave the new
+// one its floors, inode numbers included). When it did not and part of the disks was not
+// scanned (a disk missing, a range unreadable, a header damaged), that part may hold extents
+// numbered above every one found: extent ids are reserved up to kUnseenIdGap above those found,
+// so that none made later shares an id with what is there (a later recover that reads it takes
+// the newest version by extent id).
+Result<bool> ReserveFoundIds(Archive& archive, const ExtentScan& scan, RecoverReport& report) {
   std::lock_guard lock(archive.catalog_mutex());
   auto carried = archive.catalog().MaxExtentIdEverUsed();
   if (!carried.ok()) return carried.status();
   ReserveFoundChunks(archive, scan, report);
-  if (scan.problems.empty() || (*carried > 0 && *carried >= scan.max_extent_id)) return false;
-  archive.extents().ReserveExtentIds(scan.max_extent_id + kUnseenIdGap);
-  report.notes.push_back(fmt::format("part of the disks was not scanned and the old catalog does not say how far "
-                                     "it numbered: new extent ids and inode numbers start {} above those found",
+  bool floors_hold = *carried > 0 && *carried >= scan.max_extent_id;
+  if (!floors_hold && !scan.problems.empty()) archive.extents().ReserveExtentIds(scan.max_extent_id + kUnseenIdGap);
+  return floors_hold;
+}
+
+// The highest inode number that may be in use: above those found by kUnseenIdGap when the old
+// catalog's floors do not hold and part of the disks or of the member tables could not be read
+// (a file found there later must not share its number with one made now), else the old
+// catalog's (or 0). Notes a gap.
+Result<uint64_t> InodeFloor(Catalog& catalog, const ExtentScan& scan, const Versions& versions, bool floors_hold,
+                            RecoverReport& report) {
+  auto carried = catalog.MaxInoEverUsed();
+  if (!carried.ok()) return carried.status();
+  if (floors_hold || (scan.problems.empty() && !versions.damage)) return *carried;
+  report.notes.push_back(fmt::format("part of the disks could not be read, and the old catalog is missing, does not "
+                                     "read or is behind the disks: new {} start {} above those found",
+                                     scan.problems.empty() ? "inode numbers" : "extent ids and inode numbers",
                                      kUnseenIdGap));
-  return true;
+  return std::max(*carried, versions.max_ino + kUnseenIdGap);
 }
 
 // `stamp` (a policy stamp) with raid=none.
@@ -615,19 +635,18 @@ Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOption
   report.chunks_found = scan.chunks;
   report.extents_found = scan.extents.size();
   report.lost = scan.problems;
-  auto unseen = UnseenIdGap(**archive, scan, report);
-  if (!unseen.ok()) return unseen.status();
+  auto floors_hold = ReserveFoundIds(**archive, scan, report);
+  if (!floors_hold.ok()) return floors_hold.status();
   auto read = ReadMemberTables(**archive, scan, report, options);
   if (!read.ok()) return read.status();
   Versions versions = std::move(*read);
   std::lock_guard lock((*archive)->catalog_mutex());
   Catalog& catalog = (*archive)->catalog();
-  auto carried_ino = catalog.MaxInoEverUsed();
-  if (!carried_ino.ok()) return carried_ino.status();
-  uint64_t max_ino = std::max(*carried_ino, *unseen ? versions.max_ino + kUnseenIdGap : 0);
+  auto max_ino = InodeFloor(catalog, scan, versions, *floors_hold, report);
+  if (!max_ino.ok()) return max_ino.status();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {
     uint64_t max_extent_id = (*archive)->extents().MaxExtentIdUsed();
-    CAIRN_RETURN_IF_ERROR(CatalogWriter(catalog, scan, versions, max_extent_id, max_ino, report).Run());
+    CAIRN_RETURN_IF_ERROR(CatalogWriter(catalog, scan, versions, max_extent_id, *max_ino, report).Run());
     return catalog.SetMeta(kRecoverUnfinishedMeta, "");
   }));
   CAIRN_RETURN_IF_ERROR(catalog.FlushDurably());

@@ -591,13 +591,15 @@ def test_recover_reads_a_missing_lonestar_bucket_through_its_parity(archive):
 
 
 @pytest.mark.no_fsck  # a disk is missing, by design
-@pytest.mark.parametrize("old_catalog", ["set aside", "lost"])
-def test_recover_with_a_disk_missing_hands_out_no_number_that_disk_may_hold(archive, old_catalog):
-    """The disk missing at recover holds the newest file, numbered above everything on the
-    others. Nothing made after the recover may share its extent id or inode number: a later
-    recover that reads that disk again takes the newest version by extent id and a file by
-    its inode number. The numbers go on from the old catalog's when it reads, else they leave
-    a gap of 2^32."""
+@pytest.mark.parametrize("case", ["disk missing, old catalog set aside", "disk missing, catalog lost",
+                                  "payload damaged, catalog lost"])
+def test_recover_hands_out_no_number_the_part_it_could_not_read_may_hold(archive, case):
+    """The newest file is on a disk missing at recover, or in an extent whose payload does not
+    read: it is numbered above everything recover could read. Nothing made after the recover
+    may share its extent id or inode number: a later recover that reads it again takes the
+    newest version by extent id and a file by its inode number. The numbers go on from the old
+    catalog's when it reads, else they leave a gap of 2^32 (extent ids only where part of the
+    disks was not scanned: a damaged payload's id is in its header)."""
     archive.umount()
     shutil.rmtree(archive.arch)
     cairn("mkfs", archive.arch, "--disks", "3", "--disk-size", "64M")  # small disks: a quick scan
@@ -608,14 +610,18 @@ def test_recover_with_a_disk_missing_hands_out_no_number_that_disk_may_hold(arch
         archive.persist()
     archive.umount()
     headers = extent_headers(archive)
-    image, _, lost_ino, _, lost_extent = max(headers, key=lambda h: h[4])
+    image, offset, lost_ino, _, lost_extent = max(headers, key=lambda h: h[4])
     assert lost_ino == max(h[2] for h in headers), headers
     assert max(h[4] for h in headers if h[0] != image) < lost_extent
-    if old_catalog == "lost":
+    if "catalog lost" in case:
         lose_catalog(archive)
-    os.remove(image)
-    r = recover(archive, *(["--force"] if old_catalog == "set aside" else []), expect=3)
-    assert ("start 4294967296 above those found" in r.stdout) == (old_catalog == "lost"), r.stdout
+    if "disk missing" in case:
+        os.remove(image)
+    else:
+        flip_byte(image, offset + 4096 + 1000)  # inside the data: the payload CRC fails
+    r = recover(archive, *(["--force"] if "set aside" in case else []), expect=3)
+    gap = "start 4294967296 above those found" in r.stdout
+    assert gap == ("catalog lost" in case), r.stdout
     archive.mount("degraded")
     write_file(archive.m("new"), random_bytes(300 * KiB, 80))
     ino = os.stat(archive.m("new")).st_ino
@@ -624,7 +630,5 @@ def test_recover_with_a_disk_missing_hands_out_no_number_that_disk_may_hold(arch
     new_extents = [h[4] for h in extent_headers(archive) if h[2] == ino]
     assert new_extents and min(new_extents) > lost_extent, (new_extents, lost_extent)
     assert ino > lost_ino, (ino, lost_ino)
-    if old_catalog == "lost":
-        assert ino > 1 << 32 and min(new_extents) > 1 << 32
-    else:
-        assert ino < 1 << 32 and max(new_extents) < 1 << 32  # the old catalog's numbers, no gap
+    assert (ino > 1 << 32) == gap
+    assert (min(new_extents) > 1 << 32) == (gap and "disk missing" in case)
