@@ -80,7 +80,7 @@ struct IdFloors {
 };
 
 // How far `catalog` numbered, unless a recover that did not finish made it: that one may
-// have left a gap (UnseenIdGap) that its floors do not hold yet.
+// have left a gap (InodeFloor) that its floors do not hold yet.
 Result<IdFloors> IdFloorsOf(Catalog& catalog) {
   auto unfinished = catalog.GetMeta(kRecoverUnfinishedMeta);
   if (!unfinished.ok() && !unfinished.status().IsNotFound()) return unfinished.status();
@@ -226,8 +226,8 @@ void ReserveFoundChunks(Archive& archive, const ExtentScan& scan, RecoverReport&
   archive.extents().ReserveExtentIds(scan.max_extent_id);
 }
 
-// How far above the highest ids found new ones start when part of the disks was not scanned
-// and the old catalog does not say how far it numbered (see UnseenIdGap).
+// How far above the highest ids found new ones start when part of the disks could not be read
+// and the old catalog does not say how far it numbered (ReserveFoundIds, InodeFloor).
 constexpr uint64_t kUnseenIdGap = uint64_t{1} << 32;
 
 // Reserves the space of every chunk found (ReserveFoundChunks). Returns whether the old
