@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "redundancy/intra_disk.h"
+#include "util/buffer_pool.h"
 #include "util/coding.h"
 
 namespace cairn {
@@ -117,8 +118,9 @@ Result<std::vector<uint8_t>> ReadExtent(Disk& disk, uint64_t offset, const Exten
   if (expect.idr_scramble != 0) {
     payload = DecodeWithIdr(disk, offset + kExtentHeaderSize, expect, where, repaired);
   } else {
-    // The payload goes straight into its own buffer: no copy on the read path.
-    payload->resize(expect.payload_length);
+    // The payload goes straight into its own buffer, which the read fills whole: no copy on
+    // the read path, and a buffer taken from the pool is not zeroed first.
+    payload = BufferPool::Default().Take(expect.payload_length);
     CAIRN_RETURN_IF_ERROR(disk.ReadAt(offset + kExtentHeaderSize, *payload));
     uint32_t actual = Crc32c(*payload);
     if (actual != expect.payload_crc) {

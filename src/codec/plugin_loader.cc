@@ -17,6 +17,7 @@
 
 #include "cairn/plugin.h"
 #include "codec/transform_registry.h"
+#include "util/buffer_pool.h"
 #include "util/log.h"
 
 #ifndef CAIRN_PLUGIN_DIR
@@ -62,7 +63,9 @@ class PluginTransform final : public Transform {
                                       const SealContext& seal) const override {
     auto call = CallFor(seal);
     if (!call.ok()) return call.status();
-    std::vector<uint8_t> out(max_length);  // the most it may decode to: its own output never grows
+    // The most it may decode to (its own output never grows); the plugin writes `length` bytes
+    // of it, the rest is cut off.
+    std::vector<uint8_t> out = BufferPool::Default().Take(max_length);
     size_t length = 0;
     char err[kErrorLength] = "";
     int rc = plugin_->decode(instance_, &*call, encoded.data(), encoded.size(), out.data(), out.size(), &length, err,

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "codec/transform_registry.h"
+#include "util/buffer_pool.h"
 
 namespace cairn {
 
@@ -79,7 +81,7 @@ Result<std::vector<uint8_t>> TransformChain::Encode(std::vector<uint8_t> logical
                                                  stage->version(), encoded->size(), logical.size(),
                                                  MaxStoredLength(logical.size())));
     }
-    logical = std::move(*encoded);
+    BufferPool::Default().Give(std::exchange(logical, std::move(*encoded)));
   }
   return logical;
 }
@@ -97,7 +99,7 @@ Result<std::vector<uint8_t>> TransformChain::Decode(std::vector<uint8_t> stored,
       return Status::Corruption(fmt::format("transform {}@{} cannot decode: {}", stage->name(), stage->version(),
                                             decoded.status().message()));
     }
-    stored = std::move(*decoded);
+    BufferPool::Default().Give(std::exchange(stored, std::move(*decoded)));
   }
   if (stored.size() != logical_length) {
     return Status::Corruption(fmt::format("transform chain '{}' decoded {} bytes, {} expected", Stamp(),

@@ -17,6 +17,7 @@
 #include "codec/transform_pool.h"
 #include "pipeline/segment_map_update.h"
 #include "policy/resolver.h"
+#include "util/buffer_pool.h"
 #include "util/clock.h"
 #include "util/coding.h"
 #include "util/log.h"
@@ -226,6 +227,7 @@ Result<std::vector<uint64_t>> Persister::PersistRound(const std::vector<uint64_t
   uint64_t pending_bytes = 0;
   auto flush = [&]() {
     Status st = WriteAndCommit(pieces, left_out);
+    for (SegmentPiece& piece : pieces) BufferPool::Default().Give(std::move(piece.data));  // for the next reads
     pieces.clear();
     pending_bytes = 0;
     return st;
@@ -381,7 +383,7 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
       if (segments_read > 0 && bytes_read + length > slice_bytes) break;
       auto read = [fd, start, length]() -> Result<std::vector<uint8_t>> {
         try {
-          std::vector<uint8_t> bytes(length);
+          std::vector<uint8_t> bytes = BufferPool::Default().Take(length);  // the read fills it whole
           CAIRN_RETURN_IF_ERROR(StagingCache::ReadAt(fd, start, bytes));
           return bytes;
         } catch (const std::bad_alloc&) {  // the file waits for its retry; the daemon stays

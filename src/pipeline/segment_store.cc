@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "pipeline/logical_payload.h"
+#include "util/buffer_pool.h"
 #include "util/log.h"
 
 namespace cairn {
@@ -83,7 +84,11 @@ Result<SegmentStore::Payload> SegmentStore::ReadAndDecode(const SegmentRecord& s
     // Whatever went wrong (unreadable, damaged, unknown version), the reader gets EIO.
     return Status::Corruption(bytes.status().message());
   }
-  return std::make_shared<const std::vector<uint8_t>>(std::move(*bytes));
+  // Once no reader holds it, the payload's buffer goes back to the pool for the next load.
+  return Payload(new std::vector<uint8_t>(std::move(*bytes)), [](std::vector<uint8_t>* payload) {
+    BufferPool::Default().Give(std::move(*payload));
+    delete payload;
+  });
 }
 
 size_t SegmentStore::LoadsAhead() const {
