@@ -153,13 +153,14 @@ Status Xattrs::Remove(uint64_t ino, const std::string& name, const Caller& calle
   return InTransaction(catalog, [&]() -> Status {
     auto inode = GetInodeOrENOENT(catalog, ino);
     if (!inode.ok()) return inode.status();
+    auto existing = IfFound(catalog.GetXattr(ino, name));
+    if (!existing.ok()) return existing.status();
+    if (!existing->has_value()) return Status::Posix(ENODATA, name);  // before any walk below a directory
     auto guarding = key_check ? KeysGuarding(archive_, ino) : std::vector<std::string>();
     if (!guarding.ok()) return guarding.status();
     GuardedInodes below(archive_, state_, key_check && IsDir(*inode) && policy_key ? &*key_check : nullptr);
     CAIRN_RETURN_IF_ERROR(below.Before(ino));
-    Status st = catalog.RemoveXattr(ino, name);
-    if (st.IsNotFound()) return Status::Posix(ENODATA, name);
-    CAIRN_RETURN_IF_ERROR(st);
+    CAIRN_RETURN_IF_ERROR(catalog.RemoveXattr(ino, name));
     if (key_check) CAIRN_RETURN_IF_ERROR(key_check->Check(archive_, ino, std::move(*guarding), "removexattr " + name));
     CAIRN_RETURN_IF_ERROR(below.After("removexattr " + name));
     if (policy_key || (name.starts_with("user.") && inode->layout_id != 0)) {
