@@ -354,6 +354,7 @@ PolicyContext Archive::policy_context() const {
   context.default_segment_size = options_.segment_size;
   context.first_group = first_group_;
   context.lonestar_groups = lonestar_groups_;
+  context.unlinked = &unlinked_policies_;
   return context;
 }
 

@@ -130,6 +130,17 @@ class Archive {
   Status CheckRaidInGroup(const std::string& raid, const std::string& placement) const;
   // The failure domain of a disk: its domain.N name, or a domain of its own.
   std::string DomainOf(size_t disk) const;
+  // Keeps `policy`, what regular file `ino` had under its last name, for as long as the file
+  // lives without a name (unlinked while open, or with data not persisted yet): what it still
+  // writes is persisted under that policy, not under its own attributes alone, so an encrypted
+  // directory's file never reaches the disks in clear. In memory only: such a file is freed
+  // at the next mount. Undone with the catalog operation it is made in, if that is rolled
+  // back; ForgetUnlinked when the file is freed. REQUIRES: catalog_mutex held.
+  void KeepPolicyOfUnlinked(uint64_t ino, ResolvedPolicy policy) {
+    unlinked_policies_[ino] = std::move(policy);
+    if (catalog_->in_operation()) op_unlinked_.push_back(ino);
+  }
+  void ForgetUnlinked(uint64_t ino) { unlinked_policies_.erase(ino); }
 
   std::mutex& catalog_mutex() { return catalog_mutex_; }
   Catalog& catalog() { return *catalog_; }  // REQUIRES: catalog_mutex held
@@ -255,6 +266,7 @@ class Archive {
   std::once_flag transform_pool_started_;
   std::unique_ptr<TransformPool> transform_pool_;
   std::mutex rules_reload_mutex_;  // held by LoadRules throughout; taken before catalog_mutex_
+  UnlinkedPolicies unlinked_policies_;  // guarded by catalog_mutex_
   mutable std::mutex rules_mutex_;
   std::shared_ptr<const RuleSet> rules_;  // guarded by rules_mutex_
   // Guarded by catalog_mutex_. The op_ lists belong to the catalog operation in progress:
@@ -263,6 +275,7 @@ class Archive {
   std::vector<uint64_t> cache_removals_;
   std::vector<ExtentRecord> op_freed_;
   std::vector<uint64_t> op_cache_removals_;
+  std::vector<uint64_t> op_unlinked_;  // kept policies to drop if the operation is rolled back
 };
 
 }  // namespace cairn

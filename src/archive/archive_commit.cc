@@ -10,9 +10,12 @@ void Archive::EndOperation(bool committed) {
   if (committed) {
     freed_.insert(freed_.end(), op_freed_.begin(), op_freed_.end());
     cache_removals_.insert(cache_removals_.end(), op_cache_removals_.begin(), op_cache_removals_.end());
+  } else {
+    for (uint64_t ino : op_unlinked_) unlinked_policies_.erase(ino);
   }
   op_freed_.clear();
   op_cache_removals_.clear();
+  op_unlinked_.clear();
 }
 
 Status Archive::Commit(SyncWhen when, PendingSync* pending) {

@@ -78,8 +78,9 @@ class GuardedInodes {
   // checks that may refuse the change. REQUIRES: catalog mutex, open transaction.
   Status Before(uint64_t ino);
   // After the change: EACCES (the transaction takes the change back) where it is refused. An
-  // inode left without a name is checked only while open: until it is closed, its data may
-  // still be persisted, under its own attributes alone. REQUIRES: as Before.
+  // inode left without a name is checked only while open (only then may more of its data be
+  // persisted); it keeps the policy of its last name (Archive::KeepPolicyOfUnlinked), so its
+  // key does not change. REQUIRES: as Before.
   Status After(const std::string& operation);
 
  private:

@@ -246,6 +246,7 @@ Status Namespace::RemoveName(uint64_t parent, const std::string& name, bool dire
     if (directory) CAIRN_RETURN_IF_ERROR(RefuseNonEmpty(catalog, *ino, name));
     GuardedInodes guarded(archive_, state_, keys);
     CAIRN_RETURN_IF_ERROR(guarded.Before(*ino));
+    CAIRN_RETURN_IF_ERROR(KeepPolicyIfLastName(*inode));
     int64_t now = NowNs();
     CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(parent, name));
     CAIRN_RETURN_IF_ERROR(DropLink(*inode, now));
@@ -322,6 +323,7 @@ Status Namespace::Rename(uint64_t parent, const std::string& name, uint64_t new_
       CAIRN_RETURN_IF_ERROR(catalog.UpdateInode(*dst));
     } else {
       if (dst) {
+        CAIRN_RETURN_IF_ERROR(KeepPolicyIfLastName(*dst));
         CAIRN_RETURN_IF_ERROR(catalog.DeleteEntry(new_parent, new_name));
         CAIRN_RETURN_IF_ERROR(DropLink(*dst, now));
         if (IsDir(*dst)) to_dir->nlink--;
@@ -407,11 +409,23 @@ Status Namespace::MaybeDelete(uint64_t ino) {
     CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(archive_, ino, 0));
     return catalog.DeleteInode(ino);
   }));
+  archive_.ForgetUnlinked(ino);
   state_.EraseDirty(ino);
   state_.persist_queue.erase(ino);
   state_.DropCached(ino);
   archive_.file_keys().Forget(ino);
   archive_.RemoveCacheAfterFlush(ino);
+  return Status::OK();
+}
+
+Status Namespace::KeepPolicyIfLastName(const InodeRecord& inode) {
+  if (!S_ISREG(inode.mode) || inode.nlink != 1) return Status::OK();
+  auto live = state_.live.find(inode.ino);
+  bool open = live != state_.live.end() && live->second.nopen > 0;
+  if (!open && !state_.dirty.contains(inode.ino)) return Status::OK();  // no more data will be persisted
+  auto policy = ResolvePolicy(archive_.catalog(), inode.ino, archive_.policy_context());
+  if (!policy.ok()) return policy.status();
+  archive_.KeepPolicyOfUnlinked(inode.ino, std::move(*policy));
   return Status::OK();
 }
 

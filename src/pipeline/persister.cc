@@ -187,8 +187,8 @@ Status Persister::PersistAll() {
     };
     if (!all_open()) {
       if (++attempt < 3) continue;
-    } else if (state_.writers_closed.wait_until(lock, deadline, [&] { return !all_open(); })) {
-      continue;
+    } else if (state_.writers_closed.wait_until(lock, deadline, [&] { return state_.dirty.empty() || !all_open(); })) {
+      continue;  // a writer closed, or the background persister finished the open files meanwhile
     }
     return Status::Busy(fmt::format("{} file(s) are still being written; persist again later", state_.dirty.size()));
   }

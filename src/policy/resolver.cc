@@ -191,6 +191,10 @@ std::string ResolvedPolicy::Sources() const {
 Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const PolicyContext& context) {
   auto inode = catalog.GetInode(ino);
   if (!inode.ok()) return inode.status();
+  if (inode->nlink == 0 && context.unlinked) {  // a file unlinked while open keeps its last name's
+    auto kept = context.unlinked->find(ino);
+    if (kept != context.unlinked->end()) return kept->second;
+  }
   bool more_names = false;
   auto chains = ChainsOf(catalog, ino, &more_names);
   if (!chains.ok()) return chains.status();

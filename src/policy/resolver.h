@@ -9,6 +9,7 @@
 // rules look at the first path only. Only the kMaxPolicyNames oldest names are looked at
 // (each costs a walk to the root under the catalog mutex); a file with more counts as
 // locked for every key, since a lock above a later name would go unseen.
+// A regular file unlinked while open has the policy of its last name (PolicyContext::unlinked).
 // A chain of more than 4096 directories up to the root is a cycle: Corruption.
 #pragma once
 
@@ -44,6 +45,9 @@ struct ResolvedPolicy {
   std::string Sources() const;    // "raid=default ... segment_size=dir:/logs ..."
 };
 
+// By inode, the policies files unlinked while open keep (Archive::KeepPolicyOfUnlinked).
+using UnlinkedPolicies = std::map<uint64_t, ResolvedPolicy>;
+
 // Everything besides the catalog that resolution depends on.
 struct PolicyContext {
   std::shared_ptr<const RuleSet> rules;
@@ -52,6 +56,9 @@ struct PolicyContext {
   // raid=2d is the default of a file that goes to one of those.
   std::string first_group;
   std::set<std::string> lonestar_groups;
+  // What files unlinked while open had under their last name (Archive::KeepPolicyOfUnlinked);
+  // read under the catalog mutex. Without it, such a file has its own attributes alone.
+  const UnlinkedPolicies* unlinked = nullptr;
 };
 
 // REQUIRES: the caller serializes catalog access.

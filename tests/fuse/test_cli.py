@@ -121,6 +121,18 @@ def test_persist_waits_for_a_writer_that_is_closing(archive):
         assert time.monotonic() - started < 30
 
 
+def test_persist_succeeds_when_the_background_persists_an_open_file_while_it_waits(archive):
+    """`cairn persist` waits up to 2 s for a file open for writing to close; when the daemon
+    persists that file meanwhile (it went persist_idle without a write), nothing is left."""
+    archive.remount("persist_idle=1")
+    with open(archive.m("idle"), "wb") as held:
+        held.write(b"y" * 100_000)
+        held.flush()
+        r = run([CAIRN, "persist", archive.arch], check=False)
+        assert r.returncode == 0, r.stderr
+        assert os.getxattr(archive.m("idle"), "user.cairn.state") == b"persisted"
+
+
 def test_persist_and_evict_take_the_archive_or_its_mount_point(archive):
     write_file(archive.m("f"), b"z" * 300_000)
     cairn("persist", archive.mnt)

@@ -225,6 +225,46 @@ def test_deleting_a_file_or_its_master_key_erases_the_data_keys(archive):
     os.remove(archive.m("e", "keep"))  # the name goes like any other; fsck is clean again
 
 
+def test_a_file_unlinked_while_open_is_persisted_under_the_key_its_last_name_gave_it(archive):
+    """Unlinked while open, a file of an encrypted directory keeps that directory's policy:
+    what it holds and what is written to it after is persisted sealed, never in clear, so the
+    unlink changes no key and needs no grant."""
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    os.chmod(archive.m("e"), 0o777)
+    markers = [f"cairn-unlinked-while-open-{i}".encode() for i in range(2)]
+    before = markers[0] * 1000
+    after = random_bytes(5 * MiB, 7) + markers[1] * 1000  # a whole segment and a part
+    writer = os.open(archive.m("e", "f"), os.O_WRONLY | os.O_CREAT, 0o666)
+    reader = os.open(archive.m("e", "f"), os.O_RDONLY)
+    held = os.open(archive.m("e", "g"), os.O_WRONLY | os.O_CREAT, 0o666)
+    try:
+        os.write(writer, before)
+        os.unlink(archive.m("e", "f"))
+        os.write(held, b"staged only\n")
+        assert attempts_as_nobody('attempt("rm", lambda: os.unlink(sys.argv[1]))', archive.m("e", "g")) == {"rm": "ok"}
+        os.close(held)
+        held = None
+        os.write(writer, after)
+        os.close(writer)
+        writer = None
+        assert "key=k1" in os.getxattr(f"/proc/self/fd/{reader}", "user.cairn.effective").decode()
+        archive.persist()
+        assert key_files(archive, "k1") == 1
+        for image in images(archive):
+            for marker in markers:
+                assert not image_contains(image, marker), (image, marker)
+        archive.evict()
+        drop_caches()
+        assert os.pread(reader, len(before) + len(after) + 1, 0) == before + after
+    finally:
+        for fd in (writer, held):
+            if fd is not None:
+                os.close(fd)
+        os.close(reader)
+    assert os.listdir(archive.m("e")) == []
+
+
 def attempts_as_nobody(steps, *args):
     """Runs `steps` (Python lines calling attempt(NAME, FUNCTION)) as nobody; returns NAME ->
     "ok" or the errno's name."""
