@@ -70,12 +70,14 @@ struct cairn_plugin {
   /* The most bytes encode may produce from in_len bytes. */
   size_t (*max_encoded_size)(void *instance, size_t in_len);
   /* Transforms in[0..in_len) into out (out_cap = max_encoded_size(in_len) bytes), sets *out_len.
-   * Called from several threads at once on one instance. */
+   * out holds leftover bytes (of other data) until written: write every one of the *out_len
+   * bytes. Called from several threads at once on one instance. */
   int (*encode)(void *instance, const struct cairn_call *call, const uint8_t *in, size_t in_len, uint8_t *out,
                 size_t out_cap, size_t *out_len, char *err, size_t err_len);
   /* Undoes encode (of call->version) into out: out_cap is the most the data can decode to, so
    * CAIRN_PLUGIN_SHORT_BUFFER (with *out_len) says it is damaged; CAIRN_PLUGIN_ERROR when in is
-   * not something it made. Thread-safe like encode. */
+   * not something it made. Like encode, it writes every one of the *out_len bytes it reports
+   * (out holds other files' bytes before). Thread-safe like encode. */
   int (*decode)(void *instance, const struct cairn_call *call, const uint8_t *in, size_t in_len, uint8_t *out,
                 size_t out_cap, size_t *out_len, char *err, size_t err_len);
   void (*destroy)(void *instance);

@@ -131,7 +131,8 @@ class Archive {
   // The failure domain of a disk: its domain.N name, or a domain of its own.
   std::string DomainOf(size_t disk) const;
   // Keeps `policy`, what regular file `ino` had under its last name, for as long as the file
-  // lives without a name (unlinked while open, or with data not persisted yet): what it still
+  // lives without a name (unlinked while the kernel references it, or with data not persisted
+  // yet): what it still
   // writes is persisted under that policy, not under its own attributes alone, so an encrypted
   // directory's file never reaches the disks in clear. In memory only: such a file is freed
   // at the next mount. Undone with the catalog operation it is made in, if that is rolled

@@ -420,9 +420,11 @@ Status Namespace::MaybeDelete(uint64_t ino) {
 
 Status Namespace::KeepPolicyIfLastName(const InodeRecord& inode) {
   if (!S_ISREG(inode.mode) || inode.nlink != 1) return Status::OK();
+  // As long as the kernel knows the file, a program may open it again (through
+  // /proc/PID/fd) and write to it: it is not freed yet (MaybeDelete).
   auto live = state_.live.find(inode.ino);
-  bool open = live != state_.live.end() && live->second.nopen > 0;
-  if (!open && !state_.dirty.contains(inode.ino)) return Status::OK();  // no more data will be persisted
+  bool referenced = live != state_.live.end() && (live->second.nlookup > 0 || live->second.nopen > 0);
+  if (!referenced && !state_.dirty.contains(inode.ino)) return Status::OK();  // freed with its name
   auto policy = ResolvePolicy(archive_.catalog(), inode.ino, archive_.policy_context());
   if (!policy.ok()) return policy.status();
   archive_.KeepPolicyOfUnlinked(inode.ino, std::move(*policy));

@@ -80,9 +80,10 @@ class Namespace {
   // Unlinks one name of `ino` (already removed from its directory); a persisted file that
   // keeps other names is queued for a policy check. REQUIRES: catalog mutex, open transaction.
   Status DropLink(InodeRecord& inode, int64_t now);
-  // Before the last name of a regular file goes: a file that lives on without it (open, or
-  // with data not persisted yet) keeps the policy that name gave it, to be persisted under
-  // (Archive::KeepPolicyOfUnlinked). REQUIRES: catalog mutex, the name still in the catalog.
+  // Before the last name of a regular file goes: a file that lives on without it (the kernel
+  // still references it, or it has data not persisted yet) keeps the policy that name gave
+  // it, to be persisted under (Archive::KeepPolicyOfUnlinked). REQUIRES: catalog mutex, the
+  // name still in the catalog.
   Status KeepPolicyIfLastName(const InodeRecord& inode);
 
   Archive& archive_;

@@ -137,10 +137,13 @@ void SegmentStore::ReadPast(uint64_t extent_id) {
 }
 
 void SegmentStore::ForgetAll() {
-  std::lock_guard lock(mutex_);
-  generation_++;  // a load under way is not kept either
-  lru_.clear();
-  index_.clear();
+  {
+    std::lock_guard lock(mutex_);
+    generation_++;  // a load under way is not kept either
+    lru_.clear();
+    index_.clear();
+  }
+  BufferPool::Default().Clear();  // with the payloads just given back to it
 }
 
 void SegmentStore::Forget(uint64_t extent_id) {

@@ -48,7 +48,8 @@ class SegmentStore {
   void ReadPast(uint64_t extent_id);
   // Drops a buffered payload (its extent was freed).
   void Forget(uint64_t extent_id);
-  // Drops every buffered payload (data keys were erased: what they decrypted goes too).
+  // Drops every buffered payload, and the buffers kept for reuse (data keys were erased: what
+  // they decrypted goes too).
   void ForgetAll();
 
  private:

@@ -25,7 +25,10 @@ std::vector<uint8_t> BufferPool::Take(size_t size) {
     };
     auto best = kept_.end();
     for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if (it->capacity() >= size && (best == kept_.end() || better(*it, *best))) best = it;
+      // Not one more than twice as large: whoever takes it keeps all of it (a read buffer
+      // counts extents, not bytes).
+      bool fits = it->capacity() >= size && it->capacity() <= 2 * size;
+      if (fits && (best == kept_.end() || better(*it, *best))) best = it;
     }
     if (best != kept_.end()) {
       std::iter_swap(best, kept_.end() - 1);
@@ -44,6 +47,15 @@ void BufferPool::Give(std::vector<uint8_t> buffer) {
   if (kept_bytes_ + buffer.capacity() > max_bytes_) return;
   kept_bytes_ += buffer.capacity();
   kept_.push_back(std::move(buffer));
+}
+
+void BufferPool::Clear() {
+  std::vector<std::vector<uint8_t>> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    dropped.swap(kept_);
+    kept_bytes_ = 0;
+  }
 }
 
 }  // namespace cairn

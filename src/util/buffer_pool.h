@@ -19,11 +19,14 @@ class BufferPool {
   BufferPool(size_t min_bytes, size_t max_bytes) : min_bytes_(min_bytes), max_bytes_(max_bytes) {}
 
   // A buffer of `size` bytes whose contents are unspecified (bytes of a buffer given back
-  // earlier): the caller overwrites all of them, or shrinks it to what it wrote.
+  // earlier, of any file): the caller overwrites all of them, or shrinks it to what it wrote.
+  // A kept buffer is taken only for a size of at least half its capacity.
   std::vector<uint8_t> Take(size_t size);
   // Hands a buffer back for a later Take; one too small, or that would take the pool over its
   // bound, is freed.
   void Give(std::vector<uint8_t> buffer);
+  // Frees every kept buffer (data keys were erased: the plaintext they held goes too).
+  void Clear();
 
  private:
   const size_t min_bytes_;

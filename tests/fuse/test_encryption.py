@@ -265,6 +265,27 @@ def test_a_file_unlinked_while_open_is_persisted_under_the_key_its_last_name_gav
     assert os.listdir(archive.m("e")) == []
 
 
+def test_a_file_opened_again_after_its_unlink_is_persisted_under_the_key_its_last_name_gave_it(archive):
+    """A file closed when its last name goes can still be opened again while the kernel holds
+    it (through /proc/self/fd): what is written then is sealed under the key it had too."""
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    marker = b"cairn-opened-again-after-unlink"
+    write_file(archive.m("e", "f"), b"")
+    path_only = os.open(archive.m("e", "f"), os.O_PATH)  # holds the inode, opens nothing
+    try:
+        os.unlink(archive.m("e", "f"))
+        fd = os.open(f"/proc/self/fd/{path_only}", os.O_WRONLY)
+        os.write(fd, marker * 1000)
+        os.close(fd)
+        archive.persist()
+        assert key_files(archive, "k1") == 1
+        for image in images(archive):
+            assert not image_contains(image, marker), image
+    finally:
+        os.close(path_only)
+
+
 def attempts_as_nobody(steps, *args):
     """Runs `steps` (Python lines calling attempt(NAME, FUNCTION)) as nobody; returns NAME ->
     "ok" or the errno's name."""

@@ -63,6 +63,18 @@ TEST_CASE("BufferPool: Take prefers the smallest buffer that holds the size whol
   CHECK(pool.Take(9 * kMiB).size() == 9 * kMiB);  // none has the room: a fresh one
 }
 
+TEST_CASE("BufferPool: a buffer more than twice the size asked for is not taken, and Clear frees all") {
+  BufferPool pool(kMiB, 64 * kMiB);
+  auto large = Filled(9 * kMiB, 5);
+  const uint8_t* large_storage = large.data();
+  pool.Give(std::move(large));
+  auto small = pool.Take(4 * kMiB);  // the taker would keep all 9 MiB
+  CHECK(small.data() != large_storage);
+  CHECK(AllAre(small, 0));
+  pool.Clear();
+  CHECK(AllAre(pool.Take(8 * kMiB), 0));  // 9 MiB would do, but it is gone
+}
+
 TEST_CASE("BufferPool: small buffers and those past its bound are not kept") {
   BufferPool pool(kMiB, 6 * kMiB);
   auto small = Filled(kMiB / 2, 7);
