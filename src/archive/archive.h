@@ -132,11 +132,10 @@ class Archive {
   std::string DomainOf(size_t disk) const;
   // Keeps `policy`, what regular file `ino` had under its last name, for as long as the file
   // lives without a name (unlinked while the kernel references it, or with data not persisted
-  // yet): what it still
-  // writes is persisted under that policy, not under its own attributes alone, so an encrypted
-  // directory's file never reaches the disks in clear. In memory only: such a file is freed
-  // at the next mount. Undone with the catalog operation it is made in, if that is rolled
-  // back; ForgetUnlinked when the file is freed. REQUIRES: catalog_mutex held.
+  // yet): what it still writes is persisted under that policy, not under its own attributes
+  // alone, so an encrypted directory's file never reaches the disks in clear. In memory only:
+  // such a file is freed at the next mount. Undone with the catalog operation it is made in,
+  // if that is rolled back; ForgetUnlinked when the file is freed. REQUIRES: catalog_mutex held.
   void KeepPolicyOfUnlinked(uint64_t ino, ResolvedPolicy policy) {
     unlinked_policies_[ino] = std::move(policy);
     if (catalog_->in_operation()) op_unlinked_.push_back(ino);
