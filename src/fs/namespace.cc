@@ -403,8 +403,7 @@ Status Namespace::MaybeDelete(uint64_t ino) {
   auto inode = catalog.GetInode(ino);
   if (!inode.ok()) return inode.status().IsNotFound() ? Status::OK() : inode.status();  // gone already
   if (inode->nlink > 0 || ino == kRootInode) return Status::OK();
-  auto live = state_.live.find(ino);
-  if (live != state_.live.end() && (live->second.nlookup > 0 || live->second.nopen > 0)) return Status::OK();
+  if (KernelHolds(ino)) return Status::OK();
   CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&] {
     CAIRN_RETURN_IF_ERROR(DropSegmentsFrom(archive_, ino, 0));
     return catalog.DeleteInode(ino);
@@ -422,13 +421,16 @@ Status Namespace::KeepPolicyIfLastName(const InodeRecord& inode) {
   if (!S_ISREG(inode.mode) || inode.nlink != 1) return Status::OK();
   // As long as the kernel knows the file, a program may open it again (through
   // /proc/PID/fd) and write to it: it is not freed yet (MaybeDelete).
-  auto live = state_.live.find(inode.ino);
-  bool referenced = live != state_.live.end() && (live->second.nlookup > 0 || live->second.nopen > 0);
-  if (!referenced && !state_.dirty.contains(inode.ino)) return Status::OK();  // freed with its name
+  if (!KernelHolds(inode.ino) && !state_.dirty.contains(inode.ino)) return Status::OK();  // freed with its name
   auto policy = ResolvePolicy(archive_.catalog(), inode.ino, archive_.policy_context());
   if (!policy.ok()) return policy.status();
   archive_.KeepPolicyOfUnlinked(inode.ino, std::move(*policy));
   return Status::OK();
+}
+
+bool Namespace::KernelHolds(uint64_t ino) const {
+  auto live = state_.live.find(ino);
+  return live != state_.live.end() && (live->second.nlookup > 0 || live->second.nopen > 0);
 }
 
 Status Namespace::DropLink(InodeRecord& inode, int64_t now) {

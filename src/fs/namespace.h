@@ -77,6 +77,9 @@ class Namespace {
                     KeyCheck* keys = nullptr);
   // Adds a kernel reference. REQUIRES: catalog mutex.
   void AddLookup(uint64_t ino) { state_.live[ino].nlookup++; }
+  // Whether the kernel still references `ino` (a lookup or an open handle): it is not freed
+  // yet. REQUIRES: catalog mutex.
+  bool KernelHolds(uint64_t ino) const;
   // Unlinks one name of `ino` (already removed from its directory); a persisted file that
   // keeps other names is queued for a policy check. REQUIRES: catalog mutex, open transaction.
   Status DropLink(InodeRecord& inode, int64_t now);
