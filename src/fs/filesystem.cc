@@ -174,6 +174,7 @@ Status Filesystem::StartBackground() {
 
 Status Filesystem::Stop() {
   reconciler_.Stop();
+  names_.ForgetAll();
   Status st = persister_.Stop();
   Status durable = archive_.CommitDurably();
   return st.ok() ? durable : st;

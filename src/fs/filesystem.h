@@ -39,7 +39,8 @@ class Filesystem {
   Status Recover();
   // Starts the catalog's WAL checkpoints and the persister and reconciler threads.
   Status StartBackground();
-  // Stops the reconciler, persists everything still dirty and stops the persister.
+  // At the end of the session (unmounted): stops the reconciler, frees the files unlinked
+  // while open, persists everything still dirty and stops the persister.
   Status Stop();
 
   // Names and attributes (Namespace). Entry-returning calls add one kernel lookup

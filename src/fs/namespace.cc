@@ -80,6 +80,14 @@ void Namespace::Forget(uint64_t ino, uint64_t count) {
   }
 }
 
+void Namespace::ForgetAll() {
+  std::lock_guard lock(archive_.catalog_mutex());
+  std::vector<uint64_t> held;
+  for (const auto& [ino, live] : state_.live) held.push_back(ino);
+  state_.live.clear();
+  for (uint64_t ino : held) FreeIfUnreferenced(ino);
+}
+
 Result<InodeRecord> Namespace::GetAttr(uint64_t ino) {
   std::lock_guard lock(archive_.catalog_mutex());
   return GetInodeOrENOENT(archive_.catalog(), ino);

@@ -27,6 +27,9 @@ class Namespace {
   // Entry-returning calls add one kernel lookup reference to the inode they return.
   Result<InodeRecord> Lookup(uint64_t parent, const std::string& name);
   void Forget(uint64_t ino, uint64_t count);
+  // After the unmount: the kernel holds nothing any more and sends no forgets for what it
+  // held. Files unlinked while open are freed now, not persisted for the next mount to free.
+  void ForgetAll();
   Result<InodeRecord> GetAttr(uint64_t ino);
   // setattr without a size (FileData::Truncate handles those); `keys`: the caller's check
   // (KeyCheckForSetAttr), null when none is needed.

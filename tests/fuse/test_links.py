@@ -5,7 +5,9 @@ import stat
 
 import pytest
 
-from conftest import assert_file_equals, random_bytes, read_file, write_file
+from conftest import FUSERMOUNT, assert_file_equals, random_bytes, read_file, run, wait_pid_gone, write_file
+from test_encryption import images
+from test_plugins import image_contains, log_text
 
 
 def test_hard_links(archive):
@@ -64,6 +66,34 @@ def test_unlinked_open_file_stays_readable(archive):
         assert not os.path.exists(path)
         assert f.read() == data
         assert os.fstat(f.fileno()).st_nlink == 0
+
+
+def test_files_open_at_a_lazy_unmount_are_persisted_and_one_unlinked_is_freed(archive):
+    """Files still open when their mount is lazily unmounted: when the session ends, the one
+    with a name is persisted (the kernel sends no release for it) and the unlinked one freed,
+    its bytes never on the disks (the next mount would only free them)."""
+    marker = b"cairn-unlinked-while-open-at-unmount"
+    kept = random_bytes(3 * 1024 * 1024 + 5, 42)
+    doomed = os.open(archive.m("doomed"), os.O_WRONLY | os.O_CREAT, 0o644)
+    named = os.open(archive.m("kept"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(doomed, marker * 1000)
+        os.write(named, kept)
+        os.unlink(archive.m("doomed"))
+        pid = archive.daemon_pid()
+        run([FUSERMOUNT, "-u", "-z", archive.mnt])
+    finally:
+        os.close(doomed)
+        os.close(named)  # the last reference: the session ends, the daemon stops
+    assert wait_pid_gone(pid, 60), f"daemon {pid} still running after the lazy unmount"
+    assert "all data persisted" in log_text(archive).splitlines()[-1]
+    for image in images(archive):
+        assert not image_contains(image, marker), image
+    status = archive.status()
+    assert (status["inodes"], status["files_queued"], status["bytes_persisted"]) == (2, 0, len(kept))
+    archive.mount()
+    assert os.listdir(archive.mnt) == ["kept"]
+    assert_file_equals(archive.m("kept"), kept)
 
 
 def test_symlinks(archive):
