@@ -31,11 +31,30 @@ DataLocks::Held DataLocks::Exclusive(uint64_t ino) {
   return held;
 }
 
+DataLocks::Held DataLocks::TryExclusive(uint64_t ino) {
+  Held held;
+  held.mutex_ = MutexOf(ino);
+  held.exclusive_ = std::unique_lock(*held.mutex_, std::try_to_lock);
+  return held;
+}
+
 std::vector<DataLocks::Held> DataLocks::Exclusive(std::vector<uint64_t> inos) {
   std::sort(inos.begin(), inos.end());
   inos.erase(std::unique(inos.begin(), inos.end()), inos.end());
   std::vector<Held> held;
-  for (uint64_t ino : inos) held.push_back(Exclusive(ino));
+  for (size_t wait_for = 0; wait_for < inos.size() && held.empty();) {
+    held.push_back(Exclusive(inos[wait_for]));
+    for (size_t k = 0; k < inos.size(); k++) {
+      if (k == wait_for) continue;
+      Held h = TryExclusive(inos[k]);
+      if (!h.exclusive_.owns_lock()) {  // someone else has it: wait for it holding none
+        held.clear();
+        wait_for = k;
+        break;
+      }
+      held.push_back(std::move(h));
+    }
+  }
   return held;
 }
 
@@ -44,9 +63,7 @@ std::vector<DataLocks::Held> DataLocks::TryExclusive(std::vector<uint64_t>* inos
   inos->erase(std::unique(inos->begin(), inos->end()), inos->end());
   std::vector<Held> held;
   std::erase_if(*inos, [&](uint64_t ino) {
-    Held h;
-    h.mutex_ = MutexOf(ino);
-    h.exclusive_ = std::unique_lock(*h.mutex_, std::try_to_lock);
+    Held h = TryExclusive(ino);
     if (!h.exclusive_.owns_lock()) return true;
     held.push_back(std::move(h));
     return false;

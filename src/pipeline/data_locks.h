@@ -33,8 +33,10 @@ class DataLocks {
 
   Held Shared(uint64_t ino);
   Held Exclusive(uint64_t ino);
-  // The data locks of all `inos`, exclusive, taken in ascending order: whoever holds several
-  // takes them this way, so no two such holders deadlock.
+  // The data locks of all `inos`, exclusive. It never waits while it holds one (a read may
+  // hold a lock across a disk's spin-up, and the files it already has would wait with it):
+  // it waits for one lock holding none, then tries the others, and when one of those is
+  // held lets go of all and waits for that one (std::lock's way), so it cannot deadlock.
   std::vector<Held> Exclusive(std::vector<uint64_t> inos);
   // The same without waiting: takes those of `*inos` that no one holds (a read may hold one
   // across a disk's spin-up) and drops the others from `*inos`.
@@ -42,6 +44,8 @@ class DataLocks {
 
  private:
   std::shared_ptr<std::shared_mutex> MutexOf(uint64_t ino);
+  // `ino`'s lock, exclusive, if no one holds it; else a Held that holds nothing.
+  Held TryExclusive(uint64_t ino);
 
   std::mutex mutex_;
   std::unordered_map<uint64_t, std::weak_ptr<std::shared_mutex>> locks_;  // guarded by mutex_

@@ -37,3 +37,21 @@ TEST_CASE("DataLocks: several at once, or only those free", "[locks]") {
   REQUIRE(all.wait_for(10s) == std::future_status::ready);
   CHECK(all.get() == 2);
 }
+
+TEST_CASE("DataLocks: waiting for several, it holds none of them", "[locks]") {
+  DataLocks locks;
+  auto reading = locks.Shared(7);  // a read of file 7, waiting for a disk to spin up
+  auto all = std::async(std::launch::async, [&] { return locks.Exclusive(std::vector<uint64_t>{3, 7, 11}).size(); });
+  CHECK(all.wait_for(100ms) == std::future_status::timeout);
+  // Files 3 and 11 are not held up by file 7's read: their writers go on meanwhile.
+  for (uint64_t ino : {3ull, 11ull}) {
+    auto writer = std::async(std::launch::async, [&] { locks.Exclusive(ino); });
+    CHECK(writer.wait_for(10s) == std::future_status::ready);
+  }
+  auto writer = locks.Exclusive(11);  // held when 7 is let go: it waits for 11 then
+  reading.unlock();
+  CHECK(all.wait_for(100ms) == std::future_status::timeout);
+  writer.unlock();
+  REQUIRE(all.wait_for(10s) == std::future_status::ready);
+  CHECK(all.get() == 3);
+}
