@@ -47,6 +47,10 @@ CREATE INDEX segments_extent ON segments(extent);
 CREATE TABLE layouts(id INTEGER PRIMARY KEY, stamp TEXT NOT NULL UNIQUE);
 CREATE TABLE policy_queue(ino INTEGER PRIMARY KEY);
 )sql";
+// A hole row names the extent that records it in extent_offset. Also made at every open for
+// writing (catalogs from before it have none; older cairns keep it up to date unknowingly).
+const char* kHoleRecordIndex =
+    "CREATE INDEX IF NOT EXISTS segments_hole_record ON segments(extent_offset) WHERE extent = 0";
 const char* kFileKeysTable =
     "CREATE TABLE file_keys(ino INTEGER PRIMARY KEY, key_name BLOB NOT NULL, master_version INTEGER NOT NULL, "
     "wrapped BLOB NOT NULL)";
@@ -187,6 +191,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Create(const std::string& path, uint32
   CAIRN_RETURN_IF_ERROR(catalog->Begin());
   CAIRN_RETURN_IF_ERROR(catalog->Exec(kSchema));
   CAIRN_RETURN_IF_ERROR(catalog->Exec(kFileKeysTable));
+  CAIRN_RETURN_IF_ERROR(catalog->Exec(kHoleRecordIndex));
   CAIRN_RETURN_IF_ERROR(catalog->SetMeta("schema_version", std::to_string(kCatalogSchemaVersion)));
   CAIRN_RETURN_IF_ERROR(catalog->SetMeta("epoch", "1"));
   for (const auto& [key, value] : meta) CAIRN_RETURN_IF_ERROR(catalog->SetMeta(key, value));
@@ -234,6 +239,7 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, bool rea
     // Deleted rows (a file's wrapped data key among them) are overwritten in their page.
     CAIRN_RETURN_IF_ERROR(catalog->Exec("PRAGMA secure_delete=FAST"));
     if (found < kCatalogSchemaVersion) CAIRN_RETURN_IF_ERROR(catalog->UpgradeSchema(found));
+    CAIRN_RETURN_IF_ERROR(catalog->Exec(kHoleRecordIndex));
     CAIRN_RETURN_IF_ERROR(catalog->StartEpoch());
   } else if (found < kCatalogSchemaVersion) {
     CAIRN_RETURN_IF_ERROR(catalog->ViewOlderSchemaAsCurrent(found));
@@ -907,7 +913,8 @@ Status Catalog::SetExtentRefs(uint64_t id, uint64_t refs) {
 Status Catalog::DeleteExtent(uint64_t id) { return Prepare("DELETE FROM extents WHERE id = ?").Bind(id).Run(); }
 
 Result<uint64_t> Catalog::CountSegmentsIn(uint64_t id) {
-  auto& s = Prepare("SELECT COUNT(*) FROM segments WHERE extent = ?");
+  auto& s = Prepare("SELECT (SELECT COUNT(*) FROM segments WHERE extent = ?1) + "
+                    "(SELECT COUNT(*) FROM segments WHERE extent = 0 AND extent_offset = ?1)");
   s.Bind(id);
   if (!s.Step()) return s.status().ok() ? Status::Corruption("catalog: no segment count") : s.status();
   return s.UInt(0);

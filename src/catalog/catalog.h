@@ -275,7 +275,7 @@ class Catalog {
   Status SetExtentRefs(uint64_t id, uint64_t refs);
   Status SetExtentChunk(uint64_t id, size_t index, const ChunkPlacement& chunk);  // after a repair
   Status DeleteExtent(uint64_t id);
-  // How many segment rows point at extent `id` (holes recorded in it not counted).
+  // How many segment rows reference extent `id`: those of its data, and the holes it records.
   Result<uint64_t> CountSegmentsIn(uint64_t id);
   // The scans return rows as stored: run CheckExtentRecord on each before using it.
   Result<std::vector<ExtentRecord>> AllExtents();

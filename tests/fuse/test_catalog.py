@@ -193,6 +193,36 @@ def test_an_extent_whose_reference_count_is_damaged_too_low_is_kept_for_its_othe
     assert read_file(archive.m("b")) == b"b" * 3000
 
 
+def test_an_extent_that_records_a_hole_is_kept_for_it_when_its_count_is_damaged_too_low(archive):
+    """A pack holds small file a's data and records sparse file h's hole (so that a recover
+    cannot bring back older data of h in its place). With the pack's count of references
+    damaged to 1, removing a must keep the pack for h's hole row: before, only data rows were
+    counted, and the pack was freed under the hole that it records."""
+    write_file(archive.m("a"), b"a" * 3000)
+    with open(archive.m("h"), "wb") as f:
+        f.truncate(1 << 20)  # all hole
+    archive.persist()
+    archive.umount()
+    db = sqlite3.connect(os.path.join(archive.arch, "catalog.db"))
+    with db:
+        pack = db.execute("SELECT s.extent FROM segments s JOIN segments h ON h.extent = 0 "
+                          "AND h.extent_offset = s.extent WHERE s.extent != 0").fetchone()
+        assert pack, "no extent holds a's data and records h's hole"
+        assert db.execute("SELECT refs FROM extents WHERE id = ?", pack).fetchone() == (2,)
+        db.execute("UPDATE extents SET refs = 1 WHERE id = ?", pack)
+    db.close()
+    archive.mount()
+    os.unlink(archive.m("a"))
+    archive.persist()
+    _wait_for("the log line", lambda: "it is kept (run cairn fsck)" in _log(archive), 10)
+    archive.umount()
+    # h's hole row is the pack's one use now: the count of 1 is right again
+    r = cairn("fsck", archive.arch, check=False)
+    assert r.returncode == 0 and ": clean" in r.stdout, r
+    archive.mount()
+    assert read_file(archive.m("h")) == bytes(1 << 20)
+
+
 def test_a_damaged_reference_count_holds_back_no_other_file(archive):
     """The same damage met by a rewrite: the new data of the file whose segment leaves the pack
     is persisted with the rest of its batch (before, the refused removal failed the whole batch,
