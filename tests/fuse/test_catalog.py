@@ -156,22 +156,28 @@ def test_directory_cycle_answers_eio_instead_of_hanging(archive):
     assert sorted(os.listdir(archive.m())) == ["c", "p2"]
 
 
+def _count_damaged_too_low(archive, find, missing):
+    """Persists, then sets to 1 the count of references of the extent that the query `find`
+    selects (`missing` says what is wrong if none); returns its id, as a one-tuple for sqlite3."""
+    archive.persist()
+    archive.umount()
+    db = sqlite3.connect(os.path.join(archive.arch, "catalog.db"))
+    with db:
+        extent = db.execute(find).fetchone()
+        assert extent, missing
+        db.execute("UPDATE extents SET refs = 1 WHERE id = ?", extent)
+    db.close()
+    archive.mount()
+    return extent
+
+
 def _pack_with_a_count_damaged_too_low(archive):
     """Small files a and b in one pack extent whose count of references says 1; returns the
     extent's id, as a one-tuple for sqlite3."""
     write_file(archive.m("a"), b"a" * 3000)
     write_file(archive.m("b"), b"b" * 3000)
-    archive.persist()
-    archive.umount()
-    db = sqlite3.connect(os.path.join(archive.arch, "catalog.db"))
-    with db:
-        shared = db.execute("SELECT extent FROM segments WHERE extent != 0 "
-                            "GROUP BY extent HAVING COUNT(*) = 2").fetchone()
-        assert shared, "the two small files are not in one pack"
-        db.execute("UPDATE extents SET refs = 1 WHERE id = ?", shared)
-    db.close()
-    archive.mount()
-    return shared
+    return _count_damaged_too_low(archive, "SELECT extent FROM segments WHERE extent != 0 "
+                                  "GROUP BY extent HAVING COUNT(*) = 2", "the two small files are not in one pack")
 
 
 def test_an_extent_whose_reference_count_is_damaged_too_low_is_kept_for_its_other_files(archive):
@@ -201,17 +207,9 @@ def test_an_extent_that_records_a_hole_is_kept_for_it_when_its_count_is_damaged_
     write_file(archive.m("a"), b"a" * 3000)
     with open(archive.m("h"), "wb") as f:
         f.truncate(1 << 20)  # all hole
-    archive.persist()
-    archive.umount()
-    db = sqlite3.connect(os.path.join(archive.arch, "catalog.db"))
-    with db:
-        pack = db.execute("SELECT s.extent FROM segments s JOIN segments h ON h.extent = 0 "
-                          "AND h.extent_offset = s.extent WHERE s.extent != 0").fetchone()
-        assert pack, "no extent holds a's data and records h's hole"
-        assert db.execute("SELECT refs FROM extents WHERE id = ?", pack).fetchone() == (2,)
-        db.execute("UPDATE extents SET refs = 1 WHERE id = ?", pack)
-    db.close()
-    archive.mount()
+    _count_damaged_too_low(archive, "SELECT s.extent FROM segments s JOIN segments h ON h.extent = 0 "
+                           "AND h.extent_offset = s.extent WHERE s.extent != 0",
+                           "no extent holds a's data and records h's hole")
     os.unlink(archive.m("a"))
     archive.persist()
     _wait_for("the log line", lambda: "it is kept (run cairn fsck)" in _log(archive), 10)
