@@ -98,10 +98,9 @@ Status Filesystem::Recover() {
   {
     std::lock_guard lock(archive_.catalog_mutex());
     Catalog& catalog = archive_.catalog();
-    // Files unlinked while open when the daemon stopped: nothing can reach them now.
-    auto orphans = catalog.InodesWhere("nlink = 0 AND ino != 1");
-    if (!orphans.ok()) return orphans.status();
-    for (uint64_t ino : *orphans) CAIRN_RETURN_IF_ERROR(names_.MaybeDelete(ino));
+    // Files unlinked while open when the daemon died (or failed to free them as it
+    // stopped): nothing can reach them now.
+    CAIRN_RETURN_IF_ERROR(names_.FreeOrphans());
     // Dirty files, and files whose data never reached the disks (their creation was
     // committed but not the dirty mark): the staging cache holds their only copy.
     std::string incomplete = fmt::format(
@@ -174,8 +173,11 @@ Status Filesystem::StartBackground() {
 
 Status Filesystem::Stop() {
   reconciler_.Stop();
-  names_.ForgetAll();
-  Status st = persister_.Stop();
+  persister_.Stop();  // no persist round writes what ForgetAll frees
+  if (Status freed = names_.ForgetAll(); !freed.ok()) {
+    LogError("cannot free the files unlinked while open (the next mount does): {}", freed.message());
+  }
+  Status st = persister_.PersistAll();
   Status durable = archive_.CommitDurably();
   return st.ok() ? durable : st;
 }

@@ -39,8 +39,8 @@ class Filesystem {
   Status Recover();
   // Starts the catalog's WAL checkpoints and the persister and reconciler threads.
   Status StartBackground();
-  // At the end of the session (unmounted): stops the reconciler, frees the files unlinked
-  // while open, persists everything still dirty and stops the persister.
+  // At the end of the session (unmounted): stops the reconciler and the persister's thread,
+  // frees the files unlinked while open, and persists everything still dirty.
   Status Stop();
 
   // Names and attributes (Namespace). Entry-returning calls add one kernel lookup

@@ -80,12 +80,17 @@ void Namespace::Forget(uint64_t ino, uint64_t count) {
   }
 }
 
-void Namespace::ForgetAll() {
+Status Namespace::ForgetAll() {
   std::lock_guard lock(archive_.catalog_mutex());
-  std::vector<uint64_t> held;
-  for (const auto& [ino, live] : state_.live) held.push_back(ino);
   state_.live.clear();
-  for (uint64_t ino : held) FreeIfUnreferenced(ino);
+  return FreeOrphans();
+}
+
+Status Namespace::FreeOrphans() {
+  auto orphans = archive_.catalog().InodesWhere("nlink = 0 AND ino != 1");
+  if (!orphans.ok()) return orphans.status();
+  for (uint64_t ino : *orphans) CAIRN_RETURN_IF_ERROR(MaybeDelete(ino));
+  return Status::OK();
 }
 
 Result<InodeRecord> Namespace::GetAttr(uint64_t ino) {

@@ -29,7 +29,7 @@ class Namespace {
   void Forget(uint64_t ino, uint64_t count);
   // After the unmount: the kernel holds nothing any more and sends no forgets for what it
   // held. Files unlinked while open are freed now, not persisted for the next mount to free.
-  void ForgetAll();
+  Status ForgetAll();
   Result<InodeRecord> GetAttr(uint64_t ino);
   // setattr without a size (FileData::Truncate handles those); `keys`: the caller's check
   // (KeyCheckForSetAttr), null when none is needed.
@@ -70,6 +70,8 @@ class Namespace {
 
   // Frees an inode with no names left once nothing references it. REQUIRES: catalog mutex.
   Status MaybeDelete(uint64_t ino);
+  // MaybeDelete of every inode without a name. REQUIRES: catalog mutex.
+  Status FreeOrphans();
   // MaybeDelete after what made the inode unreferenced has happened: a failure is logged
   // (the next mount frees the orphan), not answered. REQUIRES: catalog mutex.
   void FreeIfUnreferenced(uint64_t ino);

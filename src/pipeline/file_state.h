@@ -4,11 +4,12 @@
 // except data_locks, which serialize the data movement of each file (data_locks.h) and are
 // taken BEFORE catalog_mutex.
 //
-// Lock order: Persister::batch_mutex, data locks (in ascending inode order), ExtentStore's space mutex,
-// catalog_mutex. The catalog mutex is what every metadata operation needs: nothing reads,
-// writes, syncs or discards a disk, fsyncs the catalog's WAL or the staging cache, or
-// waits for a client while holding it (prepare outside, commit inside; durable commits
-// sync after letting go, Archive::MakeDurable). Data locks may be held across disk I/O.
+// Lock order: Persister::batch_mutex, data locks (several are taken without waiting while
+// holding one, DataLocks::Exclusive), ExtentStore's space mutex, catalog_mutex. The
+// catalog mutex is what every metadata operation needs: nothing reads, writes, syncs or
+// discards a disk, fsyncs the catalog's WAL or the staging cache, or waits for a client
+// while holding it (prepare outside, commit inside; durable commits sync after letting
+// go, Archive::MakeDurable). Data locks may be held across disk I/O.
 #pragma once
 
 #include <algorithm>

@@ -54,14 +54,13 @@ Persister::~Persister() {
 
 void Persister::Start() { thread_ = std::thread([this] { Run(); }); }
 
-Status Persister::Stop() {
+void Persister::Stop() {
   {
     std::lock_guard lock(wake_mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  return PersistAll();
 }
 
 void Persister::Run() {

@@ -29,8 +29,8 @@ class Persister {
   ~Persister();
 
   void Start();
-  // Persists what is left and stops the thread.
-  Status Stop();
+  // Stops the thread, once a round in flight is done; PersistAll persists what is left.
+  void Stop();
   // Persists every dirty file now, on the calling thread.
   Status PersistAll();
   // Held while a batch is being persisted. Eviction takes it too: a segment taken out of

@@ -573,8 +573,8 @@ def test_a_crypto_erase_of_an_unmounted_archive_leaves_no_plaintext_in_its_stagi
     assert e.value.errno == errno.EIO
     os.remove(archive.m("e", "f"))
     # The kernel releases the reader's handle in the background: if that comes after the
-    # unlink, the file is an orphan until the next mount frees it (fsck would list its
-    # erased extent meanwhile).
+    # unlink, the file is an orphan until the unmount frees it (fsck would list its erased
+    # extent meanwhile).
     archive.remount()
     assert not os.path.exists(archive.m("e", "f"))
 

@@ -105,6 +105,34 @@ TEST_CASE("Filesystem: deleting frees extents and the space is reused") {
   CHECK(same_place);
 }
 
+TEST_CASE("Filesystem: the unmount frees a file unlinked while looked up and persists one still open") {
+  Fixture f;
+  auto data = test::RandomBytes(2 * kSegment + 7, 4);
+  InodeRecord doomed_attr, kept_attr;
+  auto doomed = f.fs->Create(kRootInode, "doomed", 0644, O_RDWR, Caller{}, &doomed_attr);
+  auto kept = f.fs->Create(kRootInode, "kept", 0644, O_RDWR, Caller{}, &kept_attr);
+  REQUIRE((doomed.ok() && kept.ok()));
+  REQUIRE(f.fs->Write(*doomed, 0, data).ok());
+  REQUIRE(f.fs->Write(*kept, 0, data).ok());
+  REQUIRE(f.fs->Unlink(kRootInode, "doomed", Caller{}).ok());
+  f.fs->Release(*doomed);
+  // The session ends with both still looked up, and kept open: the kernel sends no forget,
+  // and no release after a lazy unmount.
+  REQUIRE(f.fs->Stop().ok());
+  delete *kept;
+  f.fs.reset();
+  {
+    std::lock_guard lock(f.archive->catalog_mutex());
+    CHECK(f.archive->catalog().GetInode(doomed_attr.ino).status().IsNotFound());
+  }
+  CHECK(f.Extents().size() == 3);  // kept's three segments, nothing of doomed
+  CHECK(f.Segments(kept_attr.ino).size() == 3);
+  f.archive.reset();
+  f.Open();
+  REQUIRE(f.fs->EvictAll().ok());
+  CHECK(f.ReadFile(kept_attr.ino, data.size()) == data);
+}
+
 TEST_CASE("Filesystem: fsync'd data survives a crash and is persisted on recovery") {
   Fixture f;
   auto data = test::RandomBytes(kSegment + 1234, 3);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <future>
+#include <vector>
 
 #include "pipeline/data_locks.h"
 
@@ -44,10 +45,11 @@ TEST_CASE("DataLocks: waiting for several, it holds none of them", "[locks]") {
   auto all = std::async(std::launch::async, [&] { return locks.Exclusive(std::vector<uint64_t>{3, 7, 11}).size(); });
   CHECK(all.wait_for(100ms) == std::future_status::timeout);
   // Files 3 and 11 are not held up by file 7's read: their writers go on meanwhile.
+  std::vector<std::future<void>> writers;
   for (uint64_t ino : {3ull, 11ull}) {
-    auto writer = std::async(std::launch::async, [&] { locks.Exclusive(ino); });
-    CHECK(writer.wait_for(10s) == std::future_status::ready);
+    writers.push_back(std::async(std::launch::async, [&locks, ino] { locks.Exclusive(ino); }));
   }
+  for (auto& w : writers) CHECK(w.wait_for(10s) == std::future_status::ready);
   auto writer = locks.Exclusive(11);  // held when 7 is let go: it waits for 11 then
   reading.unlock();
   CHECK(all.wait_for(100ms) == std::future_status::timeout);
