@@ -376,7 +376,7 @@ Status Catalog::MayRun(bool writes) {
   }
   // Nothing reads past acknowledged operations that wait to be replayed. A replay that
   // failed is tried again by the flushes, and here at most once a second.
-  if (!batch_open_ && !journal_.empty()) {
+  if (!batch_open_ && (!journal_.empty() || !sqlite3_get_autocommit(db_))) {
     auto now = std::chrono::steady_clock::now();
     if (replay_failure_.ok() || now - replay_failed_at_ >= std::chrono::seconds(1)) {
       replay_failure_ = ReplayBatch();
@@ -450,14 +450,16 @@ void Catalog::Rollback() {
   layout_ids_.clear();
   journal_.EndOperation(false);
   Status st = Exec("ROLLBACK TO op; RELEASE op");
-  if (!st.ok()) KeepBatch(st);  // logged there when it cost the batch; the operation is undone either way
+  // Kept, the operation's changes would be committed with the batch: the whole transaction
+  // goes, and the batch is replayed without them.
+  if (!st.ok()) DropBatch(st);
   if (listener_.op_rolled_back) listener_.op_rolled_back();
 }
 
 Status Catalog::Flush() {
   if (txn_depth_ > 0) return Status::Busy("catalog: flush inside an operation");
   ResetBusyStatements();
-  if (batch_open_ || !journal_.empty()) CAIRN_RETURN_IF_ERROR(CommitBatch());
+  if (batch_open_ || !journal_.empty() || !sqlite3_get_autocommit(db_)) CAIRN_RETURN_IF_ERROR(CommitBatch());
   return Status::OK();
 }
 
@@ -498,27 +500,34 @@ Status Catalog::CommitBatch() {
 
 Status Catalog::KeepBatch(Status cause) {
   if (!batch_open_ || !sqlite3_get_autocommit(db_)) return cause;  // the batch is still there
+  DropBatch(cause);
+  return cause;
+}
+
+void Catalog::DropBatch(const Status& cause) {
   batch_open_ = false;
   inode_cache_.clear();
   inode_count_.reset();
   layout_ids_.clear();
   if (commit_failure_.ok()) {
-    LogError("catalog: SQLite dropped a batch of {} change(s) of acknowledged operations ({}); they are kept in "
-             "memory and the archive is read-only (EROFS to writers) until a commit succeeds, retried every flush",
+    LogError("catalog: the open batch of {} change(s) of acknowledged operations was rolled back ({}); they are "
+             "kept in memory and the archive is read-only (EROFS to writers) until a commit succeeds, retried every "
+             "flush",
              journal_.batch().size(), cause.message());
   }
   commit_failure_ = cause;
   Status replay = ReplayBatch();  // reads see the acknowledged operations again
   if (!replay.ok()) LogError("catalog: cannot replay the dropped batch yet: {}", replay.message());
-  return cause;
 }
 
 Status Catalog::ReplayBatch() {
+  // A transaction a failed rollback left open holds what no acknowledged operation wrote.
+  CAIRN_RETURN_IF_ERROR(AbandonTransaction());
   CAIRN_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   for (const BatchJournal::Entry& entry : journal_.batch()) {
     Status st = entry.statement->Replay(entry.values);
     if (!st.ok()) {
-      AbandonTransaction();
+      AbandonTransaction();  // a failure is retried with the replay
       return st;
     }
   }
@@ -526,10 +535,11 @@ Status Catalog::ReplayBatch() {
   return Status::OK();
 }
 
-void Catalog::AbandonTransaction() {
-  if (sqlite3_get_autocommit(db_)) return;  // SQLite rolled it back already
+Status Catalog::AbandonTransaction() {
+  if (sqlite3_get_autocommit(db_)) return Status::OK();  // SQLite rolled it back already
   Status st = Exec("ROLLBACK");
   if (!st.ok()) LogError("catalog: cannot roll back: {}", st.message());
+  return st;
 }
 
 void Catalog::ResetBusyStatements() {

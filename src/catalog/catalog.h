@@ -326,10 +326,15 @@ class Catalog {
   // After a failed statement or COMMIT: when SQLite dropped the batch, replays it and
   // refuses new operations until a commit succeeds. Returns `cause`.
   Status KeepBatch(Status cause);
+  // Ends SQLite's transaction (ReplayBatch) and replays the batch from the journal, without
+  // the operations rolled back; until a commit succeeds, new operations are refused.
+  void DropBatch(const Status& cause);
   // Opens the batch unless it is open (replayed first when SQLite rolled it back).
   Status OpenBatch();
+  // Rolls back what SQLite's transaction still holds (a failed rollback left it open), then
+  // runs the journal's batch again in a new one.
   Status ReplayBatch();
-  void AbandonTransaction();
+  Status AbandonTransaction();
   // Resets statements left on a row: each holds a read transaction that stops checkpoints.
   void ResetBusyStatements();
 

@@ -174,3 +174,27 @@ TEST_CASE("Catalog: a query that could not be prepared is prepared again on its 
   exec("ALTER TABLE xattrs_away RENAME TO xattrs");
   CHECK(catalog->GetXattr(kRootInode, "user.a").status().IsNotFound());
 }
+
+TEST_CASE("Catalog: an operation whose rollback fails leaves none of its changes to be committed") {
+  // "ROLLBACK TO op" fails alone, or "ROLLBACK" of the whole transaction fails too.
+  const char* fragment = GENERATE("ROLLBACK TO op", "ROLLBACK");
+  FailingCatalog c;
+  REQUIRE(c.catalog->Flush().ok());
+  REQUIRE(c.catalog->Begin().ok());
+  REQUIRE(c.catalog->InsertEntry(c.d, "kept", c.f).ok());
+  REQUIRE(c.catalog->Commit().ok());  // acknowledged, in the open batch
+  REQUIRE(c.catalog->Begin().ok());
+  REQUIRE(c.catalog->InsertEntry(c.d, "undone", c.f).ok());
+  c.FailWith(fragment, [&] {
+    c.catalog->Rollback();
+    return Status::OK();
+  });
+  CHECK(c.catalog->Lookup(c.d, "undone").status().IsNotFound());
+  CHECK(c.catalog->Lookup(c.d, "kept").ok());
+  CHECK(c.catalog->Begin().sys_errno() == EROFS);  // until a commit succeeds
+  REQUIRE(c.catalog->Flush().ok());
+  CHECK(c.catalog->Lookup(c.d, "undone").status().IsNotFound());
+  CHECK(c.catalog->Lookup(c.d, "kept").ok());
+  REQUIRE(c.catalog->Begin().ok());  // writable again
+  c.catalog->Rollback();
+}
