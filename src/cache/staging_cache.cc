@@ -116,7 +116,7 @@ Status StagingCache::PunchHole(uint64_t ino, uint64_t offset, uint64_t length) c
   return Status::OK();
 }
 
-Status StagingCache::ForEach(const std::function<void(uint64_t, uint64_t, int64_t)>& fn) const {
+Status StagingCache::ForEach(const std::function<void(const FileInfo&)>& fn) const {
   if (*dir_fd_ < 0) return dir_errno_ == ENOENT ? Status::OK() : DirOpen();
   const std::string cannot_list = fmt::format("staging cache: cannot list directory {}", dir_);
   int fd = ::openat(*dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -145,7 +145,7 @@ Status StagingCache::ForEach(const std::function<void(uint64_t, uint64_t, int64_
       break;
     }
     if (!S_ISREG(info.st_mode)) continue;  // not a cache file: OpenFd refuses it too
-    fn(ino, static_cast<uint64_t>(info.st_blocks) * 512, info.st_mtim.tv_sec);
+    fn({ino, static_cast<uint64_t>(info.st_blocks) * 512, static_cast<uint64_t>(info.st_size), info.st_mtim.tv_sec});
   }
   ::closedir(dir);
   return st;

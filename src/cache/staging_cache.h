@@ -54,10 +54,16 @@ class StagingCache {
   Status Truncate(uint64_t ino, uint64_t size) const;
   // Frees [offset, offset + length) of the cache file of `ino`, keeping its size.
   Status PunchHole(uint64_t ino, uint64_t offset, uint64_t length) const;
-  // Calls fn(ino, allocated_bytes, mtime_seconds) for every cache file. An error when the
-  // directory cannot be listed (unless it does not exist) or a file in it cannot be looked
-  // at: a caller taking a file it was not shown for one that is gone must not go on.
-  Status ForEach(const std::function<void(uint64_t, uint64_t, int64_t)>& fn) const;
+  struct FileInfo {
+    uint64_t ino;
+    uint64_t allocated_bytes;
+    uint64_t length;  // st_size
+    int64_t mtime_seconds;
+  };
+  // Calls fn for every cache file. An error when the directory cannot be listed (unless it
+  // does not exist) or a file in it cannot be looked at: a caller taking a file it was not
+  // shown for one that is gone must not go on.
+  Status ForEach(const std::function<void(const FileInfo&)>& fn) const;
 
   // Whole-buffer positioned I/O on a cache file descriptor. A read past the end of the
   // file fills the rest of `dst` with zeros (cache files are sparse).

@@ -885,6 +885,14 @@ Status Catalog::SetSegmentsCached(uint64_t ino, bool cached) {
   return Prepare("UPDATE segments SET cached = ? WHERE ino = ?").Bind(cached, ino).Run();
 }
 
+Result<std::optional<SegmentRecord>> Catalog::LastCachedSegment(uint64_t ino) {
+  auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments WHERE ino = ? AND cached = 1 ORDER BY idx DESC LIMIT 1");
+  s.Bind(ino);
+  if (s.Step()) return std::optional<SegmentRecord>(ReadSegment(s));
+  CAIRN_RETURN_IF_ERROR(s.status());
+  return std::optional<SegmentRecord>();
+}
+
 Status Catalog::SetSegmentCached(uint64_t ino, uint64_t index, bool cached) {
   return Prepare("UPDATE segments SET cached = ? WHERE ino = ? AND idx = ?").Bind(cached, ino, index).Run();
 }

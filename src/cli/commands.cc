@@ -279,8 +279,8 @@ int CmdStatus(const Args& args) {
   }
   uint64_t cached = 0;
   uint64_t cache_files = 0;
-  Status listed = a.cache().ForEach([&](uint64_t, uint64_t bytes, int64_t) {
-    cached += bytes;
+  Status listed = a.cache().ForEach([&](const StagingCache::FileInfo& file) {
+    cached += file.allocated_bytes;
     cache_files++;
   });
   if (!listed.ok()) return Fail(1, listed.message());

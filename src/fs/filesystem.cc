@@ -93,7 +93,6 @@ void Filesystem::SetKernelCacheDropper(std::function<void(uint64_t ino)> drop) {
 }
 
 Status Filesystem::Recover() {
-  std::vector<std::pair<int64_t, std::pair<uint64_t, uint64_t>>> cached;  // mtime -> (ino, bytes)
   Archive::PendingSync pending;
   {
     std::lock_guard lock(archive_.catalog_mutex());
@@ -107,6 +106,23 @@ Status Filesystem::Recover() {
         "dirty = 1 OR (mode & {} = {} AND size > 0 AND (size + COALESCE(NULLIF(segment_size, 0), {}) - 1) / "
         "COALESCE(NULLIF(segment_size, 0), {}) > (SELECT COUNT(*) FROM segments s WHERE s.ino = inodes.ino))",
         S_IFMT, S_IFREG, archive_.options().segment_size, archive_.options().segment_size);
+    // The cache's files of live inodes; a failing query must not remove the copy of a live file.
+    std::map<uint64_t, StagingCache::FileInfo> present;
+    Status lookup;
+    // A cache that cannot be listed: what it was not shown must not count as gone below.
+    Status listed = archive_.cache().ForEach([&](const StagingCache::FileInfo& file) {
+      auto inode = catalog.GetInode(file.ino);
+      if (inode.ok()) {
+        present[file.ino] = file;
+      } else if (!inode.status().IsNotFound()) {
+        if (lookup.ok()) lookup = inode.status();
+      } else {
+        Status removed = archive_.cache().Remove(file.ino);
+        if (!removed.ok()) LogError("staging cache: {}", removed.message());
+      }
+    });
+    CAIRN_RETURN_IF_ERROR(listed);
+    CAIRN_RETURN_IF_ERROR(lookup);
     auto unpersisted = catalog.InodesWhere(incomplete.c_str());
     if (!unpersisted.ok()) return unpersisted.status();
     for (uint64_t ino : *unpersisted) {
@@ -116,6 +132,11 @@ Status Filesystem::Recover() {
                      : !segments.ok() ? segments.status()
                                       : CheckSegmentSummary(*inode, *segments, false);
       if (!valid.ok() && !valid.IsCorruption()) return valid;  // a failing query: not a damaged row
+      if (valid.ok() && !inode->dirty && !present.contains(ino)) {  // then its data is nowhere
+        valid = Status::Corruption(fmt::format("it is marked clean, its segments do not cover its {} byte(s), and it "
+                                               "has no staging cache file",
+                                               inode->size));
+      }
       if (!valid.ok()) {  // persisting it would loop or allocate by damaged sizes, or write zeros over data
         LogError("inode {} is left unpersisted, its catalog rows are damaged: {} (see cairn fsck)", ino,
                  valid.message());
@@ -124,24 +145,33 @@ Status Filesystem::Recover() {
       state_.dirty[ino].all_cached = true;
       state_.persist_queue[ino] = 0;
     }
-    Status lookup;  // a failing query must not remove the cache's copy of a live file
-    std::set<uint64_t> present;  // live files with a cache file
-    // A cache that cannot be listed: what it was not shown must not count as gone below.
-    Status listed = archive_.cache().ForEach([&](uint64_t ino, uint64_t bytes, int64_t mtime) {
+    std::vector<std::pair<int64_t, std::pair<uint64_t, uint64_t>>> cached;  // mtime -> (ino, bytes)
+    for (auto file = present.begin(); file != present.end();) {
+      auto [ino, info] = *file;
       auto inode = catalog.GetInode(ino);
-      if (!inode.ok() && !inode.status().IsNotFound()) {
-        if (lookup.ok()) lookup = inode.status();
-      } else if (!inode.ok()) {
-        Status removed = archive_.cache().Remove(ino);
-        if (!removed.ok()) LogError("staging cache: {}", removed.message());
-      } else {
-        present.insert(ino);
-        // Not one left unpersisted above: the cache's copy is all it has.
-        if (!state_.dirty.contains(ino) && !inode->dirty) cached.push_back({mtime, {ino, bytes}});
+      if (!inode.ok()) return inode.status();
+      if (state_.dirty.contains(ino) || inode->dirty) {  // the cache's copy is its only one
+        ++file;
+        continue;
       }
-    });
-    CAIRN_RETURN_IF_ERROR(listed);
-    CAIRN_RETURN_IF_ERROR(lookup);
+      // A clean file's cached segments have their data on the disks too: a cache file cut
+      // short (by a crash of the file system it is on, or by hand) is dropped, and they are
+      // read from there, never as zeros from the missing tail.
+      auto last = catalog.LastCachedSegment(ino);
+      if (!last.ok()) return last.status();
+      uint64_t needed = *last ? (*last)->index * inode->segment_size + (*last)->length : 0;
+      if (info.length < needed) {
+        LogWarning("inode {}: its staging cache file is shorter than the data it holds ({} of {} bytes); it is "
+                   "removed and its segments are read from the disks",
+                   ino, info.length, needed);
+        CAIRN_RETURN_IF_ERROR(catalog.SetSegmentsCached(ino, false));
+        CAIRN_RETURN_IF_ERROR(archive_.cache().Remove(ino));
+        file = present.erase(file);
+        continue;
+      }
+      cached.push_back({info.mtime_seconds, {ino, info.allocated_bytes}});
+      ++file;
+    }
     // Segments the catalog finds in the cache while their file's cache file is gone (the
     // directory lost or replaced, a name a crash took): their extents hold their data. Left
     // cached, they would read as zeros, a write would fetch nothing around its bytes, and a

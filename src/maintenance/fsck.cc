@@ -300,9 +300,10 @@ struct Checker {
   }
 
   void CheckCache(const std::map<uint64_t, InodeRecord>& inodes) {
-    Status listed = archive.cache().ForEach([&](uint64_t ino, uint64_t, int64_t) {
-      if (!inodes.contains(ino)) {
-        report.notes.push_back(fmt::format("staging cache holds a file for deleted inode {}; removed at next mount", ino));
+    Status listed = archive.cache().ForEach([&](const StagingCache::FileInfo& file) {
+      if (!inodes.contains(file.ino)) {
+        report.notes.push_back(
+            fmt::format("staging cache holds a file for deleted inode {}; removed at next mount", file.ino));
       }
     });
     if (!listed.ok()) Problem("{} (a mount refuses to start until it can be)", listed.message());

@@ -68,7 +68,7 @@ Status Rename(const std::string& from, const std::string& to) {
 // counts as holding some (it is kept aside, never deleted).
 bool HasFiles(const std::string& dir) {
   bool any = false;
-  Status listed = StagingCache(dir).ForEach([&](uint64_t, uint64_t, int64_t) { any = true; });
+  Status listed = StagingCache(dir).ForEach([&](const StagingCache::FileInfo&) { any = true; });
   return any || !listed.ok();
 }
 

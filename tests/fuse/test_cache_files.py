@@ -110,3 +110,23 @@ def test_a_file_whose_cache_file_is_refused_does_not_hold_back_the_other_files(a
     archive.evict()
     for path, content in {stuck: data, **others}.items():
         assert_file_equals(path, content)
+
+
+def test_a_persisted_file_whose_cache_file_was_cut_short_reads_from_the_disks(archive):
+    path = archive.m("f")
+    data = random_bytes(5 * MiB + 333, 5)
+    write_file(path, data)
+    ino = os.stat(path).st_ino
+    archive.umount()  # persisted; the cache keeps the whole copy
+    os.truncate(cache_file(archive, ino), MiB)  # as a crash of the cache's file system might
+    archive.mount()
+    assert_file_equals(path, data)  # not zeros past the cut
+    with open(path, "r+b") as f:  # nor persisted as zeros around a write into the lost part
+        os.pwrite(f.fileno(), b"X", 4 * MiB + 7)
+    data = data[:4 * MiB + 7] + b"X" + data[4 * MiB + 8:]
+    archive.remount()
+    assert_file_equals(path, data)
+    archive.evict()
+    assert_file_equals(path, data)
+    with open(os.path.join(archive.arch, "cairn.log"), errors="replace") as log:
+        assert f"inode {ino}: its staging cache file is shorter than the data it holds" in log.read()

@@ -1,5 +1,6 @@
 """The catalog under stress: a full filesystem under it, a directory cycle in a damaged
 catalog, and the WAL under create/write/unlink churn (issue 9, items 1, 3 and 11)."""
+import contextlib
 import errno
 import os
 import sqlite3
@@ -8,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import cairn, read_file, run, write_file
+from conftest import MiB, cairn, read_file, run, write_file
 
 
 def _log(archive):
@@ -267,3 +268,27 @@ def test_wal_stays_bounded_under_churn_and_is_truncated_when_idle(archive):
     # growing by about 2 MiB a round (12 MiB after 6)
     assert max(sizes) <= 8 << 20, f"WAL sizes after each round: {sizes}"
     _wait_for("the idle catalog's WAL to be truncated", lambda: os.path.getsize(wal) == 0, 15)
+
+
+@pytest.mark.no_fsck  # the damage stays, for cairn recover to repair (fsck's report is checked here)
+def test_a_clean_file_that_lost_a_segment_row_is_not_persisted_with_a_hole_there(archive):
+    path = archive.m("f")
+    write_file(path, os.urandom(5 * MiB))
+    archive.persist()
+    archive.evict()  # its staging cache file goes
+    ino = os.stat(path).st_ino
+    archive.umount()
+    with contextlib.closing(sqlite3.connect(os.path.join(archive.arch, "catalog.db"))) as db, db:
+        (extent,) = db.execute("SELECT extent FROM segments WHERE ino = ? AND idx = 1", (ino,)).fetchone()
+        db.execute("DELETE FROM segments WHERE ino = ? AND idx = 1", (ino,))  # the damage
+    archive.mount()
+    with pytest.raises(OSError) as error:
+        read_file(path)
+    assert error.value.errno == errno.EIO
+    assert "its segments do not cover its 5242880 byte(s), and it has no staging cache file" in _log(archive)
+    archive.umount()
+    with contextlib.closing(sqlite3.connect(os.path.join(archive.arch, "catalog.db"))) as db:
+        assert db.execute("SELECT COUNT(*) FROM segments WHERE ino = ? AND idx = 1", (ino,)).fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM extents WHERE id = ?", (extent,)).fetchone() == (1,)  # kept
+    r = cairn("fsck", archive.arch, check=False)
+    assert r.returncode != 0 and f"inode {ino} is marked clean but has 1 of 2 segments persisted" in r.stdout
