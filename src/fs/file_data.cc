@@ -185,7 +185,7 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
     uint64_t needed = state_.dirty_bytes_in[group] + src.size();
     // Per segment, an extent header block and (format v3) a block for the member table.
     needed += (needed / segment_size + 2) * 2 * kBlockSize;
-    if (FreeBytesFor(fh->plan.get()) < (fh->plan ? StoredBytesFor(archive_, *fh->plan, needed) : needed)) {
+    if (!GroupHasRoomFor(archive_, fh->plan.get(), needed, segment_size)) {
       return Status::Posix(ENOSPC, "its disk group cannot hold more than what already waits to be persisted");
     }
   }
@@ -445,11 +445,6 @@ Status FileData::FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t la
     for (uint64_t index : fetched) CAIRN_RETURN_IF_ERROR(catalog.SetSegmentCached(ino, index, true));
     return Status::OK();
   });
-}
-
-uint64_t FileData::FreeBytesFor(const WritePlan* plan) {
-  auto group = plan ? archive_.group_named(plan->group) : Status::NotFound("no plan");
-  return group.ok() ? (*group)->free_bytes() : archive_.groups().front().free_bytes();
 }
 
 }  // namespace cairn

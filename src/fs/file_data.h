@@ -41,8 +41,6 @@ class FileData {
   // Brings persisted segments [first, last] of `ino` back into the staging cache.
   // REQUIRES: the file's data lock held (exclusive), catalog mutex NOT held.
   Status FetchSegments(uint64_t ino, int fd, uint64_t first, uint64_t last);
-  // Room left in the disk group `plan` sends data to (the first group without a plan). Thread-safe.
-  uint64_t FreeBytesFor(const WritePlan* plan);
 
   Archive& archive_;
   FileState& state_;

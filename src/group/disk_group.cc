@@ -82,6 +82,20 @@ uint64_t DiskGroup::free_bytes() const {
   return total;
 }
 
+bool DiskGroup::HasRoomFor(uint64_t bytes, uint64_t allocation) const {
+  uint64_t free = 0;
+  uint64_t at_most_lost = 0;  // each free range loses less than one chunk
+  for (const Member& m : members_) {
+    free += m.store->free_bytes();
+    at_most_lost += m.store->free_ranges() * allocation;
+  }
+  if (free < bytes) return false;
+  if (free - bytes >= at_most_lost) return true;  // the common case: no range to walk
+  uint64_t usable = 0;
+  for (const Member& m : members_) usable += m.store->free_bytes_in(allocation);
+  return usable >= bytes;
+}
+
 uint64_t DiskGroup::capacity() const {
   uint64_t total = 0;
   for (const Member& m : members_) total += m.store->capacity();

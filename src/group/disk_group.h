@@ -69,6 +69,9 @@ class DiskGroup {
                                              const std::function<bool(uint32_t)>& in_service) const;
 
   uint64_t free_bytes() const;
+  // Whether chunks taking `allocation` bytes each can hold `bytes` in all: what a free range
+  // has beyond its last whole chunk counts for nothing.
+  bool HasRoomFor(uint64_t bytes, uint64_t allocation) const;
   uint64_t capacity() const;
 
  private:

@@ -46,6 +46,16 @@ uint64_t StoredBytesFor(const Archive& archive, const WritePlan& plan, uint64_t 
   return bytes / data * redundancy->chunk_count() + (bytes % data != 0 ? redundancy->chunk_count() : 0);
 }
 
+bool GroupHasRoomFor(const Archive& archive, const WritePlan* plan, uint64_t bytes, uint64_t segment_size) {
+  auto group = plan ? archive.group_named(plan->group) : Status::NotFound("no plan");
+  const DiskGroup& target = group.ok() ? **group : archive.groups().front();
+  auto redundancy = plan ? RedundancyFor(plan->redundancy, target) : Result<Redundancy>(Redundancy{});
+  if (!redundancy.ok()) return target.HasRoomFor(bytes, 0);  // an unreadable plan: the bytes alone
+  // A full segment's chunk: its payload (with the member table's block) and header.
+  uint64_t allocation = ExtentAllocation(redundancy->ChunkLength(segment_size + kBlockSize), redundancy->idr_scramble);
+  return target.HasRoomFor(plan ? StoredBytesFor(archive, *plan, bytes) : bytes, allocation);
+}
+
 Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,
                                       const std::function<bool(const SegmentPiece&)>& skip) {
   const ArchiveOptions& options = archive.options();

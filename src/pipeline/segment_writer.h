@@ -73,6 +73,11 @@ Result<std::shared_ptr<const WritePlan>> PlanOfInode(Archive& archive, const Ino
 // parity chunk (an unreadable plan: the bytes alone, as before it was known).
 uint64_t StoredBytesFor(const Archive& archive, const WritePlan& plan, uint64_t bytes);
 
+// Whether the group `plan` sends data to (the first group without a plan) can take
+// `bytes` more of it: each copy or parity chunk, in chunks as large as a whole segment's
+// (room too small for one counts for nothing: a segment's chunk is never split).
+bool GroupHasRoomFor(const Archive& archive, const WritePlan* plan, uint64_t bytes, uint64_t segment_size);
+
 // `skip(piece)` pieces are left out (the persister's markers), and so are the pieces of files
 // in `left_out`. On failure, everything written is released again. Thread-safe.
 Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,

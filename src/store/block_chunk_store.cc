@@ -51,6 +51,16 @@ uint64_t BlockChunkStore::free_bytes() const {
   return allocator_.free_bytes();
 }
 
+uint64_t BlockChunkStore::free_bytes_in(uint64_t allocation) const {
+  std::lock_guard lock(mutex_);
+  return allocator_.FreeBytesIn(allocation);
+}
+
+size_t BlockChunkStore::free_ranges() const {
+  std::lock_guard lock(mutex_);
+  return allocator_.fragments();
+}
+
 uint64_t BlockChunkStore::capacity() const {
   std::lock_guard lock(mutex_);
   return allocator_.capacity();

@@ -24,6 +24,8 @@ class BlockChunkStore : public ChunkStore {
   Status Release(const ChunkLocator& chunk) override;
   Status Free(const ChunkLocator& chunk) override;
   uint64_t free_bytes() const override;
+  uint64_t free_bytes_in(uint64_t allocation) const override;
+  size_t free_ranges() const override;
   uint64_t capacity() const override;
 
   Status Write(const ChunkLocator& chunk, const ExtentHeader& header, std::span<const uint8_t> payload) override;

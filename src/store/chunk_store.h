@@ -43,6 +43,10 @@ class ChunkStore {
   // An error after the room was returned (a failed discard) leaves the room free.
   virtual Status Free(const ChunkLocator& chunk) = 0;
   virtual uint64_t free_bytes() const = 0;
+  // Of free_bytes(), what chunks taking `allocation` bytes each can use (a free range too
+  // small for one holds none), and how many free ranges there are.
+  virtual uint64_t free_bytes_in(uint64_t allocation) const = 0;
+  virtual size_t free_ranges() const = 0;
   virtual uint64_t capacity() const = 0;
 
   // Writes a chunk (header and payload) into its reserved room, without syncing.

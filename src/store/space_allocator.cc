@@ -11,6 +11,13 @@ SpaceAllocator::SpaceAllocator(uint64_t start, uint64_t end) : start_(start), en
   }
 }
 
+uint64_t SpaceAllocator::FreeBytesIn(uint64_t length) const {
+  if (length == 0) return free_bytes_;
+  uint64_t total = 0;
+  for (const auto& [offset, free] : free_) total += free / length * length;
+  return total;
+}
+
 std::optional<uint64_t> SpaceAllocator::Allocate(uint64_t length) {
   if (length == 0) return std::nullopt;
   for (auto it = free_.begin(); it != free_.end(); ++it) {

@@ -27,6 +27,9 @@ class SpaceAllocator {
   Status CheckUsed(uint64_t offset, uint64_t length) const;
 
   uint64_t free_bytes() const { return free_bytes_; }
+  // Of the free bytes, those that ranges of `length` bytes can take: each free range's whole
+  // multiples of it.
+  uint64_t FreeBytesIn(uint64_t length) const;
   uint64_t capacity() const { return end_ - start_; }
   size_t fragments() const { return free_.size(); }
 

@@ -1,6 +1,7 @@
 """Disk groups named in cairn.conf: chunks are placed and rebuilt within a group, new data goes to
 the first group, and a bad group definition stops the mount with the line and the problem."""
 import errno
+import mmap
 import os
 import re
 import shutil
@@ -266,3 +267,34 @@ def test_a_write_is_checked_against_the_free_space_of_its_own_group_and_copies(a
         write_file(archive.m("m", "more"), random_bytes(6 * MiB, 85))
     finally:
         os.close(fd)
+
+
+def test_a_write_is_taken_only_while_the_disks_have_room_for_whole_segments(archive):
+    """A segment is one chunk on one disk: room on a disk too small for a whole chunk holds
+    none, so it does not count. Written until ENOSPC (O_DIRECT: the daemon answers each write
+    itself), the file is persisted whole and the unmount succeeds; before, the room left over
+    on each disk was counted, 63 MiB were taken, and no part of the file was ever persisted."""
+    archive.umount()
+    shutil.rmtree(archive.arch)
+    cairn("mkfs", archive.arch, "--disks", "4", "--disk-size", "16M")
+    archive.mount()
+    path = archive.m("f")
+    block = random_bytes(MiB, 86)
+    buffer = mmap.mmap(-1, MiB)  # aligned, as O_DIRECT wants
+    buffer.write(block)
+    written = 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+    try:
+        with pytest.raises(OSError) as e:
+            while True:
+                written += os.write(fd, buffer)
+        assert e.value.errno == errno.ENOSPC, e
+    finally:
+        os.close(fd)
+    assert 40 * MiB <= written <= 48 * MiB  # 4 disks with room for 3 chunks of a 4 MiB segment each
+    cairn("persist", archive.arch)
+    assert os.getxattr(path, "user.cairn.state") == b"persisted"
+    archive.umount()
+    archive.mount()
+    archive.evict()
+    assert read_file(path) == block * (written // MiB)

@@ -52,3 +52,19 @@ TEST_CASE("SpaceAllocator: a range whose end wraps around is refused, and frees 
   CHECK(a.MarkUsed(4096, 8192).IsCorruption());  // still in use
   CHECK(a.free_bytes() == (1 << 20) - 4096 - 8192);
 }
+
+TEST_CASE("SpaceAllocator: the free bytes ranges of a length can take are each range's whole multiples") {
+  SpaceAllocator a(0, 100 * 4096);
+  CHECK(a.FreeBytesIn(30 * 4096) == 90 * 4096);
+  auto first = a.Allocate(10 * 4096);  // [0, 10)
+  auto middle = a.Allocate(35 * 4096);  // [10, 45)
+  REQUIRE((first && middle));
+  REQUIRE(a.Release(*first, 10 * 4096).ok());  // free: [0, 10) and [45, 100)
+  CHECK(a.free_bytes() == 65 * 4096);
+  CHECK(a.fragments() == 2);
+  CHECK(a.FreeBytesIn(4096) == 65 * 4096);
+  CHECK(a.FreeBytesIn(10 * 4096) == 60 * 4096);  // 1 in the first range, 5 in the second
+  CHECK(a.FreeBytesIn(20 * 4096) == 40 * 4096);  // none in the first range
+  CHECK(a.FreeBytesIn(56 * 4096) == 0);
+  CHECK(a.FreeBytesIn(0) == 65 * 4096);
+}
