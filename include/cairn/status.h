@@ -11,7 +11,7 @@
 
 namespace cairn {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code : int {
     kOk = 0,
@@ -70,7 +70,7 @@ class Status {
 
 // A value of type T, or the Status that explains why there is none.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT

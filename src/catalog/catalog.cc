@@ -522,7 +522,8 @@ void Catalog::DropBatch(const Status& cause) {
 
 Status Catalog::ReplayBatch() {
   // A transaction a failed rollback left open holds what no acknowledged operation wrote.
-  CAIRN_RETURN_IF_ERROR(AbandonTransaction());
+  AbandonTransaction();
+  if (!sqlite3_get_autocommit(db_)) return Status::IOError("catalog: cannot roll back the transaction left open");
   CAIRN_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   for (const BatchJournal::Entry& entry : journal_.batch()) {
     Status st = entry.statement->Replay(entry.values);
@@ -535,11 +536,10 @@ Status Catalog::ReplayBatch() {
   return Status::OK();
 }
 
-Status Catalog::AbandonTransaction() {
-  if (sqlite3_get_autocommit(db_)) return Status::OK();  // SQLite rolled it back already
+void Catalog::AbandonTransaction() {
+  if (sqlite3_get_autocommit(db_)) return;  // SQLite rolled it back already
   Status st = Exec("ROLLBACK");
   if (!st.ok()) LogError("catalog: cannot roll back: {}", st.message());
-  return st;
 }
 
 void Catalog::ResetBusyStatements() {

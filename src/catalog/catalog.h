@@ -336,7 +336,7 @@ class Catalog {
   // Rolls back what SQLite's transaction still holds (a failed rollback left it open), then
   // runs the journal's batch again in a new one.
   Status ReplayBatch();
-  Status AbandonTransaction();
+  void AbandonTransaction();
   // Resets statements left on a row: each holds a read transaction that stops checkpoints.
   void ResetBusyStatements();
 

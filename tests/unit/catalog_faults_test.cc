@@ -185,10 +185,10 @@ TEST_CASE("Catalog: an operation whose rollback fails leaves none of its changes
   REQUIRE(c.catalog->Commit().ok());  // acknowledged, in the open batch
   REQUIRE(c.catalog->Begin().ok());
   REQUIRE(c.catalog->InsertEntry(c.d, "undone", c.f).ok());
-  c.FailWith(fragment, [&] {
+  CHECK(c.FailWith(fragment, [&] {
     c.catalog->Rollback();
     return Status::OK();
-  });
+  }).ok());
   CHECK(c.catalog->Lookup(c.d, "undone").status().IsNotFound());
   CHECK(c.catalog->Lookup(c.d, "kept").ok());
   CHECK(c.catalog->Begin().sys_errno() == EROFS);  // until a commit succeeds
