@@ -24,6 +24,7 @@
 #include "pipeline/segment_writer.h"
 #include "policy/resolver.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 namespace cairn {
 namespace {
@@ -164,6 +165,30 @@ Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& 
   CAIRN_RETURN_IF_ERROR((*created)->FlushDurably());
   CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));  // the new catalog is 0600 while recover pauses or fails
   return lock;
+}
+
+// Undoes SetAside when the archive then refuses to open (its disks do not match cairn.conf,
+// say): the new catalog goes, and what was set aside comes back, as the refusal found it.
+Status PutBack(const std::string& dir, const RecoverReport& report) {
+  auto lock = ArchiveLock::Acquire(dir);  // SetAside's went with the archive that did not open
+  if (!lock.ok()) return lock.status();
+  std::string catalog = dir + "/catalog.db";
+  for (const char* part : {"", "-wal", "-shm"}) {
+    if (::unlink((catalog + part).c_str()) != 0 && errno != ENOENT) {
+      return Status::FromErrno(fmt::format("remove {}{}", catalog, part), errno);
+    }
+  }
+  if (!report.catalog_backup.empty()) {
+    for (const char* part : {"", "-wal", "-shm"}) {
+      if (Exists(report.catalog_backup + part)) CAIRN_RETURN_IF_ERROR(Rename(report.catalog_backup + part, catalog + part));
+    }
+  }
+  if (!report.cache_backup.empty()) {
+    std::string cache = dir + "/cache";
+    if (::rmdir(cache.c_str()) != 0) return Status::FromErrno(fmt::format("remove {}", cache), errno);
+    CAIRN_RETURN_IF_ERROR(Rename(report.cache_backup, cache));
+  }
+  return Status::OK();
 }
 
 // For tests: with CAIRN_TEST_RECOVER_PAUSE naming a FIFO, recover stops between making the
@@ -626,7 +651,11 @@ Result<RecoverReport> RecoverCatalog(const std::string& dir, const RecoverOption
   open.degraded = true;         // recover what the disks that are there hold
   open.repair_on_read = false;  // read only; cairn scrub repairs afterwards
   auto archive = Archive::Open(dir, open, std::move(*archive_lock));
-  if (!archive.ok()) return archive.status();
+  if (!archive.ok()) {
+    Status put_back = PutBack(dir, report);
+    if (!put_back.ok()) LogError("recover: cannot leave the archive as it was found: {}", put_back.message());
+    return archive.status();
+  }
   ExtentScan scan = ScanDisks(**archive, [&](size_t disk, uint64_t at) {
     if (options.progress && at % (256ull << 20) < (1 << 20)) {
       options.progress(fmt::format("disk {}: scanned {} MiB", disk, at >> 20));

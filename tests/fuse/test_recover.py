@@ -135,6 +135,32 @@ def test_recover_refuses_an_existing_catalog_without_force(archive):
     assert_file_equals(archive.m("kept"), random_bytes(300 * KiB, 3))
 
 
+def test_a_recover_the_disks_refuse_leaves_the_archive_as_it_found_it(archive):
+    """Two disk images swapped: the open of the archive refuses them, and recover stops with
+    the catalog and the staging cache where they were (it had set them aside, leaving a new
+    catalog that a later recover without --force refused); once the swap is undone, it works."""
+    write_file(archive.m("f"), random_bytes(100 * KiB, 7))
+    lose_catalog(archive)
+    cache_file = os.path.join(archive.arch, "cache", "stale")  # a name the cache keeps, as it found it
+    with open(cache_file, "wb") as f:
+        f.write(b"x")
+    disks = os.path.join(archive.arch, "disks")
+    def swap():
+        os.rename(os.path.join(disks, "disk-001.img"), os.path.join(disks, "t"))
+        os.rename(os.path.join(disks, "disk-002.img"), os.path.join(disks, "disk-001.img"))
+        os.rename(os.path.join(disks, "t"), os.path.join(disks, "disk-002.img"))
+    swap()
+    before = sorted(os.listdir(archive.arch))
+    r = recover(archive, expect=1)
+    assert "is disk 2 of this archive but the config lists it as disk 1" in r.stderr, r.stderr
+    assert sorted(os.listdir(archive.arch)) == before
+    assert os.path.exists(cache_file)
+    swap()
+    recover(archive)
+    archive.mount()
+    assert_file_equals(archive.m("f"), random_bytes(100 * KiB, 7))
+
+
 def test_recover_never_writes_through_a_catalog_symlink_and_gives_the_root_to_the_owner(archive):
     # The archive's owner (not root) may put a symlink where the catalog was; root's recover
     # must not create or write the file it points at. And the rebuilt root directory is the
