@@ -315,6 +315,7 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
   // bytes before the new end survive the copy-on-write re-persist.
   uint64_t boundary = 0;
   bool need_fetch = false;
+  uint64_t old_size = 0;  // the data lock keeps it
   {
     std::lock_guard lock(archive_.catalog_mutex());
     auto inode = GetInodeOrENOENT(archive_.catalog(), ino);
@@ -322,6 +323,7 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
     if (IsDir(*inode)) return Status::Posix(EISDIR, "cannot truncate a directory");
     if (!S_ISREG(inode->mode)) return Status::Posix(EINVAL, "cannot truncate a special file");
     CAIRN_RETURN_IF_ERROR(CheckInodeRecord(*inode));
+    old_size = inode->size;
     uint64_t segment_size = SegmentSizeOf(archive_, *inode);
     boundary = *request.size / segment_size;
     auto segment = archive_.catalog().GetSegment(ino, boundary);
@@ -334,16 +336,23 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
     if (!file.ok()) return file.status();
     CAIRN_RETURN_IF_ERROR(FetchSegments(ino, (*file)->fd(), boundary, boundary));
   }
+  if (*request.size > old_size) {
+    // Grown before the new size is committed: the staging cache's file system may end files
+    // sooner than cairn does (ext4: 4 KiB before 16 TiB), and its EFBIG must leave the size
+    // as it was. Cut first, so bytes a failed or crashed write left past the old end read
+    // as zeros, as POSIX wants for the extension; longer than the size, the cache file is
+    // harmless should the commit fail (see Write).
+    CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, old_size));
+    CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, *request.size));
+  }
   std::unique_lock lock(archive_.catalog_mutex());
   bool resized = false;
-  uint64_t old_size_for_cache = 0;
   // What the resize below changes in memory, put back if the catalog rolls it back: a segment
   // it took out of `persisting` would be committed by the persist in flight as clean.
   std::optional<DirtyFile> dirty_before;
   if (auto it = state_.dirty.find(ino); it != state_.dirty.end()) dirty_before = it->second;
   bool marked_dirty = false;  // a clean file made dirty
   auto updated = names_.SetAttrLocked(ino, request, [&](InodeRecord& inode, int64_t now) -> Status {
-    uint64_t old_size = old_size_for_cache = inode.size;
     uint64_t new_size = *request.size;
     uint64_t segment_size = SegmentSizeOf(archive_, inode);
     uint64_t old_count = (old_size + segment_size - 1) / segment_size;
@@ -396,14 +405,11 @@ Result<InodeRecord> FileData::Truncate(uint64_t ino, const SetAttrRequest& reque
   // over a copy already cut, whose cut bytes may have been the only copy of fsync'd data.
   // So is a dirty mark it set: Write trusts a dirty mark it finds to be synced (see there).
   Archive::PendingSync pending;
-  auto when = inode.size < old_size_for_cache || marked_dirty ? Archive::SyncWhen::kAlways : Archive::SyncWhen::kNever;
+  auto when = inode.size < old_size || marked_dirty ? Archive::SyncWhen::kAlways : Archive::SyncWhen::kNever;
   CAIRN_RETURN_IF_ERROR(archive_.Commit(when, &pending));
   lock.unlock();
   CAIRN_RETURN_IF_ERROR(archive_.MakeDurable(std::move(pending)));
-  // Growing: cut first, so bytes a failed or crashed write left past the old end read
-  // as zeros, as POSIX wants for the extension.
-  if (old_size_for_cache < inode.size) CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, old_size_for_cache));
-  CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, inode.size));
+  if (inode.size < old_size) CAIRN_RETURN_IF_ERROR(archive_.cache().Truncate(ino, inode.size));  // grown above
   return inode;
 }
 

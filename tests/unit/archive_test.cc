@@ -4,8 +4,10 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <thread>
 
@@ -174,6 +176,30 @@ TEST_CASE("Filesystem: truncate down and up keeps the right bytes") {
   auto segments = f.Segments(ino);
   REQUIRE(segments.size() == 3);
   CHECK(segments[2].extent_id == kHoleExtent);  // an all-zero segment takes no space
+}
+
+TEST_CASE("Filesystem: a truncate the staging cache's file system refuses as too large leaves the size") {
+  Fixture f;
+  auto data = test::RandomBytes(5000, 9);
+  uint64_t ino = f.WriteFile("t", data);  // its cache file holds it
+  // A file system that ends files at 1 GiB, as ext4 ends them 4 KiB before 16 TiB (below
+  // kMaxFileSize): RLIMIT_FSIZE makes ftruncate past it fail with EFBIG (SIGXFSZ ignored).
+  struct rlimit before;
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = before;
+  small.rlim_cur = 1ull << 30;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  SetAttrRequest grow;
+  grow.size = 2ull << 30;
+  Status st = f.fs->SetAttr(ino, grow, Caller{}).status();
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &before) == 0);
+  std::signal(SIGXFSZ, old_handler);
+  CHECK(st.sys_errno() == EFBIG);
+  f.Close();
+  f.Open();
+  CHECK(f.fs->GetAttr(ino)->size == data.size());  // the catalog never took the size
+  CHECK(f.ReadFile(ino, data.size()) == data);
 }
 
 TEST_CASE("Filesystem: a write past the end of a persisted file records the segments it skips as holes") {
