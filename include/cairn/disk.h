@@ -38,8 +38,10 @@ class Disk {
   // not yet synced stay; nothing depends on the hint being taken.
   virtual void DropCached(uint64_t /*offset*/, uint64_t /*length*/) {}
   // For a disk protected by redundancy below it (a bucket of a parity grid): reads the range
-  // as that redundancy rebuilds it, whatever the disk itself holds. NotSupported otherwise.
-  virtual Status ReadRebuilt(uint64_t offset, std::span<uint8_t> dst);
+  // as that redundancy rebuilds it, whatever the disk itself holds. `way` 1, 2, ... ask for
+  // other ways to rebuild it, for when the bytes rebuilt fail their checksum (another disk
+  // they came from was damaged too). NotSupported when there is no (such) way.
+  virtual Status ReadRebuilt(uint64_t offset, std::span<uint8_t> dst, unsigned way);
   // Writes bytes that redundancy below the disk already agrees with (a repair in place,
   // with bytes rebuilt from elsewhere); WriteAt for a disk without any.
   virtual Status Rewrite(uint64_t offset, std::span<const uint8_t> src) { return WriteAt(offset, src); }

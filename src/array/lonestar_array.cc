@@ -154,9 +154,9 @@ class MemberView final : public Disk {
     }
     return array_.Write(position_, offset, pieces);
   }
-  Status ReadRebuilt(uint64_t offset, std::span<uint8_t> dst) override {
-    if (!bucket_ || offset < data_start_) return Disk::ReadRebuilt(offset, dst);
-    return array_.ReadRebuilt(position_, offset, dst);
+  Status ReadRebuilt(uint64_t offset, std::span<uint8_t> dst, unsigned way) override {
+    if (!bucket_ || offset < data_start_) return Disk::ReadRebuilt(offset, dst, way);
+    return array_.ReadRebuilt(position_, offset, dst, way);
   }
   Status Rewrite(uint64_t offset, std::span<const uint8_t> src) override {
     if (!bucket_ || offset < data_start_) return WriteAt(offset, src);
@@ -557,15 +557,30 @@ Status LoneStarArray::Read(uint32_t position, uint64_t offset, std::span<uint8_t
     if (st.ok() || options_.geometry.role(position) != DiskRole::kData) return st;
     LogWarning("lonestar group {}: {}; rebuilding the range from its parity", options_.name, st.message());
   }
-  return ReadRebuilt(position, offset, dst);
+  return ReadRebuilt(position, offset, dst, 0);
 }
 
-Status LoneStarArray::ReadRebuilt(uint32_t position, uint64_t offset, std::span<uint8_t> dst) {
+Status LoneStarArray::ReadRebuilt(uint32_t position, uint64_t offset, std::span<uint8_t> dst, unsigned way) {
   CAIRN_RETURN_IF_ERROR(Halted());
+  std::set<uint32_t> erased;
+  if (way > 0) {
+    const GridGeometry& g = options_.geometry;
+    std::vector<uint32_t> peers;
+    for (auto members : {g.HpgMembers(*g.hpg(position)), g.VpgMembers(g.vpg(position))}) {
+      for (uint32_t m : members) {
+        if (m != position) peers.push_back(m);
+      }
+    }
+    if (way > peers.size()) {
+      return Status::NotSupported(fmt::format("lonestar group {}: no other way to rebuild a range of disk {}",
+                                              options_.name, members_[position].disk));
+    }
+    erased.insert(peers[way - 1]);
+  }
   ByteRange r = UnitsOf(offset, dst.size());
   auto held = LockUnits(r);
   DefectWatch watch(*this);
-  std::set<uint32_t> erased = ErasedFor(r);
+  erased.merge(ErasedFor(r));
   erased.insert(position);
   std::map<uint32_t, ParityBuffer> rebuilt;
   CAIRN_RETURN_IF_ERROR(Reconstruct(position, r, erased, &rebuilt));

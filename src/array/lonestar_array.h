@@ -120,7 +120,10 @@ class LoneStarArray {
   // Reads a member; a lost disk or a defective range is rebuilt from the parity groups.
   Status Read(uint32_t position, uint64_t offset, std::span<uint8_t> dst);
   // Rebuilds a range from the parity groups whatever the disk holds (it read back wrong).
-  Status ReadRebuilt(uint32_t position, uint64_t offset, std::span<uint8_t> dst);
+  // Way 0 takes the disk alone for lost; way N also takes the Nth other member of its two
+  // parity groups for lost, so the other dimension rebuilds the range around it (it may be
+  // the one that made an earlier way's bytes wrong). NotSupported past the last way.
+  Status ReadRebuilt(uint32_t position, uint64_t offset, std::span<uint8_t> dst, unsigned way);
   // Makes the writes to bucket `position` so far durable, with their parity as the mode says:
   // serialized updates hP, vP, vhP now, one after the other; delayed leaves them to
   // FlushParity (in the background once the deltas pass delta_cache_bytes).

@@ -237,7 +237,7 @@ Status Disk::WriteGatherAt(uint64_t offset, std::span<const std::span<const uint
   return WriteAt(offset, Joined(pieces));
 }
 
-Status Disk::ReadRebuilt(uint64_t, std::span<uint8_t>) {
+Status Disk::ReadRebuilt(uint64_t, std::span<uint8_t>, unsigned) {
   return Status::NotSupported(fmt::format("{}: no redundancy below this disk to rebuild a range from", Name()));
 }
 

@@ -91,8 +91,8 @@ namespace {
 // A disk as the redundancy below it rebuilds it, for reading.
 class RebuiltReads final : public Disk {
  public:
-  explicit RebuiltReads(Disk& disk) : disk_(disk) {}
-  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override { return disk_.ReadRebuilt(offset, dst); }
+  RebuiltReads(Disk& disk, unsigned way) : disk_(disk), way_(way) {}
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) override { return disk_.ReadRebuilt(offset, dst, way_); }
   Status WriteAt(uint64_t, std::span<const uint8_t>) override { return ReadOnly(); }
   Status Sync() override { return ReadOnly(); }
   Status Discard(uint64_t, uint64_t) override { return ReadOnly(); }
@@ -103,6 +103,7 @@ class RebuiltReads final : public Disk {
  private:
   Status ReadOnly() const { return Status::NotSupported(fmt::format("{}: rebuilt for reading only", Name())); }
   Disk& disk_;
+  const unsigned way_;
 };
 
 }  // namespace
@@ -111,11 +112,17 @@ Result<std::vector<uint8_t>> BlockChunkStore::Read(const ChunkLocator& chunk, co
                                                    std::vector<uint64_t>* repaired, ExtentHeader* header) {
   auto read = ReadExtent(*disk_, chunk.address, expect, repaired, header);
   if (read.ok() || read.status().code() == Status::Code::kNotFound) return read;
-  RebuiltReads rebuilt(*disk_);
-  auto again = ReadExtent(rebuilt, chunk.address, expect, nullptr, header);
-  if (!again.ok()) return read;  // NotSupported (nothing below the disk), or no better: the first answer
-  if (repaired) repaired->push_back(0);  // good bytes from a bad spot: the caller rewrites the chunk
-  return again;
+  // As the redundancy below the disk rebuilds it, each way it knows until one verifies.
+  for (unsigned way = 0;; way++) {
+    RebuiltReads rebuilt(*disk_, way);
+    auto again = ReadExtent(rebuilt, chunk.address, expect, nullptr, header);
+    if (again.ok()) {
+      if (repaired) repaired->push_back(0);  // good bytes from a bad spot: the caller rewrites the chunk
+      return again;
+    }
+    // No (other) way, its header read says (nothing below the disk): the first answer.
+    if (again.status().code() == Status::Code::kNotSupported) return read;
+  }
 }
 
 Result<ExtentHeader> BlockChunkStore::ReadHeader(const ChunkLocator& chunk) {
