@@ -566,9 +566,11 @@ Status LoneStarArray::ReadRebuilt(uint32_t position, uint64_t offset, std::span<
   if (way > 0) {
     const GridGeometry& g = options_.geometry;
     std::vector<uint32_t> peers;
-    for (auto members : {g.HpgMembers(*g.hpg(position)), g.VpgMembers(g.vpg(position))}) {
-      for (uint32_t m : members) {
-        if (m != position) peers.push_back(m);
+    if (auto hpg = g.hpg(position)) {  // (a vP disk is in no hPG; ways are asked of buckets)
+      for (auto members : {g.HpgMembers(*hpg), g.VpgMembers(g.vpg(position))}) {
+        for (uint32_t m : members) {
+          if (m != position) peers.push_back(m);
+        }
       }
     }
     if (way > peers.size()) {
