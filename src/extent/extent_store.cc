@@ -277,12 +277,18 @@ ExtentHeader HeaderForChunk(ExtentHeader header, size_t index, const ChunkPlacem
   return header;
 }
 
-std::vector<Status> ExtentStore::CheckChunks(const ExtentRecord& extent, ChunkSet* chunks) {
+std::vector<Status> ExtentStore::CheckChunks(const ExtentRecord& extent, ChunkSet* chunks, ExtentHeader* header) {
   std::vector<Status> out;
   chunks->assign(extent.chunks.size(), std::nullopt);
+  bool have_header = false;
   for (size_t i = 0; i < extent.chunks.size(); i++) {
     bool idr_repaired = false;
-    auto bytes = ReadChunk(extent, i, &idr_repaired);
+    ExtentHeader chunk_header;
+    auto bytes = ReadChunk(extent, i, &idr_repaired, &chunk_header);
+    if (bytes.ok() && header && !have_header) {
+      *header = std::move(chunk_header);
+      have_header = true;
+    }
     DropCachedChunk(extent, i);  // fsck streams through every disk
     Status st = bytes.status();
     if (bytes.ok()) (*chunks)[i] = std::move(*bytes);  // good bytes, even if IDR had to mend them
@@ -312,7 +318,7 @@ void ExtentStore::RepairOnRead(const ExtentRecord& extent, const std::vector<siz
   }
 }
 
-Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& extent) {
+Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& extent, ExtentHeader* header) {
   const Redundancy& r = extent.redundancy;
   ChunkSet chunks(extent.chunks.size());
   size_t have = 0;
@@ -322,8 +328,10 @@ Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& 
   for (size_t i = 0; i < extent.chunks.size() && have < ChunksNeeded(r); i++) {
     const ChunkPlacement& chunk = extent.chunks[i];
     bool idr_repaired = false;
-    auto bytes = ReadChunk(extent, i, &idr_repaired);
+    ExtentHeader chunk_header;
+    auto bytes = ReadChunk(extent, i, &idr_repaired, &chunk_header);
     if (bytes.ok()) {
+      if (header && have == 0) *header = std::move(chunk_header);
       chunks[i] = std::move(*bytes);
       have++;
       if (idr_repaired) failed.push_back(i);  // good bytes from a bad spot: rewrite it

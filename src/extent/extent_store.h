@@ -124,7 +124,8 @@ class ExtentStore {
   // Reads and verifies an extent's payload: the chunks it needs, more when some fail
   // (degraded read), the reconstruction checked against the payload CRC; chunks found bad
   // are rewritten from it when repair on read is on. Each disk's first failure is logged.
-  Result<std::vector<uint8_t>> ReadExtentPayload(const ExtentRecord& extent);
+  // *header: that of a chunk that read (what the member table's length and format are).
+  Result<std::vector<uint8_t>> ReadExtentPayload(const ExtentRecord& extent, ExtentHeader* header = nullptr);
   // Reads and verifies chunk `index` of `extent`; *idr_repaired says whether intra-disk
   // parity had to rebuild blocks of it (the bytes are good, the disk is not), *header its
   // header.
@@ -143,8 +144,8 @@ class ExtentStore {
   Result<bool> RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
                             std::span<const uint8_t> bytes);
   // Reads and checks every chunk of an extent (fsck): one status per chunk, and the chunks
-  // that read well in *chunks.
-  std::vector<Status> CheckChunks(const ExtentRecord& extent, ChunkSet* chunks);
+  // that read well in *chunks, and the header of the first of them in *header.
+  std::vector<Status> CheckChunks(const ExtentRecord& extent, ChunkSet* chunks, ExtentHeader* header = nullptr);
   // The payload joined from `chunks` (some may be missing), each rebuilt data chunk checked
   // against its digest and the payload against its CRC.
   Result<std::vector<uint8_t>> JoinVerified(const ExtentRecord& extent, ChunkSet& chunks);

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -221,6 +222,20 @@ struct Checker {
     }
   }
 
+  using RowsByExtent = std::multimap<uint64_t, const SegmentRecord*>;
+  // Each row pointing into an extent must be a segment its member table records there.
+  void CheckRowsAgainstMembers(const ExtentHeader& header, std::span<const uint8_t> logical,
+                               std::pair<RowsByExtent::const_iterator, RowsByExtent::const_iterator> rows) {
+    auto recorded = RecordedSegments::Of(header, logical);
+    if (!recorded.ok()) {
+      Problem("{}", recorded.status().message());
+      return;
+    }
+    for (auto it = rows.first; it != rows.second; ++it) {
+      if (Status st = recorded->Check(*it->second); !st.ok()) Problem("{}", st.message());
+    }
+  }
+
   // REQUIRES: the catalog mutex not held (it reads the disks, and decoding an encrypted
   // extent looks up its file's key).
   void VerifyExtentData(const std::function<void(uint64_t, uint64_t)>& progress) {
@@ -237,10 +252,13 @@ struct Checker {
       return;
     }
     const std::vector<ExtentRecord>& extents = *all_extents;
-    // The file each extent holds data of: an encrypted one decodes with that file's key.
+    // The file each extent holds data of: an encrypted one decodes with that file's key. And
+    // the rows pointing into it, which its member table must record.
     std::map<uint64_t, uint64_t> owner;
+    RowsByExtent rows;
     for (const SegmentRecord& segment : *segments) {
-      owner.emplace(segment.extent_id == kHoleExtent ? segment.hole_record : segment.extent_id, segment.ino);
+      owner.emplace(segment.referenced_extent(), segment.ino);
+      rows.emplace(segment.extent_id, &segment);
     }
     uint64_t done = 0;
     for (const ExtentRecord& e : extents) {
@@ -249,7 +267,8 @@ struct Checker {
         continue;
       }
       ChunkSet chunks;
-      auto checks = archive.extents().CheckChunks(e, &chunks);
+      ExtentHeader header;
+      auto checks = archive.extents().CheckChunks(e, &chunks, &header);
       size_t bad = 0;
       for (size_t i = 0; i < checks.size(); i++) {
         if (checks[i].ok()) continue;
@@ -277,6 +296,7 @@ struct Checker {
       } else {
         report.bytes_verified += stored_length;
         if (bad > 0) report.notes.push_back(fmt::format("extent {} is degraded but readable", e.id));
+        CheckRowsAgainstMembers(header, *logical, std::as_const(rows).equal_range(e.id));
       }
       if (progress) progress(++done, extents.size());
     }

@@ -1,7 +1,11 @@
 #include "pipeline/logical_payload.h"
 
+#include <algorithm>
+#include <tuple>
+
 #include <fmt/format.h>
 
+#include "backend/member_table.h"
 #include "codec/transform_chain.h"
 
 namespace cairn {
@@ -33,6 +37,38 @@ Result<std::vector<uint8_t>> LogicalPayload(Archive& archive, const ExtentRecord
   auto logical = chain->Decode(std::move(stored), extent.logical_length, seal);
   if (!logical.ok()) return Status::Corruption(fmt::format("extent {}: {}", extent.id, logical.status().message()));
   return logical;
+}
+
+Result<RecordedSegments> RecordedSegments::Of(const ExtentHeader& header, std::span<const uint8_t> logical) {
+  RecordedSegments out;
+  out.extent_id_ = header.extent_id;
+  if (header.members_length == 0) return out;
+  if (header.members_length > logical.size()) {
+    return Status::Corruption(fmt::format("extent {}: its member table ({} bytes) is longer than its payload ({})",
+                                          header.extent_id, header.members_length, logical.size()));
+  }
+  auto table = DecodeMemberTable(logical.last(header.members_length), header.version,
+                                 fmt::format("extent {}", header.extent_id));
+  if (!table.ok()) return table.status();
+  out.has_table_ = true;
+  for (const MemberNode& node : table->nodes) {
+    for (const MemberSegment& s : node.segments) out.segments_.push_back({node.ino, s.index, s.offset, s.length});
+  }
+  std::ranges::sort(out.segments_, {}, [](const Segment& s) { return std::tie(s.ino, s.index); });
+  return out;
+}
+
+Status RecordedSegments::Check(const SegmentRecord& row) const {
+  if (!has_table_ || row.extent_id == kHoleExtent) return Status::OK();
+  auto it = std::ranges::lower_bound(segments_, std::tie(row.ino, row.index), {},
+                                     [](const Segment& s) { return std::tie(s.ino, s.index); });
+  if (it != segments_.end() && it->ino == row.ino && it->index == row.index && it->offset == row.extent_offset &&
+      it->length >= row.length) {
+    return Status::OK();
+  }
+  return Status::Corruption(fmt::format("catalog: segment {} of inode {} points to bytes {}+{} of extent {}, whose "
+                                        "member table does not record them as that segment's (another file's data)",
+                                        row.index, row.ino, row.extent_offset, row.length, extent_id_));
 }
 
 }  // namespace cairn

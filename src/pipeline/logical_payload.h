@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "archive/archive.h"
+#include "backend/extent_format.h"
 #include "catalog/catalog.h"
 
 namespace cairn {
@@ -20,5 +22,28 @@ namespace cairn {
 // (an encrypted extent that fails authentication included).
 Result<std::vector<uint8_t>> LogicalPayload(Archive& archive, const ExtentRecord& extent, uint64_t ino,
                                             std::vector<uint8_t> stored);
+
+// The segments an extent's member table records: what a segments row that points into the
+// extent must agree with, so a damaged catalog cannot hand one file another's bytes. An extent
+// written before format v3 has no table, and then nothing is checked.
+class RecordedSegments {
+ public:
+  RecordedSegments() = default;  // checks nothing
+  // From the header of one of the extent's chunks and its logical payload (which the table
+  // ends). Corruption naming the extent when the table does not decode.
+  static Result<RecordedSegments> Of(const ExtentHeader& header, std::span<const uint8_t> logical);
+  // Corruption naming the row unless the table records segment `row.index` of inode `row.ino`
+  // at `row.extent_offset`, with at least `row.length` bytes (a truncate shortens the row,
+  // not the extent). Hole rows are not checked: they read as zeros whatever they point at.
+  Status Check(const SegmentRecord& row) const;
+
+ private:
+  struct Segment {
+    uint64_t ino, index, offset, length;
+  };
+  uint64_t extent_id_ = 0;
+  bool has_table_ = false;
+  std::vector<Segment> segments_;  // sorted by (ino, index)
+};
 
 }  // namespace cairn

@@ -21,9 +21,19 @@ void SegmentStore::WaitForLoadsAhead() {
 }
 
 Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
+  auto loaded = LoadExtent(segment);
+  if (!loaded.ok()) return loaded.status();
+  if (Status owned = loaded->recorded->Check(segment); !owned.ok()) {
+    LogError("{}", owned.message());
+    return owned;
+  }
+  return loaded->payload;
+}
+
+Result<SegmentStore::Loaded> SegmentStore::LoadExtent(const SegmentRecord& segment) {
   const uint64_t extent_id = segment.extent_id;
-  std::promise<Result<Payload>> mine;
-  std::shared_future<Result<Payload>> other;
+  std::promise<Result<Loaded>> mine;
+  std::shared_future<Result<Loaded>> other;
   uint64_t generation;
   {
     std::lock_guard lock(mutex_);
@@ -39,16 +49,16 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
     }
   }
   if (other.valid()) return other.get();  // one read of the extent serves every waiting reader
-  Result<Payload> payload = Status::IOError("");
+  Result<Loaded> loaded = Status::IOError("");
   try {
-    payload = ReadAndDecode(segment);
+    loaded = ReadAndDecode(segment);
   } catch (const std::bad_alloc&) {  // the waiting readers must hear of it too
-    payload = Status::IOError(fmt::format("out of memory reading extent {}", extent_id));
+    loaded = Status::IOError(fmt::format("out of memory reading extent {}", extent_id));
   }
   {
     std::lock_guard lock(mutex_);
-    if (payload.ok() && generation == generation_ && !index_.contains(extent_id)) {
-      lru_.emplace_front(extent_id, *payload);
+    if (loaded.ok() && generation == generation_ && !index_.contains(extent_id)) {
+      lru_.emplace_front(extent_id, *loaded);
       index_[extent_id] = lru_.begin();
       while (lru_.size() > capacity_) {
         index_.erase(lru_.back().first);
@@ -59,11 +69,11 @@ Result<SegmentStore::Payload> SegmentStore::Load(const SegmentRecord& segment) {
       loading_.erase(it);  // not a later generation's load of it
     }
   }
-  mine.set_value(payload);
-  return payload;
+  mine.set_value(loaded);
+  return loaded;
 }
 
-Result<SegmentStore::Payload> SegmentStore::ReadAndDecode(const SegmentRecord& segment) {
+Result<SegmentStore::Loaded> SegmentStore::ReadAndDecode(const SegmentRecord& segment) {
   const uint64_t extent_id = segment.extent_id;
   ExtentRecord extent;
   {
@@ -77,18 +87,22 @@ Result<SegmentStore::Payload> SegmentStore::ReadAndDecode(const SegmentRecord& s
     if (!record.ok()) return record.status();
     extent = *record;
   }
-  auto stored = archive_.extents().ReadExtentPayload(extent);
+  ExtentHeader header;
+  auto stored = archive_.extents().ReadExtentPayload(extent, &header);
   auto bytes = stored.ok() ? LogicalPayload(archive_, extent, segment.ino, std::move(*stored)) : stored;
+  auto recorded = bytes.ok() ? RecordedSegments::Of(header, *bytes) : bytes.status();
+  if (!recorded.ok()) bytes = recorded.status();
   if (!bytes.ok()) {
     LogError("read of extent {} failed: {}", extent_id, bytes.status().message());
     // Whatever went wrong (unreadable, damaged, unknown version), the reader gets EIO.
     return Status::Corruption(bytes.status().message());
   }
   // Once no reader holds it, the payload's buffer goes back to the pool for the next load.
-  return Payload(new std::vector<uint8_t>(std::move(*bytes)), [](std::vector<uint8_t>* payload) {
+  Payload payload(new std::vector<uint8_t>(std::move(*bytes)), [](std::vector<uint8_t>* payload) {
     BufferPool::Default().Give(std::move(*payload));
     delete payload;
   });
+  return Loaded{std::move(payload), std::make_shared<const RecordedSegments>(std::move(*recorded))};
 }
 
 size_t SegmentStore::LoadsAhead() const {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "archive/archive.h"
+#include "pipeline/logical_payload.h"
 
 namespace cairn {
 
@@ -53,21 +54,27 @@ class SegmentStore {
   void ForgetAll();
 
  private:
-  // The verified logical payload of the extent `segment` points into: buffered, being
-  // loaded by another caller (then waited for), or loaded now.
+  // An extent's verified logical payload and the segments its member table records.
+  struct Loaded {
+    Payload payload;
+    std::shared_ptr<const RecordedSegments> recorded;
+  };
+  // The payload of the extent `segment` points into, once its member table says the segment
+  // is there: buffered, being loaded by another caller (then waited for), or loaded now.
   Result<Payload> Load(const SegmentRecord& segment);
-  Result<Payload> ReadAndDecode(const SegmentRecord& segment);
+  Result<Loaded> LoadExtent(const SegmentRecord& segment);
+  Result<Loaded> ReadAndDecode(const SegmentRecord& segment);
 
   Archive& archive_;
   const size_t capacity_;
   std::mutex mutex_;
-  std::list<std::pair<uint64_t, Payload>> lru_;  // most recent first; guarded by mutex_
-  std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Payload>>::iterator> index_;  // guarded by mutex_
+  std::list<std::pair<uint64_t, Loaded>> lru_;  // most recent first; guarded by mutex_
+  std::unordered_map<uint64_t, std::list<std::pair<uint64_t, Loaded>>::iterator> index_;  // guarded by mutex_
   // Loads under way, by extent, with the generation they began in: a reader joins only one of
   // its own generation (one begun before a ForgetAll may have decrypted with an erased key).
   struct Loading {
     uint64_t generation;
-    std::shared_future<Result<Payload>> result;
+    std::shared_future<Result<Loaded>> result;
   };
   std::unordered_map<uint64_t, Loading> loading_;  // guarded by mutex_
   std::vector<std::future<Result<std::vector<uint8_t>>>> ahead_;  // loads started ahead; guarded by mutex_

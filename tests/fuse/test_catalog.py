@@ -292,3 +292,40 @@ def test_a_clean_file_that_lost_a_segment_row_is_not_persisted_with_a_hole_there
         assert db.execute("SELECT COUNT(*) FROM extents WHERE id = ?", (extent,)).fetchone() == (1,)  # kept
     r = cairn("fsck", archive.arch, check=False)
     assert r.returncode != 0 and f"inode {ino} is marked clean but has 1 of 2 segments persisted" in r.stdout
+
+
+@pytest.mark.no_fsck  # fsck's report of the damage is checked here
+def test_a_segment_row_pointing_at_another_files_extent_reads_eio_not_that_files_bytes(archive):
+    # Two big files (an extent each) and two small ones (packed, one pack each): each pair's
+    # rows swapped, so the reference counts still add up and only the member tables can tell.
+    a, b, small_a, small_b = (archive.m(name) for name in ("a", "b", "sa", "sb"))
+    write_file(a, os.urandom(5 * MiB))
+    write_file(b, os.urandom(5 * MiB))
+    write_file(small_a, os.urandom(1000))
+    archive.persist()
+    write_file(small_b, os.urandom(1000))
+    archive.persist()
+    archive.evict()  # reads go to the disks
+    ino = {p: os.stat(p).st_ino for p in (a, b, small_a, small_b)}
+    archive.umount()
+    with contextlib.closing(sqlite3.connect(os.path.join(archive.arch, "catalog.db"))) as db, db:
+        extent = {p: db.execute("SELECT extent FROM segments WHERE ino = ? AND idx = 0", (i,)).fetchone()[0]
+                  for p, i in ino.items()}
+        assert len(set(extent.values())) == 4
+        for x, y in ((a, b), (b, a), (small_a, small_b), (small_b, small_a)):
+            db.execute("UPDATE segments SET extent = ? WHERE ino = ? AND idx = 0", (extent[y], ino[x]))
+    r = cairn("fsck", archive.arch, check=False)
+    assert r.returncode != 0
+    for p, other in ((a, b), (small_a, small_b)):
+        assert (f"segment 0 of inode {ino[p]} points to bytes 0+" in r.stdout
+                and f"of extent {extent[other]}, whose member table does not record them" in r.stdout), r.stdout
+    archive.mount()
+    for p in (a, b, small_a, small_b):
+        with pytest.raises(OSError) as error:
+            read_file(p)
+        assert error.value.errno == errno.EIO
+    assert f"segment 0 of inode {ino[a]} points to bytes 0+4194304 of extent {extent[b]}" in _log(archive)
+    # The second segment of a big file is still its own and reads.
+    with open(a, "rb") as f:
+        f.seek(4 * MiB)
+        assert len(f.read()) == 1 * MiB

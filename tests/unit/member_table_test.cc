@@ -4,6 +4,7 @@
 
 #include "backend/extent_format.h"
 #include "backend/member_table.h"
+#include "pipeline/logical_payload.h"
 #include "util/coding.h"
 
 using namespace cairn;
@@ -134,4 +135,54 @@ TEST_CASE("MemberTable: names too long for their length field are left out, and 
   CHECK(decoded->nodes[0].paths == std::vector<std::string>{"short/f"});
   CHECK(decoded->nodes[1].paths == std::vector<std::string>{"d/l"});  // the next node reads as written
   CHECK(decoded->nodes[0].xattrs == table.nodes[0].xattrs);
+}
+
+TEST_CASE("RecordedSegments: a segments row must be one its extent's member table records") {
+  MemberTable table = SampleTable();  // inode 0x11: segment 0 at bytes 7..12
+  MemberNode other = table.nodes[0];
+  other.ino = 0x13;
+  other.segments = {{2, 0, 7}, {0, 12, 4}};  // listed out of order: the check must not care
+  table.nodes.push_back(other);
+  std::vector<uint8_t> logical(16, 0xab);  // the data, then the table
+  std::vector<uint8_t> encoded = EncodeMemberTable(table);
+  logical.insert(logical.end(), encoded.begin(), encoded.end());
+  ExtentHeader header;
+  header.extent_id = 42;
+  header.members_length = static_cast<uint32_t>(encoded.size());
+  auto recorded = RecordedSegments::Of(header, logical);
+  REQUIRE(recorded.ok());
+  auto row = [](uint64_t ino, uint64_t index, uint64_t offset, uint64_t length) {
+    return SegmentRecord{.ino = ino, .index = index, .extent_id = 42, .extent_offset = offset, .length = length};
+  };
+  CHECK(recorded->Check(row(0x11, 0, 7, 5)).ok());
+  CHECK(recorded->Check(row(0x11, 0, 7, 3)).ok());  // cut short by a truncate
+  CHECK(recorded->Check(row(0x13, 2, 0, 7)).ok());
+  CHECK(recorded->Check(row(0x13, 0, 12, 4)).ok());
+  Status wrong_file = recorded->Check(row(0x12, 0, 7, 5));
+  CHECK(wrong_file.IsCorruption());
+  CHECK(wrong_file.message() ==
+        "catalog: segment 0 of inode 18 points to bytes 7+5 of extent 42, whose member table does not record them "
+        "as that segment's (another file's data)");
+  CHECK(recorded->Check(row(0x11, 1, 7, 5)).IsCorruption());  // another segment of the file
+  CHECK(recorded->Check(row(0x11, 0, 8, 4)).IsCorruption());  // elsewhere in the extent
+  CHECK(recorded->Check(row(0x11, 0, 7, 6)).IsCorruption());  // longer than recorded
+  SegmentRecord hole = row(0x12, 5, 0, 0);
+  hole.extent_id = kHoleExtent;
+  CHECK(recorded->Check(hole).ok());  // reads as zeros whatever it points at
+
+  SECTION("an extent without a table (format v2) checks nothing") {
+    header.members_length = 0;
+    auto none = RecordedSegments::Of(header, logical);
+    REQUIRE(none.ok());
+    CHECK(none->Check(row(0x12, 0, 7, 5)).ok());
+  }
+  SECTION("a table that does not decode, or is longer than the payload, is corruption naming the extent") {
+    logical.back() ^= 1;
+    auto damaged = RecordedSegments::Of(header, logical);
+    CHECK(damaged.status().IsCorruption());
+    header.members_length = static_cast<uint32_t>(logical.size() + 1);
+    auto too_long = RecordedSegments::Of(header, logical);
+    CHECK(too_long.status().IsCorruption());
+    CHECK(Mentions(too_long.status(), "extent 42"));
+  }
 }
