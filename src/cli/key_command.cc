@@ -171,7 +171,7 @@ int List(const std::string& archive, const Keystore& store) {
       const char* kind = v->kind == MasterKeySource::Kind::kInline ? "in the keystore"
                          : v->kind == MasterKeySource::Kind::kFile ? "file"
                                                                    : "command";
-      bool unchecked = v->kind != MasterKeySource::Kind::kInline && v->check.empty();  // added before checks were
+      bool unchecked = v->check.empty();  // added before checks were
       versions += fmt::format("{}v{} ({}{}{}{})", versions.empty() ? "" : ", ", v->version, kind,
                               v->location.empty() ? "" : " ", v->location, unchecked ? ", no check value" : "");
     }

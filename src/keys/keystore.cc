@@ -289,9 +289,8 @@ Result<Keystore> Keystore::Load(const std::string& path) {
       return k.name == of.name && k.version == of.version;
     });
     std::string problem = key == store.keys_.end() ? "there is no such key"
-                          : key->kind == MasterKeySource::Kind::kInline ? "it is in the keystore itself"
-                          : !key->check.empty()                         ? "it has one already"
-                                                                        : "";
+                          : !key->check.empty()        ? "it has one already"
+                                                       : "";
     if (!problem.empty()) {
       return Status::InvalidArgument(fmt::format("keystore {} line {}: key {} version {}: a check value, but {}", path,
                                                  line, of.name, of.version, problem));
@@ -455,9 +454,10 @@ Status Keystore::SetGrants(const std::string& name, std::vector<std::string> who
   return Status::OK();
 }
 
-Result<SecretBytes> MasterKeyOf(const MasterKeySource& source) {
-  std::string what = fmt::format("key {} version {}", source.name, source.version);
-  if (source.kind == MasterKeySource::Kind::kInline) return SecretBytes::CopyOf(source.bytes->bytes());
+namespace {
+
+// The key a file or command source gives: 64 hex digits, or (a file) the raw bytes.
+Result<SecretBytes> ExternalMasterKey(const MasterKeySource& source, const std::string& what) {
   auto output = source.kind == MasterKeySource::Kind::kFile
                     ? ReadPrivateFile(source.location, kMaxSourceOutput, fmt::format("{}: key file", what))
                     : RunKeyCommand(source);
@@ -473,14 +473,25 @@ Result<SecretBytes> MasterKeyOf(const MasterKeySource& source) {
     return Status::InvalidArgument(fmt::format("{}: its {} gave neither {} raw bytes nor {} hex digits", what, from,
                                                kMasterKeyBytes, 2 * kMasterKeyBytes));
   }
-  if (source.check.empty()) return key;
-  auto check = MasterKeyCheckValue(key);
+  return key;
+}
+
+}  // namespace
+
+Result<SecretBytes> MasterKeyOf(const MasterKeySource& source) {
+  std::string what = fmt::format("key {} version {}", source.name, source.version);
+  auto key = source.kind == MasterKeySource::Kind::kInline ? Result<SecretBytes>(SecretBytes::CopyOf(source.bytes->bytes()))
+                                                           : ExternalMasterKey(source, what);
+  if (!key.ok() || source.check.empty()) return key;
+  auto check = MasterKeyCheckValue(*key);
   if (!check.ok()) return check.status();
   if (*check != source.check) {
-    return Status::InvalidArgument(fmt::format("{}: its {} gave another key than the one it gave when the version was "
-                                               "added (the check value in the keystore differs); nothing is read or "
-                                               "written with it",
-                                               what, from));
+    std::string_view gave = source.kind == MasterKeySource::Kind::kInline ? "its digits in the keystore are not those"
+                            : source.kind == MasterKeySource::Kind::kFile ? "its file gave another key than the one it gave"
+                                                                          : "its command gave another key than the one it gave";
+    return Status::InvalidArgument(fmt::format("{}: {} when the version was added (the check value in the keystore "
+                                               "differs); nothing is read or written with it",
+                                               what, gave));
   }
   return key;
 }
@@ -504,6 +515,9 @@ Result<MasterKeySource> NewInlineMasterKey(const std::string& name) {
   MasterKeySource source;
   source.name = name;
   source.kind = MasterKeySource::Kind::kInline;
+  auto check = MasterKeyCheckValue(*bytes);  // a digit changed in the keystore is refused, not used
+  if (!check.ok()) return check.status();
+  source.check = std::move(*check);
   source.bytes = std::make_shared<const SecretBytes>(std::move(*bytes));
   return source;
 }

@@ -26,8 +26,9 @@ struct MasterKeySource {
   Kind kind = Kind::kInline;
   std::string location;                      // kFile: the path; kCommand: the shell command
   std::shared_ptr<const SecretBytes> bytes;  // kInline: the key itself
-  // kFile, kCommand: the key's MasterKeyCheckValue, recorded when the version was added, so
-  // that another key given back later is refused; "" in keystores from before it was.
+  // The key's MasterKeyCheckValue, recorded when the version was added, so that another key
+  // given back later (or inline digits since damaged) is refused; "" in keystores from before
+  // it was.
   std::string check;
 };
 
@@ -37,7 +38,7 @@ Result<std::string> MasterKeyCheckValue(const SecretBytes& key);
 
 // The file, parsed. Lines (see cairn(8), KEYS):
 //   key NAME VERSION hex:<64 hex digits> | file:/PATH | command:SHELL COMMAND
-//   check NAME VERSION <32 hex digits>   (a file or command key's check value)
+//   check NAME VERSION <32 hex digits>   (a key's check value)
 //   allow NAME WHO...      (WHO: uid:N, gid:N or *; root may always use every key)
 // '#' starts a comment line.
 class Keystore {

@@ -768,6 +768,33 @@ def test_a_key_file_that_gives_another_key_is_refused_for_reading_and_writing(ar
     assert read_file(archive.m("e", "g")) == b"written while the key file is wrong\n"
 
 
+def test_a_key_kept_in_the_keystore_whose_digits_were_damaged_is_refused_for_writing(archive):
+    cairn("key", "create", archive.arch, "k1")
+    keystore = os.path.join(archive.arch, "keystore")
+    with open(keystore) as f:
+        good = f.read()
+    assert re.search(r"^check k1 1 [0-9a-f]{32}$", good, re.M), good
+    encrypt_dir(archive, archive.m("e"))
+    archive.umount()
+    damaged = re.sub(r"hex:(.)", lambda m: "hex:" + ("1" if m.group(1) == "0" else "0"), good, count=1)
+    write_file(keystore, damaged.encode(), mode=0o600)  # bit rot, or a slip of the hand
+    archive.mount()
+    # Nothing is sealed with the damaged key: the file waits in the staging cache.
+    write_file(archive.m("e", "g"), b"written while the keystore is damaged\n")
+    r = cairn("persist", archive.arch, check=False, timeout=60)
+    refusal = "key k1 version 1: its digits in the keystore are not those when the version was added"
+    assert r.returncode != 0 and refusal in r.stderr, r
+    assert os.getxattr(archive.m("e", "g"), "user.cairn.state") != b"persisted"
+    r = cairn("umount", archive.mnt, check=False, timeout=300)
+    assert "not all of its data is on the disks" in r.stderr and not archive.is_mounted(), r
+    write_file(keystore, good.encode(), mode=0o600)  # restored from its backup: the file persists with it
+    archive.mount()
+    archive.persist()
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("e", "g")) == b"written while the keystore is damaged\n"
+
+
 def test_fsck_notes_a_crypto_erased_file_unlinked_while_open_instead_of_failing(archive):
     """A file unlinked while open stays in the catalog until the next mount frees it: when its
     key was erased, fsck says so in a note, not as a problem of the archive."""
