@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "util/printable.h"
 #include "util/size.h"
 
 namespace cairn {
@@ -31,20 +32,6 @@ std::string Show(std::string_view raw) {
   size_t end = kMax;
   while (end > 0 && (static_cast<unsigned char>(raw[end]) & 0xC0) == 0x80) end--;  // whole UTF-8 characters
   return fmt::format("'{}...'", raw.substr(0, end));
-}
-
-// Control bytes of a message as \xNN, so that a broken file cannot garble a terminal or a log.
-std::string EscapeControl(std::string_view message) {
-  std::string out;
-  for (char c : message) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 // A policy or rule name: 1..64 of [A-Za-z0-9._-], starting with a letter or digit.
@@ -124,7 +111,7 @@ class RulesParser {
   };
 
   Status ErrorAt(int line, int col, std::string_view message) const {
-    return Status::InvalidArgument(fmt::format("{}:{}:{}: {}", out_.file_name_, line, col, EscapeControl(message)));
+    return Status::InvalidArgument(fmt::format("{}:{}:{}: {}", out_.file_name_, line, col, ControlsEscaped(message)));
   }
   Status Error(int col, std::string_view message) const { return ErrorAt(line_no_, col, message); }
   std::string Describe() const;  // "rule 'x'", "policy 'x'" or "default"

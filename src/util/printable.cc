@@ -57,6 +57,10 @@ std::string Escaped(std::string_view text) {
   });
 }
 
+std::string ControlsEscaped(std::string_view text) {
+  return Transcribed(text, "", [](unsigned char c) { return fmt::format("\\x{:02x}", c); });
+}
+
 std::string JsonString(std::string_view text) {
   return "\"" + Transcribed(text, "\"\\", [](unsigned char c) { return fmt::format("\\u{:04x}", c); }) + "\"";
 }

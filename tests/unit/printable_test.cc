@@ -27,6 +27,12 @@ TEST_CASE("Escaped: valid UTF-8 stays, C1 controls and broken sequences are esca
   CHECK(Escaped("\xff") == "\\xff");
 }
 
+TEST_CASE("ControlsEscaped: controls and broken UTF-8 escaped, backslashes and the rest kept") {
+  CHECK(ControlsEscaped("a\\b \xe6\x97\xa5") == "a\\b \xe6\x97\xa5");
+  CHECK(ControlsEscaped("a\nb\tc\x1b[2J") == "a\\x0ab\\x09c\\x1b[2J");
+  CHECK(ControlsEscaped("\x9b" "2J\xff\xc3(") == "\\x9b2J\\xff\\xc3(");
+}
+
 TEST_CASE("Abbreviated: long text is cut and says how long it was") {
   CHECK(Abbreviated("short") == "short");
   CHECK(Abbreviated(std::string(200, 'x')) == std::string(200, 'x'));

@@ -426,6 +426,8 @@ TEST_CASE("Rules: every error names the file, line and column and says what was 
       {"rule a\n  where name x \x01\n", 2, 16, "expected 'and' or end of line after the condition, found '\\x01'"},
       {"rulez\x01\n", 1, 1, "found 'rulez\\x01'"},
       {"rule a\n  set raid=a\x02" "b\n", 2, 12, "user.cairn.raid: 'a\\x02b' is not a valid value"},
+      // C1 controls (0x9b is CSI) and bytes that are not UTF-8 are escaped too.
+      {"rule \x9b" "2J\xff\xc3(\n", 1, 6, "found '\\x9b2J\\xff\\xc3('"},
   };
   for (const ErrorCase& c : cases) {
     INFO(c.text);
