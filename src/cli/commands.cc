@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -206,6 +207,15 @@ int CmdStatus(const Args& args) {
   if (!archive.ok()) return Fail(1, archive.status().message());
   Archive& a = **archive;
   int pid = Archive::LockHolder(a.dir());
+  // The cache limit the daemon runs with: a mount's -o cache_size overrides cairn.conf's.
+  uint64_t cache_limit = a.options().cache_size;
+  if (std::string reply; pid > 0 && SendControl(a.dir(), ControlRequest{.verb = ControlVerb::kStatus}, &reply) == 0) {
+    std::istringstream lines(reply);
+    for (std::string key; lines >> key;) {
+      if (key == "cache_size") lines >> cache_limit;
+      else lines.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+  }
   Catalog::Totals totals;
   std::vector<std::pair<uint64_t, uint64_t>> disk_use(a.disk_count());  // chunks, bytes
   uint64_t degraded = 0;  // extents with chunks on missing or replaced disks
@@ -333,11 +343,11 @@ int CmdStatus(const Args& args) {
     }
     fmt::print(
         "{{\"archive\":{},\"id\":\"{}\",\"mounted_by_pid\":{},\"inodes\":{},\"files_queued\":{},"
-        "\"bytes_cached\":{},\"cache_files\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
+        "\"bytes_cached\":{},\"cache_files\":{},\"cache_limit\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
         "\"payload_logical_bytes\":{},\"payload_stored_bytes\":{},\"catalog_bytes\":{},\"policy_checks_queued\":{},\"extents_degraded\":{},\"extents_at_risk\":{},"
         "\"extents_unreadable\":{},\"groups\":[{}],\"disks\":[{}]}}\n",
         JsonString(a.dir()), a.options().archive_id, pid > 0 ? pid : 0, totals.inodes, totals.dirty_inodes, cached,
-        cache_files,
+        cache_files, cache_limit,
         totals.persisted_bytes, totals.extents, totals.extent_bytes, logical_payload, stored_payload, catalog_bytes,
         totals.policy_checks, degraded,
         at_risk.size(), unreadable.size(), group_json, disks);
@@ -346,7 +356,7 @@ int CmdStatus(const Args& args) {
   fmt::print("archive   {} (id {})\n", a.dir(), a.options().archive_id);
   fmt::print("state     {}\n", pid > 0 ? fmt::format("mounted (daemon pid {})", pid) : std::string("not mounted"));
   fmt::print("files     {} inodes, {} queued for persisting\n", totals.inodes, totals.dirty_inodes);
-  fmt::print("cache     {} in {} files (limit {})\n", FormatSize(cached), cache_files, FormatSize(a.options().cache_size));
+  fmt::print("cache     {} in {} files (limit {})\n", FormatSize(cached), cache_files, FormatSize(cache_limit));
   fmt::print("persisted {} of file data in {} extents ({} on disk)\n", FormatSize(totals.persisted_bytes),
              totals.extents, FormatSize(totals.extent_bytes));
   if (logical_payload != stored_payload) {

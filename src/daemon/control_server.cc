@@ -230,6 +230,7 @@ Status ControlServer::Handle(const ControlRequest& request, const SendFn& send, 
     case ControlVerb::kEvict: return fs_.EvictAll();
     case ControlVerb::kStatus:
       send(fmt::format("pid {}", ::getpid()));
+      send(fmt::format("cache_size {}", fs_.archive().options().cache_size));  // with the mount's -o
       return Status::OK();
     case ControlVerb::kDiskFail: {
       if (request.disk >= fs_.archive().disk_count()) {

@@ -15,7 +15,7 @@ namespace cairn {
 enum class ControlVerb {
   kPersist,      // persist
   kEvict,        // evict
-  kStatus,       // status: the daemon's pid
+  kStatus,       // status: the daemon's pid and the options it runs with that status shows
   kRulesReload,  // rules-reload
   kDiskFail,     // disk-fail DISK
   kApply,        // apply PATH

@@ -54,9 +54,14 @@ def test_status_reports_disks_cache_and_queue(archive):
     assert sum(d["used"] for d in s["disks"]) == s["extent_bytes"]
     text = run([CAIRN, "status", archive.arch]).stdout
     assert "mounted (daemon pid" in text and "disk-000.img" in text
+    conf_limit = s["cache_limit"]
     archive.umount()
-    assert json.loads(run([CAIRN, "status", archive.arch, "--json"]).stdout)["mounted_by_pid"] == 0
-    archive.mount()
+    s = json.loads(run([CAIRN, "status", archive.arch, "--json"]).stdout)
+    assert s["mounted_by_pid"] == 0 and s["cache_limit"] == conf_limit
+    # The limit shown is the one the daemon runs with: a mount's -o cache_size overrides cairn.conf's.
+    archive.mount("cache_size=96M")
+    assert archive.status()["cache_limit"] == 96 << 20 != conf_limit
+    assert "(limit 96.0 MiB)" in run([CAIRN, "status", archive.arch]).stdout
 
 
 def test_inspect_dumps_an_extent_header(archive):
