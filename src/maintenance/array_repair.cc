@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "maintenance/repair_pace.h"
+#include "util/log.h"
 
 namespace cairn {
 namespace {
@@ -13,17 +14,82 @@ constexpr uint64_t kStep = 64ull << 20;  // a rebuild or check step, then progre
 
 std::string CursorKey(const LoneStarArray& array) { return "parity_scrub_cursor." + array.name(); }
 
+// The bucket ranges a rebuild filled: defective before it (`before`) and not after, by disk.
+std::map<uint32_t, RangeSet> RebuiltBuckets(const LoneStarArray& array, const std::map<uint32_t, RangeSet>& before) {
+  std::map<uint32_t, RangeSet> rebuilt;
+  const std::map<uint32_t, RangeSet> after = array.defects();
+  for (const auto& [position, ranges] : before) {
+    if (array.geometry().role(position) != DiskRole::kData) continue;  // parity holds no chunks
+    RangeSet filled = ranges;
+    if (auto left = after.find(position); left != after.end()) left->second.ForEach([&](ByteRange r) { filled.Remove(r); });
+    if (!filled.empty()) rebuilt.emplace(array.disk_of(position), std::move(filled));
+  }
+  return rebuilt;
+}
+
+// Parity rebuilds a bucket's bytes as the rest of its parity group has them: a member damaged
+// there makes them wrong. So every chunk in a range just rebuilt is read back through its
+// checks; one that fails them is read the other ways the grid knows (BlockChunkStore::Read)
+// and rewritten, and one no way rebuilds is counted lost, never reported rebuilt.
+Status VerifyRebuiltChunks(Archive& archive, const std::map<uint32_t, RangeSet>& rebuilt, RepairReport* report) {
+  if (rebuilt.empty()) return Status::OK();
+  for (uint64_t after = 0;;) {
+    Result<std::vector<ExtentRecord>> page = Status::NotFound("");
+    {
+      std::lock_guard lock(archive.catalog_mutex());
+      page = archive.catalog().ExtentsAfter(after, 4096);
+    }
+    if (!page.ok()) return page.status();
+    if (page->empty()) return Status::OK();
+    after = page->back().id;
+    for (const ExtentRecord& extent : *page) {
+      for (size_t i = 0; i < extent.chunks.size(); i++) {
+        const ChunkPlacement& chunk = extent.chunks[i];
+        auto ranges = rebuilt.find(chunk.disk);
+        if (ranges == rebuilt.end() || !ranges->second.Overlaps({chunk.locator().address, chunk.locator().length})) {
+          continue;
+        }
+        bool wrong = false;
+        ExtentHeader header;
+        auto bytes = archive.extents().ReadChunk(extent, i, &wrong, &header);
+        report->bytes_read += bytes.ok() ? bytes->size() : 0;
+        if (!bytes.ok()) {
+          report->chunks_bad++;
+          report->extents_lost++;
+          report->problems.push_back(fmt::format("extent {} chunk {} on disk {}: rebuilt from parity, it does not "
+                                                 "verify, and no other way rebuilds it: {}",
+                                                 extent.id, i, chunk.disk, bytes.status().message()));
+          continue;
+        }
+        if (!wrong) continue;
+        report->chunks_bad++;
+        auto written = archive.extents().RewriteChunk(extent, i, header, *bytes);
+        Status st = written.ok() && *written ? archive.extents().SyncDisk(chunk.disk) : written.status();
+        if (!st.ok()) return st;
+        if (*written) {
+          report->chunks_repaired++;
+          LogInfo("rebuild: extent {} chunk {} on disk {} was rebuilt wrong from its parity group (a member is "
+                  "damaged there) and is rewritten from the grid's other dimension",
+                  extent.id, i, chunk.disk);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairPace& pace, RepairReport* report) {
   report->finished = true;
   for (const auto& array : archive.arrays()) {
     LoneStarArray::RebuildRun run;  // a range that fails is reported and passed over
+    const std::map<uint32_t, RangeSet> defects = array->defects();
     uint64_t left = array->defective_bytes();
-    while (left > 0) {
+    bool stopped = false;  // out of time, or cancelled: what was rebuilt is verified first
+    while (left > 0 && !stopped) {
       if (pace.Over()) {
-        report->finished = false;
-        return Status::OK();
+        stopped = true;
+        break;
       }
       const size_t failures = run.failures;
       auto after = array->RebuildStep(kStep, true, &run);
@@ -38,11 +104,13 @@ Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairPace&
       report->bytes_read += left - *after;
       report->array_bytes_rebuilt += left - *after;
       left = *after;
-      if (options.progress && !options.progress(*report)) {
-        report->finished = false;
-        return Status::OK();
-      }
+      stopped = options.progress && !options.progress(*report);
       pace.Throttle(report->bytes_read);
+    }
+    CAIRN_RETURN_IF_ERROR(VerifyRebuiltChunks(archive, RebuiltBuckets(*array, defects), report));
+    if (stopped) {
+      report->finished = false;
+      return Status::OK();
     }
     if (left > 0) {
       report->finished = false;

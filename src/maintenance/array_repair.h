@@ -13,7 +13,10 @@
 namespace cairn {
 
 // Rebuilds, 64 MiB at a time, every defect range of a disk that is there; report->finished
-// once none is left. The bytes rebuilt count as read.
+// once none is left. The bytes rebuilt count as read. Then reads back every chunk in the
+// bucket ranges it rebuilt: one that fails its checks (a member of its parity group is
+// damaged there) is rewritten from the grid's other ways (chunks_bad, chunks_repaired), or
+// counted in extents_lost with a problem.
 Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairPace& pace, RepairReport* report);
 // Checks every parity relation of every group, repairing the disk wrong where one fails and a
 // single disk explains it (reported as problems, counted in parity_bad, parity_repaired and

@@ -443,6 +443,9 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
     CAIRN_RETURN_IF_ERROR(ScrubArrays(archive, options, pace, &arrays));
   }
   report->bytes_read += arrays.bytes_read;
+  report->chunks_bad += arrays.chunks_bad;  // chunks in rebuilt bucket ranges that did not verify
+  report->chunks_repaired += arrays.chunks_repaired;
+  report->extents_lost += arrays.extents_lost;
   report->parity_bad += arrays.parity_bad;
   report->parity_repaired += arrays.parity_repaired;
   report->parity_buckets_rebuilt += arrays.parity_buckets_rebuilt;

@@ -114,6 +114,40 @@ def test_a_bucket_whose_row_is_damaged_at_the_same_bytes_is_rebuilt_through_its_
     assert "0 extent(s) lost" in r.stdout, r.stdout
 
 
+def test_a_rebuild_reads_back_what_it_rebuilt_and_rewrites_a_chunk_its_row_made_wrong(archive):
+    """A bucket replaced while its hP disk is silently damaged at the bytes of a chunk on it: its
+    row rebuilds those bytes wrong. The rebuild reads back every chunk it rebuilt, finds that one
+    failing its checksum and rewrites it from the column (it reported success and left the wrong
+    bytes until a scrub)."""
+    make_lonestar(archive)
+    data = random_bytes(3 * MiB, 902)
+    write_file(archive.m("cold", "f"), data)
+    archive.persist()
+    location = os.getxattr(archive.m("cold", "f"), "user.cairn.location").decode()
+    found = re.search(r"@r\d+c\d+:disk(\d+)@(\d+)\+", location)
+    assert found, location
+    bucket, chunk = int(found.group(1)), int(found.group(2))
+    hp = disk(HP[BUCKETS.index(bucket - POOL_DISKS) // 2])
+    archive.umount()
+    with open(image(archive, bucket), "rb") as f:
+        f.seek(chunk)
+        on_disk = f.read(4096 + 3 * MiB)
+    flip_bytes(image(archive, hp), chunk + 200000)
+    os.unlink(image(archive, bucket))
+    replacement = os.path.join(archive.base, "new-bucket.img")
+    cairn("disk", "replace", archive.arch, str(bucket), replacement)
+    r = cairn("rebuild", archive.arch)
+    assert "1 bad chunk(s), 1 repaired" in r.stdout and "0 extent(s) lost" in r.stdout, r.stdout
+    with open(replacement, "rb") as f:
+        f.seek(chunk)
+        assert f.read(len(on_disk)) == on_disk  # not only readable: right on the disk
+    archive.mount()
+    archive.evict()
+    assert read_file(archive.m("cold", "f")) == data
+    r = cairn("scrub", archive.mnt)  # what the rewrite left of the parity groups is made right (fsck at teardown)
+    assert "0 extent(s) lost" in r.stdout, r.stdout
+
+
 def test_mkfs_refuses_a_geometry_naming_the_rule_it_breaks(archive):
     for spec, rule in [("cold:lonestar:4x4:3+1", "hn+1 < X"), ("cold:lonestar:5x4:3+1", "divisible"),
                        ("cold:lonestar:4x4:2+2", "hk"), ("cold:raid5:4", "expected NAME:pool:N")]:
