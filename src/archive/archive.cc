@@ -291,6 +291,7 @@ Result<std::unique_ptr<Archive>> Archive::OpenWithLock(const std::string& dir, c
                                                    archive->keystore_path());
   std::vector<std::unique_ptr<BlockChunkStore>> stores;
   CAIRN_RETURN_IF_ERROR(archive->LoadDisks(open, &stores));
+  archive->seal_array_epochs_ = archive->lock_.has_value() && !open.check_only && !open.read_only;
   bool repair_on_read = open.repair_on_read && !open.read_only && !open.check_only;
   std::vector<DiskGroup> groups = archive->MakeGroups(stores);
   archive->extents_ =
@@ -409,6 +410,7 @@ Archive::~Archive() {
     // path left behind, so a crash of the process cannot lose it. (The checkpointer, which
     // commits too, stops first.)
     catalog_->StopCheckpoints();
+    if (seal_array_epochs_) SealArrayEpochs();
     Status st = catalog_->Flush();
     if (!st.ok()) LogError("catalog: the last commit failed: {}", st.message());
   }

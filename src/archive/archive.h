@@ -244,6 +244,9 @@ class Archive {
   std::vector<DiskGroup> MakeGroups(const std::vector<std::unique_ptr<BlockChunkStore>>& stores) const;
   // Marks the room of every chunk in the catalog as used.
   Status RebuildSpaceMaps();
+  // At a close: each array's journal gets a new epoch, which the catalog then records (a
+  // journal put back from an older copy is caught at the next open). Failures are logged.
+  void SealArrayEpochs();
   // Joins (commit) or drops (rollback) what the ending catalog operation queued. Set as
   // the catalog's listener. REQUIRES: catalog_mutex held.
   void EndOperation(bool committed);
@@ -261,6 +264,7 @@ class Archive {
   // The lonestar groups' arrays, in cairn.conf's order (none when read-only): destroyed after
   // extents_, whose stores read and write through them.
   std::vector<std::unique_ptr<LoneStarArray>> arrays_;
+  bool seal_array_epochs_ = false;  // at the close: a writer with the lock (not fsck)
   std::unique_ptr<ExtentStore> extents_;
   std::unique_ptr<FileKeys> file_keys_;
   std::once_flag transform_pool_started_;

@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "archive/archive.h"
 #include "archive/config.h"
+#include "util/log.h"
 
 namespace cairn {
 namespace {
@@ -29,6 +31,13 @@ std::function<bool(std::string_view)> CrashPointFromEnvironment() {
     return false;
   };
 }
+
+}  // namespace
+
+namespace {
+
+// The catalog's meta key for the journal epoch of `group` (LoneStarArray::SealEpoch).
+std::string EpochKey(const std::string& group) { return "lonestar_epoch." + group; }
 
 }  // namespace
 
@@ -76,6 +85,14 @@ Status Archive::OpenArray(const ArchiveOptions::Group& group, std::vector<Opened
   o.identity = LoneStarIdentity(options_.archive_id, group.name);
   o.delta_cache_bytes = group.delta_cache;
   o.crash_point = CrashPointFromEnvironment();
+  auto epoch = catalog_->GetMeta(EpochKey(group.name));
+  if (!epoch.ok() && !epoch.status().IsNotFound()) return epoch.status();
+  if (epoch.ok()) {
+    auto [end, error] = std::from_chars(epoch->data(), epoch->data() + epoch->size(), o.catalog_epoch);
+    if (error != std::errc() || end != epoch->data() + epoch->size()) {
+      return Status::Corruption(fmt::format("catalog: meta {} is {:?}, not a number", EpochKey(group.name), *epoch));
+    }
+  }
   auto array = LoneStarArray::Open(std::move(o), std::move(members));
   if (!array.ok()) return array.status();
   for (uint32_t p = 0; p < group.disks.size(); p++) {
@@ -94,6 +111,18 @@ std::pair<LoneStarArray*, uint32_t> Archive::array_of(size_t disk) const {
     }
   }
   return {nullptr, 0};
+}
+
+void Archive::SealArrayEpochs() {
+  for (const auto& array : arrays_) {
+    auto epoch = array->SealEpoch();
+    Status st = epoch.status();
+    if (st.ok()) {
+      std::lock_guard lock(catalog_mutex_);
+      st = InTransaction(*catalog_, [&] { return catalog_->SetMeta(EpochKey(array->name()), std::to_string(*epoch)); });
+    }
+    if (!st.ok()) LogError("lonestar group {}: the journal's epoch is not recorded: {}", array->name(), st.message());
+  }
 }
 
 }  // namespace cairn

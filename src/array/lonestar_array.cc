@@ -202,8 +202,14 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
     auto journal = PromiseJournal::Create(o.journal_path, o.identity);
     if (!journal.ok()) return journal.status();
     array->journal_ = std::move(*journal);
+    CAIRN_RETURN_IF_ERROR(array->journal_->RaiseEpoch(o.catalog_epoch));
   } else {
     auto journal = PromiseJournal::Open(o.journal_path, o.identity);
+    if (journal.ok() && (*journal)->epoch() < o.catalog_epoch) {
+      journal = Status::Corruption(fmt::format("lonestar journal {} is older than the catalog (epoch {}, the catalog "
+                                               "recorded {} when the group was last closed): an old copy put back",
+                                               o.journal_path, (*journal)->epoch(), o.catalog_epoch));
+    }
     if (journal.ok()) {
       replayed = (*journal)->state();
       array->journal_ = std::move(*journal);
@@ -221,6 +227,7 @@ Result<std::unique_ptr<LoneStarArray>> LoneStarArray::Open(Options options, std:
       auto fresh = PromiseJournal::Create(o.journal_path, o.identity);
       if (!fresh.ok()) return fresh.status();
       array->journal_ = std::move(*fresh);
+      CAIRN_RETURN_IF_ERROR(array->journal_->RaiseEpoch(o.catalog_epoch));
       rederive = true;
     } else {
       return journal.status();
@@ -283,6 +290,12 @@ LoneStarArray::~LoneStarArray() {
             options_.name, io.bytes_written, io.disk_bytes_read, io.disk_bytes_written,
             static_cast<double>(io.disk_bytes_read + io.disk_bytes_written) / io.bytes_written);
   }
+}
+
+Result<uint64_t> LoneStarArray::SealEpoch() {
+  uint64_t epoch = journal_->epoch() + 1;
+  CAIRN_RETURN_IF_ERROR(journal_->RaiseEpoch(epoch));
+  return epoch;
 }
 
 Status LoneStarArray::Recover(const PromiseJournal::State& state) {

@@ -73,6 +73,9 @@ class LoneStarArray {
     std::string identity;            // archive id and group name, stamped in the journal
     // A new group: its disks hold zeros and so does its parity; the journal is created.
     bool create = false;
+    // The journal's epoch the catalog recorded when the group was last closed (SealEpoch): a
+    // journal below it is an old copy, damaged; a new journal starts there.
+    uint64_t catalog_epoch = 0;
     // Delayed mode: pending deltas (bytes) past which a background flush brings the parity
     // disks up to date once the writes pause (see kQuietBeforeFlush).
     uint64_t delta_cache_bytes = 256ull << 20;
@@ -91,6 +94,9 @@ class LoneStarArray {
   // Completes every promise written so far (as Sync would) and, in delayed mode, brings the
   // parity up to date, unless stopped at a crash point.
   ~LoneStarArray();
+  // Raises the journal's epoch by one at a close, and returns it for the catalog to record
+  // (Options::catalog_epoch) once the journal has it durably.
+  Result<uint64_t> SealEpoch();
   LoneStarArray(const LoneStarArray&) = delete;
   LoneStarArray& operator=(const LoneStarArray&) = delete;
 

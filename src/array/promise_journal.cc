@@ -27,7 +27,7 @@ namespace cairn {
 namespace {
 
 enum RecordType : uint8_t {
-  kHeader = 1, kBegin = 2, kMark = 3, kDelta = 4, kDone = 5, kDefect = 6, kHighWater = 7, kEnd = 8
+  kHeader = 1, kBegin = 2, kMark = 3, kDelta = 4, kDone = 5, kDefect = 6, kHighWater = 7, kEnd = 8, kEpoch = 9
 };
 constexpr uint8_t kFramed = 2;  // the header's framing: appends end with an end record
 constexpr size_t kRecordHead = 9;                    // crc, length, type
@@ -43,6 +43,7 @@ constexpr uint32_t FixedPayload(uint8_t type) {
     case kDefect: return 4 + 8 + 8 + 1;                      // disk, offset, length, added
     case kHighWater: return 4 + 8;                           // disk, end
     case kEnd: return 8;                                     // the append's first byte
+    case kEpoch: return 8;                                   // the epoch
     default: return 0;
   }
 }
@@ -111,6 +112,12 @@ std::vector<uint8_t> HighWaterRecord(uint32_t disk, uint64_t end) {
   Writer w;
   w.U32(disk).U64(end);
   return EncodeRecord(kHighWater, w.bytes());
+}
+
+std::vector<uint8_t> EpochRecord(uint64_t epoch) {
+  Writer w;
+  w.U64(epoch);
+  return EncodeRecord(kEpoch, w.bytes());
 }
 
 std::vector<uint8_t> EndRecord(uint64_t append_start) {
@@ -437,6 +444,10 @@ Status PromiseJournal::ReplayRecord(uint64_t at, uint32_t length, std::span<cons
     if (!r.U32(&disk) || !r.U64(&end) || !r.done()) return Damaged(at, "bad high-water mark");
     uint64_t& mark = state_.high_water[disk];
     mark = std::max(mark, end);
+  } else if (type == kEpoch) {
+    uint64_t epoch = 0;
+    if (!r.U64(&epoch) || !r.done()) return Damaged(at, "bad epoch");
+    state_.epoch = std::max(state_.epoch, epoch);
   } else {
     return Damaged(at, fmt::format("unknown record type {}", type));
   }
@@ -625,6 +636,19 @@ Status PromiseJournal::RaiseHighWater(std::span<const uint32_t> disks, uint64_t 
   return Status::OK();
 }
 
+Status PromiseJournal::RaiseEpoch(uint64_t epoch) {
+  std::lock_guard lock(mutex_);
+  if (epoch <= state_.epoch) return Status::OK();
+  CAIRN_RETURN_IF_ERROR(Append({EpochRecord(epoch)}));
+  state_.epoch = epoch;
+  return Status::OK();
+}
+
+uint64_t PromiseJournal::epoch() const {
+  std::lock_guard lock(mutex_);
+  return state_.epoch;
+}
+
 void PromiseJournal::CompactIfLarge() {
   std::lock_guard lock(mutex_);
   if (size_ <= compact_above_) return;
@@ -646,6 +670,7 @@ Status PromiseJournal::Compact() {
 
 Status PromiseJournal::CompactLocked() {
   std::vector<std::vector<uint8_t>> records{EncodeRecord(kHeader, HeaderPayload(identity_, next_txn_))};
+  if (state_.epoch > 0) records.push_back(EpochRecord(state_.epoch));
   for (const auto& [disk, ranges] : state_.defects) {
     ranges.ForEach([&](ByteRange r) {
       Writer w;

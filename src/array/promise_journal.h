@@ -58,6 +58,9 @@ class PromiseJournal {
     std::map<uint32_t, RangeSet> defects;  // by disk
     // By disk: the group wrote nothing to it at or past this offset (absent: not known).
     std::map<uint32_t, uint64_t> high_water;
+    // Raised each time the group is closed, and recorded in the catalog after it: a journal
+    // whose epoch is below the catalog's is an old copy (0: never raised).
+    uint64_t epoch = 0;
   };
 
   // Creates the journal of group `identity` (archive id and group name) at `path`; Exists
@@ -99,6 +102,10 @@ class PromiseJournal {
   // Records that each of `disks` may be written up to `end` (a mark never goes down). One
   // sync, and none when every mark is there already.
   Status RaiseHighWater(std::span<const uint32_t> disks, uint64_t end);
+
+  // Raises the epoch to `epoch` (never lowers it). One sync, none when it is there already.
+  Status RaiseEpoch(uint64_t epoch);
+  uint64_t epoch() const;
 
   // Rewrites the file with only what is still needed (open promises with their deltas,
   // defects), atomically. Done by the appends themselves once the file passes a size.

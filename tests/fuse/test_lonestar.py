@@ -280,6 +280,47 @@ def test_a_lost_journal_is_re_derived_in_the_background_of_the_mount(archive):
     check_tree_without(archive, [image(archive, disk(p)) for p in (0, 2, 12)], digests)
 
 
+def test_an_old_copy_of_the_journal_put_back_is_taken_as_damaged_not_as_current(archive):
+    """A copy of the journal taken while deltas waited (delayed mode) and put back after later
+    writes: applied as current, its deltas would reach the parity a second time and its
+    high-water marks would hide the later file. The catalog records the journal's epoch at
+    each close, so the copy is found older, set aside, and all parity is re-derived."""
+    make_lonestar(archive, mode="delayed")
+    journal = os.path.join(archive.arch, "lonestar-cold.journal")
+    first, second = random_bytes(3 * MiB, 903), random_bytes(3 * MiB, 904)
+    write_file(archive.m("cold", "f1"), first)
+    archive.persist()
+    shutil.copy2(journal, archive.s("journal.copy"))  # its delta still waits for the parity
+    write_file(archive.m("cold", "f2"), second)
+    archive.persist()
+    location = os.getxattr(archive.m("cold", "f1"), "user.cairn.location").decode()
+    bucket = int(re.search(r"@r\d+c\d+:disk(\d+)@", location).group(1))
+    archive.umount()
+    shutil.copy2(archive.s("journal.copy"), journal)
+    r = archive.mount()
+    assert "is older than the catalog" in r.stdout + r.stderr, r
+    assert "the parity of the group cannot be trusted and is re-derived" in r.stdout + r.stderr, r
+    assert [p for p in os.listdir(archive.arch) if p.startswith("lonestar-cold.journal.damaged-")]
+    archive.evict()
+    assert read_file(archive.m("cold", "f1")) == first
+    assert read_file(archive.m("cold", "f2")) == second
+    wait_parity_covered(archive)
+    archive.umount()
+    archive.fsck()  # every parity relation holds
+    r = archive.mount()  # the new journal carries the catalog's epoch: trusted again
+    assert "older than the catalog" not in r.stdout + r.stderr, r
+    archive.umount()
+    os.rename(image(archive, bucket), archive.s("bucket.img"))  # f1's bucket lost: its parity rebuilds it
+    try:
+        archive.mount("degraded")
+        archive.evict()
+        assert read_file(archive.m("cold", "f1")) == first
+        archive.umount()
+    finally:
+        os.rename(archive.s("bucket.img"), image(archive, bucket))
+    archive.mount()
+
+
 def damage_a_delta(journal):
     """Changes bytes in the middle of the first delta record of a lonestar journal (records:
     u32 crc, u32 length, u8 type, payload; type 4 is a delta: u64 txn, then its bytes)."""

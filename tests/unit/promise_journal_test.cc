@@ -225,6 +225,27 @@ TEST_CASE("PromiseJournal: high-water marks only go up, one sync for those that 
   CHECK(Reopen(path)->state().high_water == std::map<uint32_t, uint64_t>{{3, 1 << 20}, {7, 4096}});
 }
 
+TEST_CASE("PromiseJournal: the epoch only goes up, with one record of 8 bytes, and survives compaction", "[array]") {
+  test::TempDir tmp;
+  std::string path = tmp / "cold.journal";
+  auto journal = Fresh(path);
+  auto& j = *journal;
+  CHECK(j.epoch() == 0);
+  uint64_t size = j.file_bytes();
+  REQUIRE(j.RaiseEpoch(3).ok());
+  CHECK(j.file_bytes() == size + 17 + 17);  // the record (head 9, epoch 8) and the append's end (9 + 8)
+  size = j.file_bytes();
+  REQUIRE(j.RaiseEpoch(2).ok());  // never lowered, and nothing written
+  REQUIRE(j.RaiseEpoch(3).ok());
+  CHECK(j.file_bytes() == size);
+  CHECK(j.epoch() == 3);
+  CHECK(Reopen(path)->epoch() == 3);
+  CHECK(Reopen(path)->state().epoch == 3);
+  REQUIRE(j.RaiseEpoch(4).ok());
+  REQUIRE(j.Compact().ok());
+  CHECK(Reopen(path)->epoch() == 4);
+}
+
 TEST_CASE("PromiseJournal: a torn last record is cut off, damage anywhere else is Corruption", "[array]") {
   test::TempDir tmp;
   std::string path = tmp / "cold.journal";
