@@ -1,6 +1,7 @@
 #include "fs/cache_manager.h"
 
 #include <algorithm>
+#include <set>
 
 #include "catalog/catalog.h"
 #include "fs/catalog_lookups.h"
@@ -68,10 +69,66 @@ Status CacheManager::EvictAll() {
   return EvictFiles(inos);
 }
 
-Status CacheManager::DropPersistedCopies(const std::vector<uint64_t>& inos) {
+Result<uint64_t> CacheManager::DropPersistedCopies(const std::vector<uint64_t>& inos) {
   CAIRN_RETURN_IF_ERROR(EvictFiles(inos));  // whole files: closed, clean and persisted
-  for (uint64_t ino : inos) CAIRN_RETURN_IF_ERROR(EvictCleanSegments(ino));  // the persisted parts of the rest
-  return Status::OK();
+  uint64_t changed = 0;
+  for (uint64_t ino : inos) {
+    CAIRN_RETURN_IF_ERROR(EvictCleanSegments(ino));  // the persisted parts of the rest
+    auto dropped = DropChangedPersistedSegments(ino);
+    if (!dropped.ok()) return dropped.status();
+    changed += *dropped;
+  }
+  return changed;
+}
+
+Result<uint64_t> CacheManager::DropChangedPersistedSegments(uint64_t ino) {
+  std::lock_guard batch(persister_.batch_mutex());  // no persist of it under way
+  auto data = state_.data_locks.Exclusive(ino);
+  std::vector<uint64_t> dropped;  // segment indexes
+  uint64_t segment_size = 0;
+  Archive::PendingSync pending;
+  {
+    std::lock_guard lock(archive_.catalog_mutex());
+    Catalog& catalog = archive_.catalog();
+    auto dirty = state_.dirty.find(ino);
+    if (dirty == state_.dirty.end()) return 0;
+    auto inode = catalog.GetInode(ino);
+    if (!inode.ok()) return inode.status().IsNotFound() ? Result<uint64_t>(0) : inode.status();
+    if (inode->segment_size == 0) return 0;  // never persisted
+    segment_size = inode->segment_size;
+    DirtyFile& file = dirty->second;
+    CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
+      auto segments = catalog.GetSegments(ino);
+      if (!segments.ok()) return segments.status();
+      std::set<uint64_t> persisted;
+      for (const SegmentRecord& segment : *segments) {
+        if (segment.extent_id == kHoleExtent) continue;
+        persisted.insert(segment.index);
+        if (!file.all_cached && !file.segments.contains(segment.index)) continue;
+        CAIRN_RETURN_IF_ERROR(catalog.SetSegmentCached(ino, segment.index, false));
+        dropped.push_back(segment.index);
+      }
+      if (file.all_cached) {  // after a crash every segment was suspect: now those never persisted are
+        uint64_t count = (inode->size + segment_size - 1) / segment_size;
+        for (uint64_t i = 0; i < count; i++) {
+          if (!persisted.contains(i)) file.segments.insert(i);
+        }
+        file.all_cached = false;
+      }
+      for (uint64_t index : dropped) file.segments.erase(index);
+      return Status::OK();
+    }));
+    if (dropped.empty()) return 0;
+    CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
+  }
+  CAIRN_RETURN_IF_ERROR(archive_.MakeDurable(std::move(pending)));
+  for (uint64_t index : dropped) {
+    CAIRN_RETURN_IF_ERROR(archive_.cache().PunchHole(ino, index * segment_size, segment_size));
+  }
+  LogWarning("inode {}: {} segment(s) changed since they were persisted are erased with their persisted data (what "
+             "was written there since is lost with it)",
+             ino, dropped.size());
+  return dropped.size();
 }
 
 Status CacheManager::EvictFiles(const std::vector<uint64_t>& inos, Busy busy) {

@@ -28,10 +28,12 @@ class CacheManager {
   void EvictOverBudget();
   // Persists everything, then drops all clean files from the staging cache (cairn evict).
   Status EvictAll();
-  // Drops the staging cache's copies of the persisted, unchanged segments of `inos`, open
-  // files too (cairn key delete --erase: their extents no longer decrypt, and these copies
-  // must not be read instead). Data not persisted yet stays.
-  Status DropPersistedCopies(const std::vector<uint64_t>& inos);
+  // Drops the staging cache's copies of the persisted segments of `inos`, open files too
+  // (cairn key delete --erase: their extents no longer decrypt, and these copies must not be
+  // read instead). A segment changed since it was persisted goes too, with what was written
+  // there since (its cache copy holds the persisted plaintext around it): it reads from its
+  // extent again. Data that was never persisted stays. Returns how many changed segments went.
+  Result<uint64_t> DropPersistedCopies(const std::vector<uint64_t>& inos);
 
  private:
   // Whether eviction waits for files in use (a read holding a file's data lock may be waiting
@@ -41,6 +43,9 @@ class CacheManager {
   Status EvictFiles(const std::vector<uint64_t>& inos, Busy busy = Busy::kWait);
   // Drops the persisted, unmodified segments of a file that is still open from the cache.
   Status EvictCleanSegments(uint64_t ino);
+  // Drops the dirty segments of `ino` that have a persisted extent (DropPersistedCopies);
+  // how many.
+  Result<uint64_t> DropChangedPersistedSegments(uint64_t ino);
 
   Archive& archive_;
   FileState& state_;

@@ -71,7 +71,7 @@ Result<uint64_t> Filesystem::ChangeFileKeys(const std::string& action, const std
   // What the erased keys decrypted must not be served from anywhere else: the kernel's
   // copy goes last, or it could read the staging cache's again.
   store_.ForgetAll();
-  Status dropped = cache_.DropPersistedCopies(erased);
+  auto dropped = cache_.DropPersistedCopies(erased);
   {
     std::lock_guard lock(kernel_cache_mutex_);
     if (drop_kernel_cache_) {
@@ -82,7 +82,7 @@ Result<uint64_t> Filesystem::ChangeFileKeys(const std::string& action, const std
   if (!dropped.ok()) {
     return Status::IOError(fmt::format("the data keys of {} file(s) under key {} are erased, but the staging cache "
                                        "still holds some of their data: {} (cairn evict drops it once they are "
-                                       "closed)", erased.size(), key_name, dropped.message()));
+                                       "closed)", erased.size(), key_name, dropped.status().message()));
   }
   return files;
 }

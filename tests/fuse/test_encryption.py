@@ -554,6 +554,48 @@ def test_a_crypto_erase_leaves_no_plaintext_in_any_cache(archive):
     os.remove(archive.m("e", "f"))
 
 
+def test_a_crypto_erase_takes_the_persisted_plaintext_around_a_later_write_too(archive):
+    """A one-byte write to a persisted segment copies the rest of it into the staging cache:
+    the erase must not leave that plaintext readable there, nor let a new key persist it
+    again (the write itself is lost with the segment, and logged)."""
+    cairn("key", "create", archive.arch, "k1")
+    encrypt_dir(archive, archive.m("e"))
+    os.setxattr(archive.m("e"), "user.cairn.segment_size", b"64K")
+    data = b"".join(b"SECRET line %06d\n" % i for i in range(20000))
+    write_file(archive.m("e", "f"), data)
+    archive.persist()
+    archive.evict()
+    fd = os.open(archive.m("e", "f"), os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"X", 0)  # segment 0 is fetched into the cache and changed, not persisted
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    r = cairn("key", "delete", archive.arch, "k1", "--erase")
+    assert "1 file(s) crypto-erased" in r.stdout, r
+    for offset in (0, 60000, 64 * KiB):
+        with open(archive.m("e", "f"), "rb") as f:
+            f.seek(offset)
+            with pytest.raises(OSError) as e:
+                f.read(100)
+            assert e.value.errno == errno.EIO, offset
+    assert "1 segment(s) changed since they were persisted are erased" in log_text(archive)
+    cache_dir = os.path.join(archive.arch, "cache")
+    for name in os.listdir(cache_dir):
+        assert b"SECRET line 003158" not in open(os.path.join(cache_dir, name), "rb").read(), name
+    cairn("key", "create", archive.arch, "k1")  # a new key of the name does not bring it back
+    archive.persist()
+    archive.evict()
+    drop_caches()
+    with open(archive.m("e", "f"), "rb") as f:
+        f.seek(60000)
+        with pytest.raises(OSError) as e:
+            f.read(100)
+        assert e.value.errno == errno.EIO
+    assert not any(image_contains(path, b"SECRET line 003158") for path in images(archive))
+    os.remove(archive.m("e", "f"))
+
+
 def test_a_crypto_erase_of_an_unmounted_archive_leaves_no_plaintext_in_its_staging_cache(archive):
     cairn("key", "create", archive.arch, "k1")
     encrypt_dir(archive, archive.m("e"))
