@@ -86,6 +86,7 @@ Result<uint64_t> CacheManager::DropChangedPersistedSegments(uint64_t ino) {
   auto data = state_.data_locks.Exclusive(ino);
   std::vector<uint64_t> dropped;  // segment indexes
   uint64_t segment_size = 0;
+  bool after_crash = false;  // which segments changed is not known: all that were persisted go
   Archive::PendingSync pending;
   {
     std::lock_guard lock(archive_.catalog_mutex());
@@ -97,6 +98,7 @@ Result<uint64_t> CacheManager::DropChangedPersistedSegments(uint64_t ino) {
     if (inode->segment_size == 0) return 0;  // never persisted
     segment_size = inode->segment_size;
     DirtyFile& file = dirty->second;
+    after_crash = file.all_cached;
     CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
       auto segments = catalog.GetSegments(ino);
       if (!segments.ok()) return segments.status();
@@ -125,9 +127,9 @@ Result<uint64_t> CacheManager::DropChangedPersistedSegments(uint64_t ino) {
   for (uint64_t index : dropped) {
     CAIRN_RETURN_IF_ERROR(archive_.cache().PunchHole(ino, index * segment_size, segment_size));
   }
-  LogWarning("inode {}: {} segment(s) changed since they were persisted are erased with their persisted data (what "
-             "was written there since is lost with it)",
-             ino, dropped.size());
+  LogWarning("inode {}: {} segment(s) {} since they were persisted are erased with their persisted data (what was "
+             "written there since is lost with it)",
+             ino, dropped.size(), after_crash ? "that a crash left not known to be unchanged" : "changed");
   return dropped.size();
 }
 
