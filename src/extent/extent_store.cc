@@ -293,7 +293,7 @@ std::vector<Status> ExtentStore::CheckChunks(const ExtentRecord& extent, ChunkSe
     Status st = bytes.status();
     if (bytes.ok()) (*chunks)[i] = std::move(*bytes);  // good bytes, even if IDR had to mend them
     if (idr_repaired) {
-      st = Status::Corruption("damaged, rebuilt by its intra-disk parity or its group's (cairn scrub rewrites it)");
+      st = Status::Corruption(fmt::format("{} (cairn scrub rewrites it)", kRebuiltBelow));
     }
     out.push_back(st);
   }
@@ -301,7 +301,7 @@ std::vector<Status> ExtentStore::CheckChunks(const ExtentRecord& extent, ChunkSe
 }
 
 void ExtentStore::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed,
-                               std::span<const uint8_t> payload) {
+                               const std::set<size_t>& rebuilt_below, std::span<const uint8_t> payload) {
   std::vector<std::vector<uint8_t>> chunks;
   for (size_t i : failed) {
     uint32_t disk = extent.chunks[i].disk;
@@ -311,7 +311,8 @@ void ExtentStore::RepairOnRead(const ExtentRecord& extent, const std::vector<siz
     auto written = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : Result<bool>(header.status());
     Status st = written.ok() && *written ? SyncDisk(disk) : written.status();
     if (st.ok() && *written) {
-      LogInfo("repaired extent {} chunk {} on disk {} from the other chunks", extent.id, i, disk);
+      LogInfo("repaired extent {} chunk {} on disk {} {}", extent.id, i, disk,
+              rebuilt_below.contains(i) ? "with the bytes its redundancy below rebuilt" : "from the other chunks");
     } else if (!st.ok()) {
       LogError("cannot repair extent {} chunk {} on disk {}: {}", extent.id, i, disk, st.message());
     }
@@ -324,6 +325,7 @@ Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& 
   size_t have = 0;
   std::string failures;
   std::vector<size_t> failed;
+  std::set<size_t> rebuilt_below;
   // Data chunks first (a healthy read touches only them), then parity as needed.
   for (size_t i = 0; i < extent.chunks.size() && have < ChunksNeeded(r); i++) {
     const ChunkPlacement& chunk = extent.chunks[i];
@@ -334,7 +336,12 @@ Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& 
       if (header && have == 0) *header = std::move(chunk_header);
       chunks[i] = std::move(*bytes);
       have++;
-      if (idr_repaired) failed.push_back(i);  // good bytes from a bad spot: rewrite it
+      if (idr_repaired) {  // good bytes from a bad spot: rewrite it
+        LogError("disk {}: extent {} chunk {} at offset {}: {}", chunk.disk, extent.id, i, chunk.locator().address,
+                 kRebuiltBelow);
+        failed.push_back(i);
+        rebuilt_below.insert(i);
+      }
       continue;
     }
     failures += fmt::format("{}{}", failures.empty() ? "" : "; ", bytes.status().message());
@@ -350,7 +357,7 @@ Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& 
                                           ChunksNeeded(r), failures));
   }
   auto payload = JoinVerified(extent, chunks);
-  if (payload.ok() && repair_on_read_ && !failed.empty()) RepairOnRead(extent, failed, *payload);
+  if (payload.ok() && repair_on_read_ && !failed.empty()) RepairOnRead(extent, failed, rebuilt_below, *payload);
   return payload;
 }
 

@@ -152,8 +152,10 @@ class ExtentStore {
 
  private:
   bool InService(size_t disk) const { return health_.InService(disk); }
-  // Rewrites the chunks a read found bad (on disks that are there), from the payload.
-  void RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed, std::span<const uint8_t> payload);
+  // Rewrites the chunks a read found bad (on disks that are there), from the payload; those
+  // in `rebuilt_below` read well through the redundancy below them (the log says so).
+  void RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed,
+                    const std::set<size_t>& rebuilt_below, std::span<const uint8_t> payload);
 
   const ArchiveId archive_id_;
   const std::vector<std::unique_ptr<BlockChunkStore>> stores_;  // by disk index
@@ -175,6 +177,10 @@ class ExtentStore {
   // mutex held, so a rewrite waits on a disk without blocking metadata.
   std::shared_mutex space_mutex_;
 };
+
+// What a chunk that read well only through the redundancy below it is reported as.
+inline constexpr std::string_view kRebuiltBelow =
+    "damaged blocks, rebuilt by its intra-disk parity or its lonestar group's parity";
 
 // The header of chunk `index` (`length` bytes, placed as `chunk` says), made from the header
 // of any chunk of the same extent.

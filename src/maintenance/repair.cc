@@ -196,8 +196,7 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
     }
     bad.push_back(i);
     failures.push_back(fmt::format("extent {} chunk {} (disk {}): {}", extent.id, i, extent.chunks[i].disk,
-                                   bytes.ok() ? "damaged blocks, rebuilt by its intra-disk parity"
-                                              : bytes.status().message()));
+                                   bytes.ok() ? std::string(kRebuiltBelow) : bytes.status().message()));
   }
   if (bad.empty()) return;
   auto current = StillCurrent(extent);

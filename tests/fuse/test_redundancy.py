@@ -121,7 +121,7 @@ def test_rs_4_2_survives_two_lost_disks_and_damage_on_two_more(archive):
         text = log.read()
     for disk in lost:
         assert f"disk {disk} is missing, running degraded" in text
-    assert "from the other chunks" in text  # reads went to the disks and rewrote what IDR had to patch
+    assert "with the bytes its redundancy below rebuilt" in text  # reads went to the disks and rewrote what IDR patched
 
 
 @pytest.mark.no_fsck
@@ -301,6 +301,27 @@ def test_faults_end_with_correct_bytes(archive, kind):
     opts = _damage(archive, kind, layout, random.Random(kind))
     archive.mount(opts)
     assert sha256(read_file(archive.m("f"))) == sha256(data)
+
+
+def test_a_read_that_intra_disk_parity_mends_logs_where_and_rewrites_the_chunk(archive):
+    os.setxattr(archive.mnt, "user.cairn.idr", b"spc-16-1")
+    data = random_bytes(2 * MiB, 111)
+    write_file(archive.m("f"), data)
+    archive.evict()
+    [(disk, offset)] = chunks_of(archive.m("f"))[0]
+    archive.umount()
+    overwrite(archive, disk, offset + 5 * 4096 + 10, b"\xff" * 100)
+    archive.mount()
+    assert read_file(archive.m("f")) == data
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        text = log.read()
+    assert re.search(r"disk %d: extent \d+ chunk 0 at offset %d: damaged blocks, rebuilt by its intra-disk parity"
+                     % (disk, offset - 4096), text), text[-2000:]  # where its header is, as other read errors say
+    assert re.search(r"repaired extent \d+ chunk 0 on disk %d with the bytes its redundancy below rebuilt" % disk,
+                     text), text[-2000:]
+    archive.umount()
+    archive.fsck()  # rewritten where it was: clean without a scrub
+    archive.mount()
 
 
 def test_intra_disk_parity_alone_repairs_a_single_disk_file(archive):
