@@ -112,7 +112,10 @@ int Apply(const std::string& path, bool progress) {
   if (rc != 0) return rc;
   fmt::print("{}: {} out-of-policy file(s), {} re-encoded{}{}\n", path, files_total, files_done,
              busy ? fmt::format(", {} being written (left queued for the background)", busy) : "",
-             failed ? fmt::format(", {} unreadable (left as they are; see {}/cairn.log)", failed, where->archive) : "");
+             failed ? fmt::format(", {} left as they are (unreadable, or their policy cannot be met there; see "
+                                  "{}/cairn.log)",
+                                  failed, where->archive)
+                    : "");
   return failed ? 1 : 0;
 }
 

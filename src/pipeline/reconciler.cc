@@ -314,6 +314,7 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
                                : segments.status();
   if (!valid.ok()) {  // re-encoding would read and write by damaged sizes
     LogError("reconciler: inode {} stays as it is: {}", ino, valid.message());
+    progress->files_failed++;
     queue(false);
     return false;
   }
@@ -321,6 +322,7 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   auto in_policy = InPolicy(*record, &policy);
   if (!in_policy.ok()) {
     LogError("reconciler: inode {}: {}", ino, in_policy.status().message());
+    progress->files_failed++;
     return false;
   }
   if (*in_policy) {
@@ -332,11 +334,13 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   if (!fits.ok()) {  // alone: the batch would fail with it
     LogError("reconciler: inode {} stays as it is: {}", ino, fits.message());
     retry_after_[ino] = NowNs() + kFailedRetryNs;
+    progress->files_failed++;
     return false;
   }
   auto segments_now = catalog.GetSegments(ino);
   if (!segments_now.ok()) {  // stays queued
     LogError("reconciler: inode {}: {}", ino, segments_now.status().message());
+    progress->files_failed++;
     return false;
   }
   // A crypto-erase while the plaintext is being rewritten must not be undone by the new
@@ -345,6 +349,7 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   auto key = catalog.GetFileKey(ino);
   if (!key.ok() && !key.status().IsNotFound()) {  // stays queued
     LogError("reconciler: inode {}: {}", ino, key.status().message());
+    progress->files_failed++;
     return false;
   }
   job->had_key = key.ok();
@@ -352,6 +357,16 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   job->old = std::move(*segments_now);
   job->plan = std::move(*plan);
   return true;
+}
+
+bool Reconciler::Unchanged(const Job& job) {
+  Catalog& catalog = archive_.catalog();
+  auto now = catalog.GetInode(job.inode.ino);
+  auto segments = catalog.GetSegments(job.inode.ino);
+  if (!segments.ok()) LogError("reconciler: inode {} stays queued: {}", job.inode.ino, segments.status().message());
+  return now.ok() && now->size == job.inode.size && now->mtime_ns == job.inode.mtime_ns &&
+         now->layout_id == job.inode.layout_id && !now->dirty && !state_.dirty.contains(job.inode.ino) &&
+         segments.ok() && SameSegments(*segments, job.old);
 }
 
 Status Reconciler::ReadNewSegment(const Job& job, uint64_t index, std::vector<uint8_t>* data) {
@@ -404,12 +419,7 @@ Status Reconciler::Commit(Batch& batch, Progress* progress) {
   std::vector<bool> key_gone(batch.jobs.size());  // its new extents hold what an erased key sealed
   for (size_t j = 0; j < batch.jobs.size(); j++) {
     Job& job = batch.jobs[j];
-    auto now = catalog.GetInode(job.inode.ino);
-    auto segments = catalog.GetSegments(job.inode.ino);
-    if (!segments.ok()) LogError("reconciler: inode {} stays queued: {}", job.inode.ino, segments.status().message());
-    bool unchanged = now.ok() && now->size == job.inode.size && now->mtime_ns == job.inode.mtime_ns &&
-                     now->layout_id == job.inode.layout_id && !now->dirty && !state_.dirty.contains(job.inode.ino) &&
-                     segments.ok() && SameSegments(*segments, job.old);
+    bool unchanged = Unchanged(job);
     // A crypto-erase meanwhile: the new extents hold what the erased data key sealed, and
     // swapping them in would undo the erase.
     if (job.had_key) {
@@ -545,8 +555,17 @@ Status Reconciler::Reencode(const std::vector<uint64_t>& inos, bool throttle, Pr
       piece.had_data_key = planned.had_key;
       Status st = ReadNewSegment(planned, index, &piece.data);
       if (!st.ok()) {  // this file stays as it is; the others go on
-        LogError("reconciler: inode {} stays out of policy: {}", ino, st.message());
-        batch.jobs[j].failed = true;
+        bool changed;
+        {
+          std::lock_guard lock(archive_.catalog_mutex());
+          changed = !Unchanged(planned);
+        }
+        if (changed) {  // a truncate or a write freed what it read: queued again, without a back-off
+          LogInfo("reconciler: inode {} changed while it was read; it is planned again", ino);
+        } else {
+          LogError("reconciler: inode {} stays out of policy: {}", ino, st.message());
+          batch.jobs[j].failed = true;
+        }
         break;
       }
       if (batch.pending_bytes + piece.data.size() > kWriteChunk) {

@@ -29,7 +29,7 @@ class Reconciler {
     uint64_t files_done = 0;   // re-encoded and committed
     uint64_t bytes_done = 0;   // written so far
     uint64_t files_busy = 0;   // being written: left queued for later
-    uint64_t files_failed = 0; // unreadable: left as they are (see the log)
+    uint64_t files_failed = 0; // unreadable, damaged or their policy not possible: left as they are (logged)
   };
   // Called after every commit and every chunk written; returning false cancels the run
   // (what is not committed yet is dropped).
@@ -80,6 +80,10 @@ class Reconciler {
   bool Plan(uint64_t ino, bool background, Job* job, Progress* progress);
   // Reads segment `index` of the new layout from the old extents.
   Status ReadNewSegment(const Job& job, uint64_t index, std::vector<uint8_t>* data);
+  // Whether `job`'s file is still as it was planned: size, mtime, layout, not dirty, the same
+  // segments. A failing query counts as a change (logged): the file stays queued.
+  // REQUIRES: catalog mutex held.
+  bool Unchanged(const Job& job);
   // Writes the pending pieces of `batch` as extents (WriteSegments) and frees their data.
   Status WritePending(Batch& batch);
   // Swaps the files of `batch` that did not change; releases what nobody uses.

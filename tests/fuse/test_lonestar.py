@@ -148,6 +148,26 @@ def test_a_rebuild_reads_back_what_it_rebuilt_and_rewrites_a_chunk_its_row_made_
     assert "0 extent(s) lost" in r.stdout, r.stdout
 
 
+def test_policy_apply_says_which_files_it_left_and_exits_1_when_a_policy_cannot_be_met(archive):
+    """A file striped by its own raid=rs-1-1 whose directory then sends it to the lonestar
+    group, which keeps extents whole: the reconciler leaves it as it is, and policy apply
+    says so and exits 1 (it printed 0 re-encoded and exited 0)."""
+    make_lonestar(archive)
+    os.mkdir(archive.m("y"))
+    write_file(archive.m("y", "f"), b"")
+    os.setxattr(archive.m("y", "f"), "user.cairn.raid", b"rs-1-1")
+    data = random_bytes(1 * MiB, 905)
+    write_file(archive.m("y", "f"), data)
+    archive.persist()
+    os.setxattr(archive.m("y"), "user.cairn.placement", b"group=cold")
+    r = cairn("policy", "apply", archive.m("y"), check=False)
+    assert r.returncode == 1, r
+    assert "1 out-of-policy file(s), 0 re-encoded, 1 left as they are" in r.stdout, r.stdout
+    with open(os.path.join(archive.arch, "cairn.log")) as log:
+        assert "stays as it is: raid=rs-1-1" in log.read()
+    assert read_file(archive.m("y", "f")) == data
+
+
 def test_mkfs_refuses_a_geometry_naming_the_rule_it_breaks(archive):
     for spec, rule in [("cold:lonestar:4x4:3+1", "hn+1 < X"), ("cold:lonestar:5x4:3+1", "divisible"),
                        ("cold:lonestar:4x4:2+2", "hk"), ("cold:raid5:4", "expected NAME:pool:N")]:
