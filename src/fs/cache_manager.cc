@@ -99,10 +99,10 @@ Result<uint64_t> CacheManager::DropChangedPersistedSegments(uint64_t ino) {
     segment_size = inode->segment_size;
     DirtyFile& file = dirty->second;
     after_crash = file.all_cached;
+    std::set<uint64_t> persisted;
     CAIRN_RETURN_IF_ERROR(InTransaction(catalog, [&]() -> Status {
       auto segments = catalog.GetSegments(ino);
       if (!segments.ok()) return segments.status();
-      std::set<uint64_t> persisted;
       for (const SegmentRecord& segment : *segments) {
         if (segment.extent_id == kHoleExtent) continue;
         persisted.insert(segment.index);
@@ -110,16 +110,15 @@ Result<uint64_t> CacheManager::DropChangedPersistedSegments(uint64_t ino) {
         CAIRN_RETURN_IF_ERROR(catalog.SetSegmentCached(ino, segment.index, false));
         dropped.push_back(segment.index);
       }
-      if (file.all_cached) {  // after a crash every segment was suspect: now those never persisted are
-        uint64_t count = (inode->size + segment_size - 1) / segment_size;
-        for (uint64_t i = 0; i < count; i++) {
-          if (!persisted.contains(i)) file.segments.insert(i);
-        }
-        file.all_cached = false;
-      }
-      for (uint64_t index : dropped) file.segments.erase(index);
       return Status::OK();
     }));
+    if (file.all_cached) {  // after a crash every segment was suspect: now those never persisted are
+      for (uint64_t i = 0; i * segment_size < inode->size; i++) {
+        if (!persisted.contains(i)) file.segments.insert(i);
+      }
+      file.all_cached = false;
+    }
+    for (uint64_t index : dropped) file.segments.erase(index);
     if (dropped.empty()) return 0;
     CAIRN_RETURN_IF_ERROR(archive_.Commit(Archive::SyncWhen::kAlways, &pending));
   }
