@@ -32,10 +32,6 @@ std::function<bool(std::string_view)> CrashPointFromEnvironment() {
   };
 }
 
-}  // namespace
-
-namespace {
-
 // The catalog's meta key for the journal epoch of `group` (LoneStarArray::SealEpoch).
 std::string EpochKey(const std::string& group) { return "lonestar_epoch." + group; }
 

@@ -38,13 +38,16 @@ Result<std::shared_ptr<const WritePlan>> PlanOfInode(Archive& archive, const Ino
   return plan;
 }
 
-uint64_t StoredBytesFor(const Archive& archive, const WritePlan& plan, uint64_t bytes) {
-  auto group = archive.group_named(plan.group);
-  auto redundancy = group.ok() ? RedundancyFor(plan.redundancy, **group) : group.status();
-  if (!redundancy.ok()) return bytes;
-  uint64_t data = redundancy->scheme == Redundancy::Scheme::kMirror ? 1 : redundancy->data_chunks;
-  return bytes / data * redundancy->chunk_count() + (bytes % data != 0 ? redundancy->chunk_count() : 0);
+namespace {
+
+// What `bytes` of file data take of a group's free space with `redundancy`: each copy or
+// parity chunk.
+uint64_t StoredBytes(const Redundancy& redundancy, uint64_t bytes) {
+  uint64_t data = redundancy.scheme == Redundancy::Scheme::kMirror ? 1 : redundancy.data_chunks;
+  return bytes / data * redundancy.chunk_count() + (bytes % data != 0 ? redundancy.chunk_count() : 0);
 }
+
+}  // namespace
 
 bool GroupHasRoomFor(const Archive& archive, const WritePlan* plan, uint64_t bytes, uint64_t segment_size) {
   auto group = plan ? archive.group_named(plan->group) : Status::NotFound("no plan");
@@ -53,7 +56,7 @@ bool GroupHasRoomFor(const Archive& archive, const WritePlan* plan, uint64_t byt
   if (!redundancy.ok()) return target.HasRoomFor(bytes, 0);  // an unreadable plan: the bytes alone
   // A full segment's chunk: its payload (with the member table's block) and header.
   uint64_t allocation = ExtentAllocation(redundancy->ChunkLength(segment_size + kBlockSize), redundancy->idr_scramble);
-  return target.HasRoomFor(plan ? StoredBytesFor(archive, *plan, bytes) : bytes, allocation);
+  return target.HasRoomFor(StoredBytes(*redundancy, bytes), allocation);
 }
 
 Result<WrittenSegments> WriteSegments(Archive& archive, const std::vector<SegmentPiece>& pieces,

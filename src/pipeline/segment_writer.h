@@ -69,10 +69,6 @@ Status CheckPlanFits(const Archive& archive, const WritePlan& plan);
 // REQUIRES: the catalog mutex held.
 Result<std::shared_ptr<const WritePlan>> PlanOfInode(Archive& archive, const InodeRecord& inode);
 
-// What persisting `bytes` of a file with `plan` takes of its group's free space: each copy or
-// parity chunk (an unreadable plan: the bytes alone, as before it was known).
-uint64_t StoredBytesFor(const Archive& archive, const WritePlan& plan, uint64_t bytes);
-
 // Whether the group `plan` sends data to (the first group without a plan) can take
 // `bytes` more of it: each copy or parity chunk, in chunks as large as a whole segment's
 // (room too small for one counts for nothing: a segment's chunk is never split).
