@@ -209,7 +209,8 @@ int CmdStatus(const Args& args) {
   int pid = Archive::LockHolder(a.dir());
   // The cache limit the daemon runs with: a mount's -o cache_size overrides cairn.conf's.
   uint64_t cache_limit = a.options().cache_size;
-  if (std::string reply; pid > 0 && SendControl(a.dir(), ControlRequest{.verb = ControlVerb::kStatus}, &reply) == 0) {
+  // (Quietly: the lock's holder may be an offline command, or the socket not ours to reach.)
+  if (std::string reply; pid > 0 && ExchangeControl(a.dir(), ControlRequest{.verb = ControlVerb::kStatus}, &reply).ok()) {
     std::istringstream lines(reply);
     for (std::string key; lines >> key;) {
       if (key == "cache_size") lines >> cache_limit;

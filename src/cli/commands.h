@@ -40,8 +40,11 @@ int CmdKey(const Args& args);
 std::vector<std::string> SplitList(const std::string& text);
 
 // Sends one control request to the daemon serving `archive_dir`. Reply lines before the
-// final "ok" go to `on_line` and into *reply; an "error: ..." reply is printed. Returns the
-// exit code.
+// final "ok" go to `on_line` and into *reply. An "error: ..." reply, or failing to reach the
+// daemon, is the returned status.
+Status ExchangeControl(const std::string& archive_dir, const ControlRequest& request, std::string* reply = nullptr,
+                       const std::function<void(const std::string&)>& on_line = {});
+// ExchangeControl, its failure printed. Returns the exit code.
 int SendControl(const std::string& archive_dir, const ControlRequest& request, std::string* reply = nullptr,
                 const std::function<void(const std::string&)>& on_line = {});
 

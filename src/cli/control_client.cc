@@ -16,19 +16,19 @@
 
 namespace cairn {
 
-int SendControl(const std::string& archive_dir, const ControlRequest& request, std::string* reply_out,
-                const std::function<void(const std::string&)>& on_line) {
+Status ExchangeControl(const std::string& archive_dir, const ControlRequest& request, std::string* reply_out,
+                       const std::function<void(const std::string&)>& on_line) {
   char* real = ::realpath(archive_dir.c_str(), nullptr);
-  if (!real) return Fail(1, fmt::format("{}: {}", archive_dir, std::strerror(errno)));
+  if (!real) return Status::IOError(fmt::format("{}: {}", archive_dir, std::strerror(errno)));
   std::string dir = real;
   free(real);
-  if (Status st = CheckArchiveAccess(dir); !st.ok()) return Fail(1, st.message());
-  if (Archive::LockHolder(dir) == 0) return Fail(1, fmt::format("{} is not mounted", dir));
+  CAIRN_RETURN_IF_ERROR(CheckArchiveAccess(dir));
+  if (Archive::LockHolder(dir) == 0) return Status::IOError(fmt::format("{} is not mounted", dir));
   std::string path = ControlServer::SocketPath(dir);
   // Through a descriptor of the archive directory: a socket path is at most 107 bytes, and
   // one cut short would reach another socket (in a parent directory, say).
   int dir_fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return Fail(1, fmt::format("{}: {}", dir, std::strerror(errno)));
+  if (dir_fd < 0) return Status::IOError(fmt::format("{}: {}", dir, std::strerror(errno)));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   fmt::format_to_n(addr.sun_path, sizeof addr.sun_path - 1, "/proc/self/fd/{}/{}", dir_fd,
@@ -40,11 +40,10 @@ int SendControl(const std::string& archive_dir, const ControlRequest& request, s
   if (connected != 0) {
     if (fd >= 0) ::close(fd);
     if (err == EACCES) {
-      return Fail(1, fmt::format("permission denied: the daemon of {} takes requests only from root and the "
-                                 "archive's owner",
-                                 dir));
+      return Status::IOError(
+          fmt::format("permission denied: the daemon of {} takes requests only from root and the archive's owner", dir));
     }
-    return Fail(1, fmt::format("cannot reach the daemon at {}: {}", path, std::strerror(err)));
+    return Status::IOError(fmt::format("cannot reach the daemon at {}: {}", path, std::strerror(err)));
   }
   std::string message = SerializeControlRequest(request);
   for (size_t done = 0; done < message.size();) {
@@ -67,9 +66,15 @@ int SendControl(const std::string& archive_dir, const ControlRequest& request, s
     }
   }
   ::close(fd);
-  if (last == "ok") return 0;
-  if (last.starts_with("error: ")) return Fail(1, last.substr(7));
-  return Fail(1, "the daemon closed the connection without answering");
+  if (last == "ok") return Status::OK();
+  if (last.starts_with("error: ")) return Status::IOError(last.substr(7));
+  return Status::IOError("the daemon closed the connection without answering");
+}
+
+int SendControl(const std::string& archive_dir, const ControlRequest& request, std::string* reply,
+                const std::function<void(const std::string&)>& on_line) {
+  Status st = ExchangeControl(archive_dir, request, reply, on_line);
+  return st.ok() ? 0 : Fail(1, st.message());
 }
 
 Result<MountedPath> LocateInMount(const std::string& path) {

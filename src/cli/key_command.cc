@@ -137,7 +137,7 @@ Result<uint64_t> FileKeyAction(const std::string& archive, const std::string& ac
     ControlRequest request{.verb = ControlVerb::kKeys};
     request.key_action = action;
     request.key_name = name;
-    if (SendControl(archive, request, &reply) != 0) return Status::IOError("the daemon did not do it (see above)");
+    CAIRN_RETURN_IF_ERROR(ExchangeControl(archive, request, &reply));
     uint64_t files = 0;
     if (!reply.starts_with("files ") ||
         std::from_chars(reply.data() + 6, reply.data() + reply.size(), files).ec != std::errc()) {

@@ -1,10 +1,12 @@
 #include "maintenance/array_repair.h"
 
 #include <cstdlib>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "maintenance/repair_pace.h"
+#include "redundancy/striping.h"
 #include "util/log.h"
 
 namespace cairn {
@@ -29,10 +31,13 @@ std::map<uint32_t, RangeSet> RebuiltBuckets(const LoneStarArray& array, const st
 
 // Parity rebuilds a bucket's bytes as the rest of its parity group has them: a member damaged
 // there makes them wrong. So every chunk in a range just rebuilt is read back through its
-// checks; one that fails them is read the other ways the grid knows (BlockChunkStore::Read)
-// and rewritten, and one no way rebuilds is counted lost, never reported rebuilt.
-Status VerifyRebuiltChunks(Archive& archive, const std::map<uint32_t, RangeSet>& rebuilt, RepairReport* report) {
+// checks; one that fails them is read the other ways the grid knows (BlockChunkStore::Read),
+// or rebuilt from its extent's other chunks, and rewritten; one nothing rebuilds is counted
+// lost, never reported rebuilt.
+Status VerifyRebuiltChunks(Archive& archive, const std::map<uint32_t, RangeSet>& rebuilt, RepairPace& pace,
+                           RepairReport* report) {
   if (rebuilt.empty()) return Status::OK();
+  std::set<uint64_t> lost;  // extents
   for (uint64_t after = 0;;) {
     Result<std::vector<ExtentRecord>> page = Status::NotFound("");
     {
@@ -52,26 +57,41 @@ Status VerifyRebuiltChunks(Archive& archive, const std::map<uint32_t, RangeSet>&
         bool wrong = false;
         ExtentHeader header;
         auto bytes = archive.extents().ReadChunk(extent, i, &wrong, &header);
-        report->bytes_read += bytes.ok() ? bytes->size() : 0;
+        report->bytes_read += chunk.locator().length;
+        pace.Throttle(report->bytes_read);
+        if (bytes.ok() && !wrong) continue;
+        auto current = ExtentStillCurrent(archive, extent);
+        if (!current.ok()) return current.status();
+        if (!*current) continue;  // deleted or moved by the mounted archive meanwhile
+        report->chunks_bad++;
+        if (!bytes.ok() && extent.chunks.size() > 1) {  // its copies or its stripe's parity rebuild it
+          auto payload = archive.extents().ReadExtentPayload(extent);
+          auto any_header = payload.ok() ? archive.extents().ReadAnyChunkHeader(extent) : payload.status();
+          if (any_header.ok()) {
+            bytes = std::move(MakeChunks(*payload, extent.redundancy)[i]);
+            header = std::move(*any_header);
+          }
+        }
         if (!bytes.ok()) {
-          report->chunks_bad++;
-          report->extents_lost++;
+          if (lost.insert(extent.id).second) report->extents_lost++;
           report->problems.push_back(fmt::format("extent {} chunk {} on disk {}: rebuilt from parity, it does not "
-                                                 "verify, and no other way rebuilds it: {}",
+                                                 "verify, and nothing else rebuilds it: {}",
                                                  extent.id, i, chunk.disk, bytes.status().message()));
           continue;
         }
-        if (!wrong) continue;
-        report->chunks_bad++;
         auto written = archive.extents().RewriteChunk(extent, i, header, *bytes);
         Status st = written.ok() && *written ? archive.extents().SyncDisk(chunk.disk) : written.status();
-        if (!st.ok()) return st;
-        if (*written) {
-          report->chunks_repaired++;
-          LogInfo("rebuild: extent {} chunk {} on disk {} was rebuilt wrong from its parity group (a member is "
-                  "damaged there) and is rewritten from the grid's other dimension",
-                  extent.id, i, chunk.disk);
+        if (!st.ok()) {
+          report->problems.push_back(fmt::format("extent {} chunk {} on disk {}: rebuilt wrong from parity, and "
+                                                 "cannot be rewritten: {} (cairn scrub tries again)",
+                                                 extent.id, i, chunk.disk, st.message()));
+          continue;
         }
+        if (!*written) continue;  // moved meanwhile
+        report->chunks_repaired++;
+        LogInfo("rebuild: extent {} chunk {} on disk {} was rebuilt wrong from its parity group (a member is damaged "
+                "there) and is rewritten from {}",
+                extent.id, i, chunk.disk, wrong ? "the grid's other ways" : "its extent's other chunks");
       }
     }
   }
@@ -107,7 +127,7 @@ Status RebuildArrays(Archive& archive, const RepairOptions& options, RepairPace&
       stopped = options.progress && !options.progress(*report);
       pace.Throttle(report->bytes_read);
     }
-    CAIRN_RETURN_IF_ERROR(VerifyRebuiltChunks(archive, RebuiltBuckets(*array, defects), report));
+    CAIRN_RETURN_IF_ERROR(VerifyRebuiltChunks(archive, RebuiltBuckets(*array, defects), pace, report));
     if (stopped) {
       report->finished = false;
       return Status::OK();

@@ -76,7 +76,6 @@ class Repairer {
   void RepairExtent(Task& task, BatchWrites& writes, RepairReport& report);
   Result<bool> WriteChunk(ExtentRecord& extent, size_t index, const ExtentHeader& header,
                           std::span<const uint8_t> bytes, BatchWrites& writes);
-  Result<bool> StillCurrent(const ExtentRecord& extent);
   Status Commit(BatchWrites& writes, const std::string& cursor);
   void RunBatch(std::vector<Task>& tasks, size_t begin, size_t end, BatchWrites& writes);
   bool Stopping() const { return pace_.Stopping(); }
@@ -199,7 +198,7 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
                                    bytes.ok() ? std::string(kRebuiltBelow) : bytes.status().message()));
   }
   if (bad.empty()) return;
-  auto current = StillCurrent(extent);
+  auto current = ExtentStillCurrent(archive_, extent);
   if (!current.ok()) {  // a failing query is no answer: the extent is tried again next run
     task.failed = true;
     std::lock_guard lock(mutex_);
@@ -249,12 +248,6 @@ void Repairer::RepairExtent(Task& task, BatchWrites& writes, RepairReport& repor
 }
 
 // Whether the catalog still has the extent with these chunks (a mounted archive changes).
-Result<bool> Repairer::StillCurrent(const ExtentRecord& extent) {
-  std::lock_guard lock(archive_.catalog_mutex());
-  auto now = archive_.catalog().GetExtent(extent.id);
-  if (!now.ok() && !now.status().IsNotFound()) return now.status();
-  return now.ok() && now->chunks == extent.chunks;
-}
 
 // Writes chunk `index` in place when its disk is there (false if the extent changed
 // meanwhile), else on a disk in a failure domain holding no other chunk of the extent
@@ -402,6 +395,13 @@ Result<RepairReport> Repairer::Run() {
 }
 
 }  // namespace
+
+Result<bool> ExtentStillCurrent(Archive& archive, const ExtentRecord& extent) {
+  std::lock_guard lock(archive.catalog_mutex());
+  auto now = archive.catalog().GetExtent(extent.id);
+  if (!now.ok() && !now.status().IsNotFound()) return now.status();
+  return now.ok() && now->chunks == extent.chunks;
+}
 
 Status ForgetRebuildProgress(Archive& archive) {
   {

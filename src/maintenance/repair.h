@@ -56,6 +56,10 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
 // none of what that run rebuilt, whatever path it has. REQUIRES: the archive opened with lock.
 Status ForgetRebuildProgress(Archive& archive);
 
+// Whether the catalog still has `extent` with its chunks where they were (a mounted archive
+// may delete or move it while a repair reads it); a failing query is an error.
+Result<bool> ExtentStillCurrent(Archive& archive, const ExtentRecord& extent);
+
 // A report as one line of text and back (the control socket carries it; problems go apart).
 std::string RepairReportLine(const RepairReport& report);
 bool ParseRepairReportLine(const std::string& line, RepairReport* report);

@@ -30,7 +30,8 @@ class RecordedSegments {
  public:
   RecordedSegments() = default;  // checks nothing
   // From the header of one of the extent's chunks and its logical payload (which the table
-  // ends). Corruption naming the extent when the table does not decode.
+  // ends). Corruption naming the extent when the table's length does not fit the payload; a
+  // table that does not decode (some older cairns wrote such tables) checks nothing, logged.
   static Result<RecordedSegments> Of(const ExtentHeader& header, std::span<const uint8_t> logical);
   // Corruption naming the row unless the table records segment `row.index` of inode `row.ino`
   // at `row.extent_offset`, with at least `row.length` bytes (a truncate shortens the row,

@@ -322,7 +322,6 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   auto in_policy = InPolicy(*record, &policy);
   if (!in_policy.ok()) {
     LogError("reconciler: inode {}: {}", ino, in_policy.status().message());
-    progress->files_failed++;
     return false;
   }
   if (*in_policy) {
@@ -340,7 +339,6 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   auto segments_now = catalog.GetSegments(ino);
   if (!segments_now.ok()) {  // stays queued
     LogError("reconciler: inode {}: {}", ino, segments_now.status().message());
-    progress->files_failed++;
     return false;
   }
   // A crypto-erase while the plaintext is being rewritten must not be undone by the new
@@ -349,7 +347,6 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
   auto key = catalog.GetFileKey(ino);
   if (!key.ok() && !key.status().IsNotFound()) {  // stays queued
     LogError("reconciler: inode {}: {}", ino, key.status().message());
-    progress->files_failed++;
     return false;
   }
   job->had_key = key.ok();

@@ -29,7 +29,7 @@ class Reconciler {
     uint64_t files_done = 0;   // re-encoded and committed
     uint64_t bytes_done = 0;   // written so far
     uint64_t files_busy = 0;   // being written: left queued for later
-    uint64_t files_failed = 0; // unreadable, damaged or their policy not possible: left as they are (logged)
+    uint64_t files_failed = 0; // unreadable, damaged or their policy cannot be met: left as they are (logged)
   };
   // Called after every commit and every chunk written; returning false cancels the run
   // (what is not committed yet is dropped).
