@@ -90,13 +90,11 @@ def flip_bytes(path, offset, count=8):
         f.write(damaged)
 
 
-def test_a_bucket_whose_row_is_damaged_at_the_same_bytes_is_rebuilt_through_its_column(archive):
-    """Silent damage to a bucket and, at the same bytes, to its hP disk: rebuilt from its
-    horizontal parity group the bytes fail their checksum, so the read tries the other ways
-    the grid knows, each taking one more member of its two groups for lost, and the vertical
-    group rebuilds them (it was EIO)."""
+def bucket_file_and_its_hp(archive, seed):
+    """A 3 MiB file /cold/f persisted on a bucket of a new lonestar group, then unmounted: its
+    bytes, its bucket's disk, where its chunk starts there, and the disk of the bucket's hP."""
     make_lonestar(archive)
-    data = random_bytes(3 * MiB, 901)
+    data = random_bytes(3 * MiB, seed)
     write_file(archive.m("cold", "f"), data)
     archive.persist()
     location = os.getxattr(archive.m("cold", "f"), "user.cairn.location").decode()
@@ -105,6 +103,15 @@ def test_a_bucket_whose_row_is_damaged_at_the_same_bytes_is_rebuilt_through_its_
     bucket, chunk = int(found.group(1)), int(found.group(2))
     hp = disk(HP[BUCKETS.index(bucket - POOL_DISKS) // 2])  # hPG i: buckets 2i and 2i+1, and HP[i]
     archive.umount()
+    return data, bucket, chunk, hp
+
+
+def test_a_bucket_whose_row_is_damaged_at_the_same_bytes_is_rebuilt_through_its_column(archive):
+    """Silent damage to a bucket and, at the same bytes, to its hP disk: rebuilt from its
+    horizontal parity group the bytes fail their checksum, so the read tries the other ways
+    the grid knows, each taking one more member of its two groups for lost, and the vertical
+    group rebuilds them (it was EIO)."""
+    data, bucket, chunk, hp = bucket_file_and_its_hp(archive, 901)
     for d in (bucket, hp):
         flip_bytes(image(archive, d), chunk + 200000)
     archive.mount()
@@ -119,16 +126,7 @@ def test_a_rebuild_reads_back_what_it_rebuilt_and_rewrites_a_chunk_its_row_made_
     row rebuilds those bytes wrong. The rebuild reads back every chunk it rebuilt, finds that one
     failing its checksum and rewrites it from the column (it reported success and left the wrong
     bytes until a scrub)."""
-    make_lonestar(archive)
-    data = random_bytes(3 * MiB, 902)
-    write_file(archive.m("cold", "f"), data)
-    archive.persist()
-    location = os.getxattr(archive.m("cold", "f"), "user.cairn.location").decode()
-    found = re.search(r"@r\d+c\d+:disk(\d+)@(\d+)\+", location)
-    assert found, location
-    bucket, chunk = int(found.group(1)), int(found.group(2))
-    hp = disk(HP[BUCKETS.index(bucket - POOL_DISKS) // 2])
-    archive.umount()
+    data, bucket, chunk, hp = bucket_file_and_its_hp(archive, 902)
     with open(image(archive, bucket), "rb") as f:
         f.seek(chunk)
         on_disk = f.read(4096 + 3 * MiB)

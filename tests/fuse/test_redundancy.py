@@ -303,14 +303,21 @@ def test_faults_end_with_correct_bytes(archive, kind):
     assert sha256(read_file(archive.m("f"))) == sha256(data)
 
 
-def test_a_read_that_intra_disk_parity_mends_logs_where_and_rewrites_the_chunk(archive):
+def damaged_single_disk_file(archive, seed):
+    """/f, 2 MiB with raid=none idr=spc-16-1, persisted, with 100 bytes of one block overwritten
+    on its disk, unmounted: its bytes, its disk and its payload's offset there."""
     os.setxattr(archive.mnt, "user.cairn.idr", b"spc-16-1")
-    data = random_bytes(2 * MiB, 111)
+    data = random_bytes(2 * MiB, seed)
     write_file(archive.m("f"), data)
     archive.evict()
     [(disk, offset)] = chunks_of(archive.m("f"))[0]
     archive.umount()
     overwrite(archive, disk, offset + 5 * 4096 + 10, b"\xff" * 100)
+    return data, disk, offset
+
+
+def test_a_read_that_intra_disk_parity_mends_logs_where_and_rewrites_the_chunk(archive):
+    data, disk, offset = damaged_single_disk_file(archive, 111)
     archive.mount()
     assert read_file(archive.m("f")) == data
     with open(os.path.join(archive.arch, "cairn.log")) as log:
@@ -326,13 +333,7 @@ def test_a_read_that_intra_disk_parity_mends_logs_where_and_rewrites_the_chunk(a
 
 def test_intra_disk_parity_alone_repairs_a_single_disk_file(archive):
     """raid=none with idr: a silently damaged block is rebuilt on that disk alone; scrub rewrites it."""
-    os.setxattr(archive.mnt, "user.cairn.idr", b"spc-16-1")
-    data = random_bytes(2 * MiB, 110)
-    write_file(archive.m("f"), data)
-    archive.evict()
-    [(disk, offset)] = chunks_of(archive.m("f"))[0]
-    archive.umount()
-    overwrite(archive, disk, offset + 5 * 4096 + 10, b"\xff" * 100)
+    data, disk, offset = damaged_single_disk_file(archive, 110)
     r = cairn("fsck", archive.arch, check=False)
     assert r.returncode != 0 and "rebuilt by its intra-disk parity" in r.stdout + r.stderr
     assert "1 bad chunk(s), 1 repaired" in cairn("scrub", archive.arch).stdout
