@@ -13,12 +13,19 @@ namespace cairn {
 // An archive has at most this many disks (mkfs --disks; disk numbers in cairn.conf).
 constexpr uint32_t kMaxDisks = 4096;
 
+// The compressed_segment_size cairn mkfs writes (unless segment_size is larger).
+constexpr uint64_t kNewArchiveCompressedSegmentSize = 8ull << 20;
+
 struct ArchiveOptions {
   // --- Parameters that affect behaviour
 
   // Files are cut into segments of this many bytes; each segment is one extent on a disk.
   // Fixed for a file when it is first persisted. Default: 4 MiB.
   uint64_t segment_size = 4ull << 20;
+  // The segment size of files whose policy compresses them and sets no segment_size: each
+  // extent is compressed on its own, and a larger one compresses better. 0: segment_size
+  // (archives made before the key); cairn mkfs writes 8 MiB, or segment_size if larger.
+  uint64_t compressed_segment_size = 0;
   // Segments of at most this many bytes are packed with others into a shared extent
   // instead of taking an extent each. Default: 256 KiB.
   uint64_t pack_threshold = 256ull << 10;

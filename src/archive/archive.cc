@@ -80,6 +80,9 @@ Status CreateArchiveIn(const std::string& dir, const MkfsOptions& mkfs) {
   CAIRN_RETURN_IF_ERROR(MakeDir(dir + "/disks"));
 
   ArchiveOptions options = mkfs.options;
+  if (options.compressed_segment_size == 0) {
+    options.compressed_segment_size = std::max(kNewArchiveCompressedSegmentSize, options.segment_size);
+  }
   ArchiveId id = NewArchiveId();
   options.archive_id = ArchiveIdToString(id);
   options.disks.clear();
@@ -353,6 +356,8 @@ PolicyContext Archive::policy_context() const {
     context.rules = rules_;
   }
   context.default_segment_size = options_.segment_size;
+  context.compressed_segment_size =
+      options_.compressed_segment_size ? options_.compressed_segment_size : options_.segment_size;
   context.first_group = first_group_;
   context.lonestar_groups = lonestar_groups_;
   context.unlinked = &unlinked_policies_;

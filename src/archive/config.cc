@@ -215,6 +215,9 @@ std::vector<ArchiveOptions::Group> EffectiveGroups(const ArchiveOptions& options
 
 Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string& value) {
   if (key == "segment_size") return SetSize(o.segment_size, key, value, kMinSegmentSize, kMaxSegmentSize);
+  if (key == "compressed_segment_size") {
+    return SetSize(o.compressed_segment_size, key, value, kMinSegmentSize, kMaxSegmentSize);
+  }
   if (key == "pack_threshold") return SetSize(o.pack_threshold, key, value, 0);
   if (key == "cache_size") return SetSize(o.cache_size, key, value, 1 << 20);
   if (key == "persist_idle") return SetCount(o.persist_idle_seconds, key, value);
@@ -253,7 +256,7 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
     return Status::OK();
   }
   return Status::InvalidArgument(fmt::format(
-      "unknown option {:?} (known: segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
+      "unknown option {:?} (known: segment_size, compressed_segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
       "read_ahead, reconcile_rate, reconcile_idle, log_max_size, plugin_dir, transform_workers, keystore)",
       key));
 }
@@ -349,6 +352,8 @@ std::string FormatConfig(const ArchiveOptions& o) {
   std::string out = "# cairn archive configuration; see cairn(8). Unknown keys are an error.\n";
   out += fmt::format("archive_id = {}\n", o.archive_id);
   out += fmt::format("segment_size = {}\n", o.segment_size);
+  // Only when set: a cairn from before the key must still read the file.
+  if (o.compressed_segment_size) out += fmt::format("compressed_segment_size = {}\n", o.compressed_segment_size);
   out += fmt::format("pack_threshold = {}\n", o.pack_threshold);
   out += fmt::format("cache_size = {}\n", o.cache_size);
   out += fmt::format("persist_idle = {}\n", o.persist_idle_seconds);

@@ -62,6 +62,8 @@ std::string DescribeSource(const std::string& source) {
   if (source.starts_with("pin:")) return fmt::format("pinned by the admin at {} (trusted.cairn.*)", source.substr(4));
   if (source == "rule:default") return "the rules' default";
   if (source.starts_with("rule:")) return fmt::format("admin rule '{}'", source.substr(5));
+  if (source == "default:compress") return "archive default for compressed files (compressed_segment_size)";
+  if (source == "default:lonestar") return "the default of a lonestar group";
   return "archive default";
 }
 

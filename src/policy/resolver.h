@@ -52,6 +52,8 @@ using UnlinkedPolicies = std::map<uint64_t, ResolvedPolicy>;
 struct PolicyContext {
   std::shared_ptr<const RuleSet> rules;
   uint64_t default_segment_size = 4 << 20;
+  // The default of a file whose policy compresses it (cairn.conf compressed_segment_size).
+  uint64_t compressed_segment_size = 4 << 20;
   // The disk group new data goes to without placement=group=, and the lonestar groups:
   // raid=2d is the default of a file that goes to one of those.
   std::string first_group;

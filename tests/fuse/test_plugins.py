@@ -1,9 +1,11 @@
 """Transform plugins through the mount: compress=zstd/lz4/auto on a real tree, read back from the
 disks byte for byte; a plugin module removed from the plugin directory makes its files EIO with a
 log line naming it; `cairn plugins` lists what is loaded."""
+import contextlib
 import errno
 import os
 import shutil
+import sqlite3
 import subprocess
 
 import pytest
@@ -206,3 +208,48 @@ def test_recover_stops_at_an_extent_whose_plugin_is_missing(archive):
     assert r.returncode == 0, r.stdout + r.stderr
     archive.mount()
     assert read_file(archive.m("z", "f")) == data
+
+
+def test_a_compressed_file_takes_the_archives_compressed_segment_size(archive):
+    """cairn mkfs writes compressed_segment_size = 8M: a compressed file is cut into 8 MiB segments
+    (each compressed on its own, a larger one compresses better), a file in clear into 4 MiB ones;
+    an archive without the key (made before it) cuts both into segment_size."""
+    os.makedirs(archive.m("z"))
+    run(["setfattr", "-n", "user.cairn.compress", "-v", "zstd", archive.m("z")])
+    text = (open("/usr/include/stdio.h", "rb").read() * 1000)[:17 << 20]
+    write_file(archive.m("z", "f"), text)
+    write_file(archive.m("plain"), text)
+    archive.persist()
+    source = os.getxattr(archive.m("z", "f"), "user.cairn.effective.source").decode()
+    assert "segment_size=default:compress" in source, source
+    assert "segment_size=8388608" in os.getxattr(archive.m("z", "f"), "user.cairn.effective").decode()
+    explained = cairn("policy", "explain", archive.m("z", "f")).stdout
+    assert "archive default for compressed files (compressed_segment_size)" in explained, explained
+    archive.evict()
+    drop_caches()
+    assert read_file(archive.m("z", "f")) == text
+
+    def segments_of(*names):
+        inos = [os.stat(archive.m(*name.split("/"))).st_ino for name in names]
+        archive.umount()
+        with contextlib.closing(sqlite3.connect(os.path.join(archive.arch, "catalog.db"))) as db:
+            rows = [db.execute("SELECT i.segment_size, COUNT(s.idx) FROM inodes i JOIN segments s ON s.ino = i.ino "
+                               "WHERE i.ino = ?", (ino,)).fetchone() for ino in inos]
+        archive.mount()
+        return rows
+
+    assert segments_of("z/f", "plain") == [(8 << 20, 3), (4 << 20, 5)]
+
+    conf = os.path.join(archive.arch, "cairn.conf")
+    archive.umount()
+    with open(conf) as f:
+        lines = f.read().splitlines(keepends=True)
+    assert "compressed_segment_size = 8388608\n" in lines
+    with open(conf, "w") as f:
+        f.writelines(line for line in lines if not line.startswith("compressed_segment_size"))
+    archive.mount()
+    write_file(archive.m("z", "g"), text)
+    archive.persist()
+    assert "segment_size=default " in os.getxattr(archive.m("z", "g"), "user.cairn.effective.source").decode()
+    assert segments_of("z/g") == [(4 << 20, 5)]
+    assert read_file(archive.m("z", "f")) == text

@@ -52,6 +52,25 @@ TEST_CASE("Config: parses, round-trips and applies overrides") {
   }
 }
 
+TEST_CASE("Config: compressed_segment_size is written only when set; mkfs sets it") {
+  auto o = ParseConfig(std::string("archive_id = ") + kId + "\nsegment_size = 1M\ndisk.0 = disks/a.img\n", "cairn.conf");
+  REQUIRE(o.ok());
+  CHECK(o->compressed_segment_size == 0);  // an archive from before the key: segment_size
+  CHECK(FormatConfig(*o).find("compressed_segment_size") == std::string::npos);  // a cairn from before reads it
+  REQUIRE(ApplyOption(*o, "compressed_segment_size", "16M").ok());
+  CHECK(ParseConfig(FormatConfig(*o), "x")->compressed_segment_size == 16u << 20);
+  for (const char* bad : {"1K", "2G", "lots"}) {
+    auto st = ApplyOption(*o, "compressed_segment_size", bad);
+    CHECK(st.message().find("compressed_segment_size") != std::string::npos);
+    CHECK(o->compressed_segment_size == 16u << 20);
+  }
+
+  test::ArchiveFixture made;
+  CHECK(made.archive->options().compressed_segment_size == 8u << 20);
+  test::ArchiveFixture large([](MkfsOptions& m) { m.options.segment_size = 32 << 20; });
+  CHECK(large.archive->options().compressed_segment_size == 32u << 20);
+}
+
 TEST_CASE("Config: errors name the file, the line and the problem") {
   auto check = [](const std::string& text, const char* expected) {
     auto r = ParseConfig(text, "cairn.conf");

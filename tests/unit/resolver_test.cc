@@ -122,6 +122,38 @@ TEST_CASE("Resolver: precedence table") {
   CHECK(p.Get(PolicyKey::kSegmentSize).source == "default");
 }
 
+TEST_CASE("Resolver: a file that is compressed takes the compressed segment size unless one is set") {
+  Tree t;
+  PolicyContext ctx{nullptr, 4 << 20, 8 << 20};
+  auto resolved = [&] { return *ResolvePolicy(*t.catalog, t.f, ctx); };
+  CHECK(resolved().segment_size() == (4u << 20));  // compress=off
+  t.Set(t.a, "user.cairn.compress", "zstd");
+  CHECK(resolved().segment_size() == (8u << 20));
+  CHECK(resolved().Get(PolicyKey::kSegmentSize).source == "default:compress");
+  CHECK(resolved().Effective().find("segment_size=8388608") != std::string::npos);
+  t.Set(t.f, "user.cairn.compress", "lz4");
+  CHECK(resolved().segment_size() == (8u << 20));
+  t.Set(t.b, "user.cairn.segment_size", "1048576");  // any setting of segment_size wins
+  CHECK(resolved().segment_size() == (1u << 20));
+  CHECK(resolved().Get(PolicyKey::kSegmentSize).source == "dir:/a/b");
+  t.Remove(t.b, "user.cairn.segment_size");
+  t.Set(t.f, "user.cairn.compress", "off");
+  CHECK(resolved().segment_size() == (4u << 20));
+  CHECK(resolved().Get(PolicyKey::kSegmentSize).source == "default");
+  t.Set(t.f, "user.cairn.compress", "zstd");
+  ctx.compressed_segment_size = 4 << 20;  // as segment_size (an archive without the key): the default
+  CHECK(resolved().Get(PolicyKey::kSegmentSize).source == "default");
+  t.Remove(t.f, "user.cairn.compress");
+  ctx = WithRules(kRules);  // the rules' default sets segment_size=8M, and that is not the built-in default
+  ctx.compressed_segment_size = 16 << 20;
+  CHECK(resolved().Get(PolicyKey::kSegmentSize).source == "rule:logs");
+  uint64_t g = t.MakeFile(t.c, "g.dat", 10);
+  t.Set(g, "user.cairn.compress", "zstd");
+  auto p = *ResolvePolicy(*t.catalog, g, ctx);
+  CHECK(p.Get(PolicyKey::kSegmentSize).source == "rule:default");
+  CHECK(p.segment_size() == (8u << 20));
+}
+
 TEST_CASE("Resolver: named policies supply fields at their level; explicit keys win") {
   Tree t;
   PolicyContext ctx = WithRules(kRules);
