@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -181,13 +182,23 @@ Status StagingCache::WriteAt(int fd, uint64_t offset, std::span<const uint8_t> s
   return Status::OK();
 }
 
-Status StagingCache::CutTo(int fd, uint64_t size) {
+namespace {
+
+// Sets the length of a cache file to `size` when `longer_or_shorter(length, size)` holds for its length.
+template <typename Compare>
+Status ResizeIf(int fd, uint64_t size, Compare longer_or_shorter) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno("staging cache: fstat", errno);
-  if (static_cast<uint64_t>(st.st_size) <= size) return Status::OK();
+  if (!longer_or_shorter(static_cast<uint64_t>(st.st_size), size)) return Status::OK();
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return Status::FromErrno("staging cache: truncate", errno);
   return Status::OK();
 }
+
+}  // namespace
+
+Status StagingCache::CutTo(int fd, uint64_t size) { return ResizeIf(fd, size, std::greater<uint64_t>()); }
+
+Status StagingCache::ExtendTo(int fd, uint64_t size) { return ResizeIf(fd, size, std::less<uint64_t>()); }
 
 Result<bool> StagingCache::HasData(int fd, uint64_t offset, uint64_t length) {
   off_t data = ::lseek(fd, static_cast<off_t>(offset), SEEK_DATA);

@@ -71,6 +71,9 @@ class StagingCache {
   static Status WriteAt(int fd, uint64_t offset, std::span<const uint8_t> src);
   // Cuts a cache file that is longer than `size` to `size` (one that is not stays as it is).
   static Status CutTo(int fd, uint64_t size);
+  // Lengthens a cache file that is shorter than `size` to `size`, with a hole: a segment
+  // whose tail was never written (a file grown by truncate) is held whole.
+  static Status ExtendTo(int fd, uint64_t size);
   // Whether [offset, offset + length) of a cache file holds data, found without reading:
   // false when it lies entirely in a hole or past the end (it reads as zeros).
   static Result<bool> HasData(int fd, uint64_t offset, uint64_t length);

@@ -407,6 +407,14 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     pieces[read.piece].data = std::move(*bytes);
   }
   if (!read_failure.ok()) return cache_failure(read_failure);
+  // The rows will say the cache file holds these segments whole: a tail never written (a file
+  // grown by truncate) must lie inside it, as a hole, or it would look cut short.
+  uint64_t end_of_reads = 0;
+  for (const Read& read : reads) {
+    const SegmentPiece& piece = pieces[read.piece];
+    end_of_reads = std::max(end_of_reads, piece.index * piece.segment_size + piece.data.size());
+  }
+  if (Status extended = StagingCache::ExtendTo(fd, end_of_reads); !extended.ok()) return cache_failure(extended);
   // The rows will say these segments are in the staging cache, and reads (and a recovery,
   // which persists every cached segment of a file changed since again) trust its copy: it
   // must survive a power loss as the disks' does, or zeros would stand in for them. Synced

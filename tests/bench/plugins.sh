@@ -135,7 +135,7 @@ cairn_mkfs "$ARCH" --disks 4 --disk-size "${disk_mib}M" --cache-size "$((CORPUS 
 cairn_mount_existing "$ARCH" "$MNT"
 for d in zstd lz4 auto off zstd4; do
   run setup mkdir "$MNT/$d"
-  [[ $d == off ]] || run setup setfattr -n user.cairn.compress -v "${d%4}" "$MNT/$d"
+  [[ $d == off ]] || run setup setfattr -n user.cairn.compress -v "${d/zstd4/zstd}" "$MNT/$d"
 done
 run setup setfattr -n user.cairn.segment_size -v 4M "$MNT/zstd4"
 run setup "$CAIRN" plugins "$ARCH"

@@ -130,3 +130,30 @@ def test_a_persisted_file_whose_cache_file_was_cut_short_reads_from_the_disks(ar
     assert_file_equals(path, data)
     with open(os.path.join(archive.arch, "cairn.log"), errors="replace") as log:
         assert f"inode {ino}: its staging cache file is shorter than the data it holds" in log.read()
+
+
+def test_a_file_grown_by_truncate_then_written_keeps_its_cache_file_at_the_next_mount(archive):
+    """The segment a truncate grew is persisted whole from a cache file that ends where its data
+    ends: the cache file is lengthened (with a hole) to hold it, so the next mount does not take it
+    for one cut short and drop it."""
+    path = archive.m("f")
+    data = random_bytes(1000000, 6)
+    write_file(path, data)
+    archive.persist()
+    os.truncate(path, 20000000)  # the first segment (4 MiB) now ends in zeros nothing wrote
+    archive.persist()
+    archive.evict()  # fetched again by the write below: its persisted million bytes
+    with open(path, "r+b") as f:
+        os.pwrite(f.fileno(), b"Y" * 4096, 409600)
+    data = data[:409600] + b"Y" * 4096 + data[409600 + 4096:] + bytes(20000000 - len(data))
+    archive.persist()
+    ino = os.stat(path).st_ino
+    archive.umount()
+    assert os.path.getsize(cache_file(archive, ino)) >= 4 * MiB
+    archive.mount()
+    with open(os.path.join(archive.arch, "cairn.log"), errors="replace") as log:
+        assert "shorter than the data it holds" not in log.read()
+    assert os.path.exists(cache_file(archive, ino))
+    assert_file_equals(path, data)
+    archive.evict()
+    assert_file_equals(path, data)
