@@ -356,8 +356,7 @@ PolicyContext Archive::policy_context() const {
     context.rules = rules_;
   }
   context.default_segment_size = options_.segment_size;
-  context.compressed_segment_size =
-      options_.compressed_segment_size ? options_.compressed_segment_size : options_.segment_size;
+  context.compressed_segment_size = options_.compressed_segment_size;
   context.first_group = first_group_;
   context.lonestar_groups = lonestar_groups_;
   context.unlinked = &unlinked_policies_;

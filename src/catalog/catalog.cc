@@ -886,7 +886,8 @@ Status Catalog::SetSegmentsCached(uint64_t ino, bool cached) {
 }
 
 Result<std::optional<SegmentRecord>> Catalog::LastCachedSegment(uint64_t ino) {
-  auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments WHERE ino = ? AND cached = 1 ORDER BY idx DESC LIMIT 1");
+  auto& s = Prepare("SELECT " SEGMENT_COLUMNS " FROM segments WHERE ino = ? AND cached = 1 AND extent != 0 "
+                        "ORDER BY idx DESC LIMIT 1");
   s.Bind(ino);
   if (s.Step()) return std::optional<SegmentRecord>(ReadSegment(s));
   CAIRN_RETURN_IF_ERROR(s.status());

@@ -267,7 +267,8 @@ class Catalog {
   Status PutSegment(const SegmentRecord& record);  // insert or replace
   Status DeleteSegment(uint64_t ino, uint64_t index);
   Status SetSegmentsCached(uint64_t ino, bool cached);
-  // The segment of `ino` with the highest index of those in the staging cache, if any.
+  // The segment of `ino` with the highest index of those in the staging cache that hold data
+  // (not holes, which need no bytes there), if any.
   Result<std::optional<SegmentRecord>> LastCachedSegment(uint64_t ino);
   Status SetSegmentCached(uint64_t ino, uint64_t index, bool cached);
 

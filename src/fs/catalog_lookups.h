@@ -48,7 +48,8 @@ Result<std::optional<T>> IfFound(Result<T> found) {
   return found.status();
 }
 
-// The segment size of a file: its own once persisted, the archive's until then.
+// The segment size a file's staging cache is tracked in: its own once persisted, the
+// archive's segment_size until then (its first persist decides, by its policy).
 inline uint64_t SegmentSizeOf(const Archive& archive, const InodeRecord& inode) {
   return inode.segment_size ? inode.segment_size : archive.options().segment_size;
 }

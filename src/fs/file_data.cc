@@ -182,10 +182,12 @@ Result<size_t> FileData::Write(FileHandle* fh, uint64_t offset, std::span<const 
       fh->plan_at = plan.ok() ? archive_.catalog().policy_changes() : 0;
     }
     group = fh->plan ? fh->plan->group : "";
+    // The extents it will be cut into: a file never persisted takes its plan's segment size.
+    uint64_t extent_segment = inode->segment_size == 0 && fh->plan ? fh->plan->segment_size : segment_size;
     uint64_t needed = state_.dirty_bytes_in[group] + src.size();
     // Per segment, an extent header block and (format v3) a block for the member table.
-    needed += (needed / segment_size + 2) * 2 * kBlockSize;
-    if (!GroupHasRoomFor(archive_, fh->plan.get(), needed, segment_size)) {
+    needed += (needed / extent_segment + 2) * 2 * kBlockSize;
+    if (!GroupHasRoomFor(archive_, fh->plan.get(), needed, extent_segment)) {
       return Status::Posix(ENOSPC, "its disk group cannot hold more than what already waits to be persisted");
     }
   }

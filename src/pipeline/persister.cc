@@ -414,7 +414,10 @@ Result<bool> Persister::Snapshot(uint64_t ino, std::vector<SegmentPiece>& pieces
     const SegmentPiece& piece = pieces[read.piece];
     end_of_reads = std::max(end_of_reads, piece.index * piece.segment_size + piece.data.size());
   }
-  if (Status extended = StagingCache::ExtendTo(fd, end_of_reads); !extended.ok()) return cache_failure(extended);
+  if (Status extended = StagingCache::ExtendTo(fd, end_of_reads); !extended.ok()) {
+    LogError("inode {}: cannot lengthen its staging cache file to hold the segments read: {}", ino, extended.message());
+    return extended;
+  }
   // The rows will say these segments are in the staging cache, and reads (and a recovery,
   // which persists every cached segment of a file changed since again) trust its copy: it
   // must survive a power loss as the disks' does, or zeros would stand in for them. Synced

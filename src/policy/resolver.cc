@@ -269,9 +269,10 @@ Result<ResolvedPolicy> ResolvePolicy(Catalog& catalog, uint64_t ino, const Polic
   }
   // Each extent is compressed on its own, and a larger one compresses better.
   ResolvedField& segment_size = policy.fields[static_cast<size_t>(PolicyKey::kSegmentSize)];
-  if (segment_size.source == "default" && policy.Get(PolicyKey::kCompress).value != "off" &&
-      context.compressed_segment_size != context.default_segment_size) {
-    segment_size.value = std::to_string(context.compressed_segment_size);
+  const uint64_t compressed = context.compressed_segment_size;
+  if (segment_size.source == "default" && policy.Get(PolicyKey::kCompress).value != "off" && compressed != 0 &&
+      compressed != context.default_segment_size) {
+    segment_size.value = std::to_string(compressed);
     segment_size.source = "default:compress";
   }
   // A lonestar group protects what it holds with its parity grid: raid=2d is its default.

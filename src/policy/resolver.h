@@ -31,8 +31,9 @@ constexpr size_t kMaxPolicyNames = 64;
 struct ResolvedField {
   PolicyKey key;
   std::string value;
-  // "file", "dir:/a/b", "pin:/a" (trusted.cairn.*), "rule:NAME", "rule:default" or
-  // "default"; "policy:NAME@" in front when the field came from a named policy.
+  // "file", "dir:/a/b", "pin:/a" (trusted.cairn.*), "rule:NAME", "rule:default", "default",
+  // "default:compress" (compressed_segment_size) or "default:lonestar" (raid=2d);
+  // "policy:NAME@" in front when the field came from a named policy.
   std::string source;
 };
 
@@ -52,8 +53,9 @@ using UnlinkedPolicies = std::map<uint64_t, ResolvedPolicy>;
 struct PolicyContext {
   std::shared_ptr<const RuleSet> rules;
   uint64_t default_segment_size = 4 << 20;
-  // The default of a file whose policy compresses it (cairn.conf compressed_segment_size).
-  uint64_t compressed_segment_size = 4 << 20;
+  // The default of a file whose policy compresses it (cairn.conf compressed_segment_size);
+  // 0: default_segment_size.
+  uint64_t compressed_segment_size = 0;
   // The disk group new data goes to without placement=group=, and the lonestar groups:
   // raid=2d is the default of a file that goes to one of those.
   std::string first_group;

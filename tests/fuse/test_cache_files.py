@@ -157,3 +157,21 @@ def test_a_file_grown_by_truncate_then_written_keeps_its_cache_file_at_the_next_
     assert_file_equals(path, data)
     archive.evict()
     assert_file_equals(path, data)
+
+
+def test_a_file_grown_by_truncate_after_its_eviction_keeps_its_cache_file_at_the_next_mount(archive):
+    """Grown by a truncate that finds no cache file, its new segments are holes persisted from an
+    empty one: holes need no bytes in the cache, and the next mount keeps it."""
+    path = archive.m("f")
+    data = random_bytes(1000000, 7)
+    write_file(path, data)
+    archive.persist()
+    archive.evict()
+    os.truncate(path, 20000000)
+    archive.persist()
+    ino = os.stat(path).st_ino
+    archive.remount()
+    with open(os.path.join(archive.arch, "cairn.log"), errors="replace") as log:
+        assert "shorter than the data it holds" not in log.read()
+    assert os.path.exists(cache_file(archive, ino))
+    assert_file_equals(path, data + bytes(20000000 - len(data)))

@@ -106,6 +106,7 @@ def test_rebuild_and_scrub_work_on_encrypted_compressed_rs_4_2_data(archive):
     archive.mount()
     encrypt_dir(archive, archive.m("safe"), compress="zstd")
     os.setxattr(archive.m("safe"), "user.cairn.raid", b"rs-4-2")
+    os.setxattr(archive.m("safe"), "user.cairn.segment_size", b"4194304")  # noise: two segments
     text = open("/usr/include/stdlib.h", "rb").read() * 200
     files = {"noise": random_bytes(7 * MiB + 3, 9), "text": text, "small": b"tiny encrypted file\n"}
     for name, data in files.items():
@@ -723,6 +724,7 @@ def test_a_file_re_encoded_without_encryption_drops_its_data_key(archive):
 def test_recover_keeps_the_data_keys_of_the_old_catalog(archive):
     cairn("key", "create", archive.arch, "k1")
     encrypt_dir(archive, archive.m("e"), compress="zstd")
+    os.setxattr(archive.m("e"), "user.cairn.segment_size", b"4194304")  # big: two segments
     files = {"big": random_bytes(6 * MiB, 30), "small": b"small encrypted\n"}
     for name, data in files.items():
         write_file(archive.m("e", name), data)

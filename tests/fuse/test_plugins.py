@@ -82,6 +82,7 @@ def test_a_compressed_tree_reads_back_from_the_disks(archive, compress):
 def test_auto_stores_random_data_raw_and_text_compressed(archive):
     os.makedirs(archive.m("auto"))
     run(["setfattr", "-n", "user.cairn.compress", "-v", "auto", archive.m("auto")])
+    run(["setfattr", "-n", "user.cairn.segment_size", "-v", "4194304", archive.m("auto")])  # noise: two segments
     noise = random_bytes(8 << 20, 11)
     text = open("/usr/include/stdlib.h", "rb").read() * 300
     write_file(archive.m("auto", "noise"), noise)

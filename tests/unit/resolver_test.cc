@@ -141,8 +141,11 @@ TEST_CASE("Resolver: a file that is compressed takes the compressed segment size
   CHECK(resolved().segment_size() == (4u << 20));
   CHECK(resolved().Get(PolicyKey::kSegmentSize).source == "default");
   t.Set(t.f, "user.cairn.compress", "zstd");
-  ctx.compressed_segment_size = 4 << 20;  // as segment_size (an archive without the key): the default
-  CHECK(resolved().Get(PolicyKey::kSegmentSize).source == "default");
+  for (uint64_t same : {0, 4 << 20}) {  // none, or as segment_size: the default
+    ctx.compressed_segment_size = same;
+    CHECK(resolved().Get(PolicyKey::kSegmentSize).source == "default");
+    CHECK(resolved().segment_size() == (4u << 20));
+  }
   t.Remove(t.f, "user.cairn.compress");
   ctx = WithRules(kRules);  // the rules' default sets segment_size=8M, and that is not the built-in default
   ctx.compressed_segment_size = 16 << 20;
