@@ -191,6 +191,9 @@ void ExtentStore::FreeCommitted(const std::vector<ExtentRecord>& extents) {
   std::unique_lock space(space_mutex_);  // no rewrite of a chunk in this space is under way
   for (const ExtentRecord& extent : extents) {
     for (const ChunkPlacement& chunk : extent.chunks) {
+      // A disk missing at open has no space map (Archive::RebuildSpaceMaps): there is nothing
+      // to free on it, and the next open that finds it builds its map from the catalog.
+      if (chunk.disk == kNoDisk || health_.IsOut(chunk.disk)) continue;
       Status st = stores_[chunk.disk]->Free(chunk.locator());
       // A refusal (double free) keeps the space out of use; it is free again after the next
       // mount's rebuild. A failed discard leaves it free.

@@ -529,3 +529,29 @@ def test_group_add_and_show(archive):
     status = archive.status()
     cold = [g for g in status["groups"] if g["name"] == "cold"][0]
     assert cold["geometry"] == "4x4:2+1" and cold["journal"] == "ok", cold
+
+
+def test_overwriting_a_file_on_a_missing_bucket_frees_nothing_there(archive):
+    """Mounted degraded without the bucket a file is on, a write rewrites its segment elsewhere;
+    the old chunk's space on the missing disk has no map to go back to (it is built from the
+    catalog when the disk is back), and freeing it there was logged as a double free."""
+    data, bucket, _, _ = bucket_file_and_its_hp(archive, 91)
+    os.rename(image(archive, bucket), archive.s("bucket.img"))
+    try:
+        archive.mount("degraded")
+        with open(archive.m("cold", "f"), "r+b") as f:
+            os.pwrite(f.fileno(), b"Z" * 4096, MiB)
+        data = data[:MiB] + b"Z" * 4096 + data[MiB + 4096:]
+        archive.persist()
+        location = os.getxattr(archive.m("cold", "f"), "user.cairn.location").decode()
+        assert f":disk{bucket}@" not in location, location
+        archive.evict()
+        assert read_file(archive.m("cold", "f")) == data
+        archive.umount()
+    finally:
+        os.rename(archive.s("bucket.img"), image(archive, bucket))
+    with open(os.path.join(archive.arch, "cairn.log"), errors="replace") as log:
+        assert "double free" not in log.read()
+    archive.mount()
+    archive.evict()
+    assert read_file(archive.m("cold", "f")) == data
