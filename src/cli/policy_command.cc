@@ -89,20 +89,21 @@ int Apply(const std::string& path, bool progress) {
   auto where = LocateInMount(path);
   if (!where.ok()) return Fail(1, where.status().message());
   bool tty = ::isatty(STDERR_FILENO);
-  uint64_t files_done = 0, files_total = 0, busy = 0, failed = 0;
+  uint64_t files_done = 0, files_total = 0, busy = 0, failed = 0, in_policy = 0;
   int64_t start = NowNs();
   int64_t last_print = 0;
   ControlRequest request{.verb = ControlVerb::kApply, .path = where->inside};
   int rc = SendControl(where->archive, request, nullptr, [&](const std::string& line) {
     uint64_t bytes_done = 0, bytes_total = 0;
-    if (std::sscanf(line.c_str(), "progress %lu %lu %lu %lu %lu %lu", &files_done, &files_total, &bytes_done,
-                    &bytes_total, &busy, &failed) != 6 ||
+    // (a daemon from before the last number sends six)
+    if (std::sscanf(line.c_str(), "progress %lu %lu %lu %lu %lu %lu %lu", &files_done, &files_total, &bytes_done,
+                    &bytes_total, &busy, &failed, &in_policy) < 6 ||
         !progress) {
       return;
     }
     // At most a few updates a second on a terminal, one a second into a log.
     int64_t now = NowNs();
-    bool last = files_done + busy + failed == files_total;
+    bool last = files_done + busy + failed + in_policy == files_total;
     if (!last && now - last_print < (tty ? 100'000'000 : 1'000'000'000)) return;
     last_print = now;
     double seconds = std::max(1e-3, (NowNs() - start) / 1e9);
@@ -112,7 +113,11 @@ int Apply(const std::string& path, bool progress) {
   });
   if (progress && tty) fmt::print(stderr, "\n");
   if (rc != 0) return rc;
-  fmt::print("{}: {} out-of-policy file(s), {} re-encoded{}{}\n", path, files_total, files_done,
+  fmt::print("{}: {} out-of-policy file(s), {} re-encoded{}{}{}\n", path, files_total, files_done,
+             in_policy ? fmt::format(", {} in policy by their turn (re-encoded in the background meanwhile, or "
+                                     "their policy changed back)",
+                                     in_policy)
+                       : "",
              busy ? fmt::format(", {} being written (left queued for the background)", busy) : "",
              failed ? fmt::format(", {} left as they are (unreadable, or their policy cannot be met there; see "
                                   "{}/cairn.log)",

@@ -248,8 +248,8 @@ Status ControlServer::Handle(const ControlRequest& request, const SendFn& send, 
     }
     case ControlVerb::kApply:
       return fs_.ApplyPolicy(request.path, [&](const Reconciler::Progress& p) {
-        return send(fmt::format("progress {} {} {} {} {} {}", p.files_done, p.files_total, p.bytes_done, p.bytes_total,
-                                p.files_busy, p.files_failed));
+        return send(fmt::format("progress {} {} {} {} {} {} {}", p.files_done, p.files_total, p.bytes_done,
+                                p.bytes_total, p.files_busy, p.files_failed, p.files_in_policy));
       });
     case ControlVerb::kDryRun: {
       // The client read the rules file with its own rights; the daemon opens no path it names.

@@ -325,6 +325,7 @@ bool Reconciler::Plan(uint64_t ino, bool background, Job* job, Progress* progres
     return false;
   }
   if (*in_policy) {
+    progress->files_in_policy++;
     queue(false);
     return false;
   }

@@ -30,6 +30,8 @@ class Reconciler {
     uint64_t bytes_done = 0;   // written so far
     uint64_t files_busy = 0;   // being written: left queued for later
     uint64_t files_failed = 0; // unreadable, damaged or their policy cannot be met: left as they are (logged)
+    uint64_t files_in_policy = 0;  // in policy by their turn: re-encoded in the background meanwhile, or
+                                   // their policy changed back
   };
   // Called after every commit and every chunk written; returning false cancels the run
   // (what is not committed yet is dropped).
