@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "array/lonestar_array.h"
 #include "catalog/record_checks.h"
 #include "maintenance/array_repair.h"
 #include "maintenance/repair_pace.h"
@@ -451,6 +452,16 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
   report->array_bytes_rebuilt += arrays.array_bytes_rebuilt;
   report->problems.insert(report->problems.end(), arrays.problems.begin(), arrays.problems.end());
   report->finished = report->finished && arrays.finished;
+  if (options.rebuild) {  // a pool's chunks move off a missing disk; a bucket's data waits for its replacement
+    for (const auto& [disk, why] : archive.missing_disks()) {
+      if (LoneStarArray* array = archive.array_of(disk).first) {
+        report->problems.push_back(fmt::format(
+            "disk {} of lonestar group {} is out of service ({}): rebuild fills its replacement, and until then its "
+            "data is read through the group's parity",
+            disk, array->name(), why));
+      }
+    }
+  }
   return report;
 }
 

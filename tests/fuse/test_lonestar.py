@@ -555,3 +555,23 @@ def test_overwriting_a_file_on_a_missing_bucket_frees_nothing_there(archive):
     archive.mount()
     archive.evict()
     assert read_file(archive.m("cold", "f")) == data
+
+
+def test_rebuild_says_a_failed_bucket_waits_for_its_replacement(archive):
+    """A pool's chunks move off a failed disk; a failed bucket's data is read through parity
+    until a new disk replaces it: rebuild says so instead of reporting nothing to do."""
+    data, bucket, _, _ = bucket_file_and_its_hp(archive, 92)
+    archive.mount()
+    cairn("disk", "fail", archive.arch, str(bucket))
+    r = cairn("rebuild", archive.arch)
+    assert (f"disk {bucket} of lonestar group cold is out of service (marked failed" in r.stdout and
+            "rebuild fills its replacement, and until then its data is read through the group's parity" in r.stdout), r.stdout
+    archive.evict()
+    assert read_file(archive.m("cold", "f")) == data
+    archive.umount()
+    cairn("disk", "replace", archive.arch, str(bucket), archive.s("new-bucket.img"))
+    r = cairn("rebuild", archive.arch)
+    assert "out of service" not in r.stdout, r.stdout
+    archive.mount()
+    archive.evict()
+    assert read_file(archive.m("cold", "f")) == data
