@@ -1,5 +1,7 @@
 #include "extent/extent_store.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "redundancy/checksum.h"
@@ -304,13 +306,14 @@ std::vector<Status> ExtentStore::CheckChunks(const ExtentRecord& extent, ChunkSe
 }
 
 void ExtentStore::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed,
-                               const std::set<size_t>& rebuilt_below, std::span<const uint8_t> payload) {
+                               const std::set<size_t>& rebuilt_below, const ExtentHeader* verified,
+                               std::span<const uint8_t> payload) {
   std::vector<std::vector<uint8_t>> chunks;
   for (size_t i : failed) {
     uint32_t disk = extent.chunks[i].disk;
     if (!InService(disk)) continue;  // cairn rebuild moves or fills those
     if (chunks.empty()) chunks = MakeChunks(payload, extent.redundancy);
-    auto header = ReadAnyChunkHeader(extent);
+    auto header = verified ? Result<ExtentHeader>(*verified) : ReadAnyChunkHeader(extent);
     auto written = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : Result<bool>(header.status());
     Status st = written.ok() && *written ? SyncDisk(disk) : written.status();
     if (st.ok() && *written) {
@@ -329,6 +332,7 @@ Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& 
   std::string failures;
   std::vector<size_t> failed;
   std::set<size_t> rebuilt_below;
+  std::optional<ExtentHeader> verified;  // the first chunk's that read well
   // Data chunks first (a healthy read touches only them), then parity as needed.
   for (size_t i = 0; i < extent.chunks.size() && have < ChunksNeeded(r); i++) {
     const ChunkPlacement& chunk = extent.chunks[i];
@@ -336,7 +340,7 @@ Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& 
     ExtentHeader chunk_header;
     auto bytes = ReadChunk(extent, i, &idr_repaired, &chunk_header);
     if (bytes.ok()) {
-      if (header && have == 0) *header = std::move(chunk_header);
+      if (have == 0) verified = std::move(chunk_header);
       chunks[i] = std::move(*bytes);
       have++;
       if (idr_repaired) {  // good bytes from a bad spot: rewrite it
@@ -360,7 +364,10 @@ Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& 
                                           ChunksNeeded(r), failures));
   }
   auto payload = JoinVerified(extent, chunks);
-  if (payload.ok() && repair_on_read_ && !failed.empty()) RepairOnRead(extent, failed, rebuilt_below, *payload);
+  if (payload.ok() && repair_on_read_ && !failed.empty()) {
+    RepairOnRead(extent, failed, rebuilt_below, verified ? &*verified : nullptr, *payload);
+  }
+  if (payload.ok() && header && verified) *header = std::move(*verified);
   return payload;
 }
 

@@ -575,3 +575,21 @@ def test_rebuild_says_a_failed_bucket_waits_for_its_replacement(archive):
     archive.mount()
     archive.evict()
     assert read_file(archive.m("cold", "f")) == data
+
+
+def test_a_damaged_extent_header_on_a_bucket_is_repaired_by_the_read_that_rebuilt_it(archive):
+    """The bucket's chunk is the extent's only one: the header its parity rebuilt is the one to
+    write back (there is no other copy on a disk to read it from), and the read repairs it."""
+    data, bucket, chunk, _ = bucket_file_and_its_hp(archive, 93)
+    with open(image(archive, bucket), "r+b") as f:  # the header block is the one before the payload
+        f.seek(chunk - 4096 + 200)
+        f.write(bytes(30))
+    archive.mount()
+    archive.evict()
+    assert read_file(archive.m("cold", "f")) == data
+    with open(os.path.join(archive.arch, "cairn.log"), errors="replace") as log:
+        text = log.read()
+    assert "cannot repair" not in text and "repaired extent" in text, text[-2000:]
+    archive.umount()
+    archive.fsck()  # the header and the parity over it agree again, without a scrub
+    archive.mount()
