@@ -193,8 +193,9 @@ void ExtentStore::FreeCommitted(const std::vector<ExtentRecord>& extents) {
   std::unique_lock space(space_mutex_);  // no rewrite of a chunk in this space is under way
   for (const ExtentRecord& extent : extents) {
     for (const ChunkPlacement& chunk : extent.chunks) {
-      // A disk missing at open has no space map (Archive::RebuildSpaceMaps): there is nothing
-      // to free on it, and the next open that finds it builds its map from the catalog.
+      // A disk missing at open has no space map (Archive::RebuildSpaceMaps), and one failed
+      // since takes nothing new: there is nothing to free there, and the next open that finds
+      // it in service builds its map from the catalog.
       if (chunk.disk == kNoDisk || health_.IsOut(chunk.disk)) continue;
       Status st = stores_[chunk.disk]->Free(chunk.locator());
       // A refusal (double free) keeps the space out of use; it is free again after the next
@@ -306,15 +307,14 @@ std::vector<Status> ExtentStore::CheckChunks(const ExtentRecord& extent, ChunkSe
 }
 
 void ExtentStore::RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed,
-                               const std::set<size_t>& rebuilt_below, const ExtentHeader* verified,
+                               const std::set<size_t>& rebuilt_below, const ExtentHeader& verified,
                                std::span<const uint8_t> payload) {
   std::vector<std::vector<uint8_t>> chunks;
   for (size_t i : failed) {
     uint32_t disk = extent.chunks[i].disk;
     if (!InService(disk)) continue;  // cairn rebuild moves or fills those
     if (chunks.empty()) chunks = MakeChunks(payload, extent.redundancy);
-    auto header = verified ? Result<ExtentHeader>(*verified) : ReadAnyChunkHeader(extent);
-    auto written = header.ok() ? RewriteChunk(extent, i, *header, chunks[i]) : Result<bool>(header.status());
+    auto written = RewriteChunk(extent, i, verified, chunks[i]);
     Status st = written.ok() && *written ? SyncDisk(disk) : written.status();
     if (st.ok() && *written) {
       LogInfo("repaired extent {} chunk {} on disk {} {}", extent.id, i, disk,
@@ -364,10 +364,10 @@ Result<std::vector<uint8_t>> ExtentStore::ReadExtentPayload(const ExtentRecord& 
                                           ChunksNeeded(r), failures));
   }
   auto payload = JoinVerified(extent, chunks);
-  if (payload.ok() && repair_on_read_ && !failed.empty()) {
-    RepairOnRead(extent, failed, rebuilt_below, verified ? &*verified : nullptr, *payload);
-  }
-  if (payload.ok() && header && verified) *header = std::move(*verified);
+  if (!payload.ok()) return payload;
+  // A payload read well has a chunk that read well: `verified` is set.
+  if (repair_on_read_ && !failed.empty()) RepairOnRead(extent, failed, rebuilt_below, *verified, *payload);
+  if (header) *header = std::move(*verified);
   return payload;
 }
 

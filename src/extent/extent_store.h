@@ -154,10 +154,10 @@ class ExtentStore {
   bool InService(size_t disk) const { return health_.InService(disk); }
   // Rewrites the chunks a read found bad (on disks that are there), from the payload; those
   // in `rebuilt_below` read well through the redundancy below them (the log says so).
-  // `header` is the one the read verified (that of a chunk rebuilt below, maybe the only
-  // one: its copy on the disk is what is damaged); null to read one from the chunks.
+  // `header` is the one the read verified (maybe that of a chunk rebuilt below, the only
+  // one: its copy on the disk is what is damaged).
   void RepairOnRead(const ExtentRecord& extent, const std::vector<size_t>& failed,
-                    const std::set<size_t>& rebuilt_below, const ExtentHeader* header,
+                    const std::set<size_t>& rebuilt_below, const ExtentHeader& header,
                     std::span<const uint8_t> payload);
 
   const ArchiveId archive_id_;

@@ -454,10 +454,11 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
   report->finished = report->finished && arrays.finished;
   if (options.rebuild) {  // a pool's chunks move off a missing disk; a bucket's data waits for its replacement
     for (const auto& [disk, why] : archive.missing_disks()) {
+      if (archive.AwaitsRebuild(disk)) continue;  // replaced, its new disk missing: RebuildArrays says so
       if (LoneStarArray* array = archive.array_of(disk).first) {
         report->problems.push_back(fmt::format(
-            "disk {} of lonestar group {} is out of service ({}): rebuild fills its replacement, and until then its "
-            "data is read through the group's parity",
+            "disk {} of lonestar group {} is out of service ({}): rebuild fills its replacement, and until then the "
+            "group runs degraded (a bucket's data is read through its parity)",
             disk, array->name(), why));
       }
     }
