@@ -256,8 +256,9 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
     return Status::OK();
   }
   return Status::InvalidArgument(fmt::format(
-      "unknown option {:?} (known: segment_size, compressed_segment_size, pack_threshold, cache_size, persist_idle, read_buffer_segments, "
-      "read_ahead, reconcile_rate, reconcile_idle, log_max_size, plugin_dir, transform_workers, keystore)",
+      "unknown option {:?} (known: segment_size, compressed_segment_size, pack_threshold, cache_size, "
+      "persist_idle, read_buffer_segments, read_ahead, reconcile_rate, reconcile_idle, log_max_size, plugin_dir, "
+      "transform_workers, keystore)",
       key));
 }
 

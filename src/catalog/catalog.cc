@@ -47,6 +47,7 @@ CREATE INDEX segments_extent ON segments(extent);
 CREATE TABLE layouts(id INTEGER PRIMARY KEY, stamp TEXT NOT NULL UNIQUE);
 CREATE TABLE policy_queue(ino INTEGER PRIMARY KEY);
 )sql";
+static_assert(kHoleExtent == 0, "the SQL of this file spells a hole row as extent = 0");
 // A hole row names the extent that records it in extent_offset. Also made at every open for
 // writing (catalogs from before it have none; older cairns keep it up to date unknowingly).
 const char* kHoleRecordIndex =

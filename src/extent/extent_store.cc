@@ -246,17 +246,6 @@ Result<ExtentHeader> ExtentStore::ReadChunkHeader(const ExtentRecord& extent, si
   return header;
 }
 
-Result<ExtentHeader> ExtentStore::ReadAnyChunkHeader(const ExtentRecord& extent) {
-  Status last = Status::Corruption(fmt::format("extent {}: no chunk header can be read", extent.id));
-  for (size_t i = 0; i < extent.chunks.size(); i++) {
-    if (!health_.ServesReads(extent.chunks[i].disk)) continue;
-    auto header = ReadChunkHeader(extent, i);
-    if (header.ok()) return header;
-    last = header.status();
-  }
-  return last;
-}
-
 Result<bool> ExtentStore::RewriteChunk(const ExtentRecord& extent, size_t index, ExtentHeader header,
                                        std::span<const uint8_t> bytes) {
   const ChunkPlacement& chunk = extent.chunks[index];

@@ -135,9 +135,6 @@ class ExtentStore {
   void DropCachedChunk(const ExtentRecord& extent, size_t index);
   // The header of chunk `index` (policy stamp, inode, ...), checked.
   Result<ExtentHeader> ReadChunkHeader(const ExtentRecord& extent, size_t index);
-  // The first chunk header of `extent` that reads and checks: the template for rewriting
-  // any chunk of it (the chunk's own fields are set by RewriteChunk).
-  Result<ExtentHeader> ReadAnyChunkHeader(const ExtentRecord& extent);
   // Rewrites chunk `index` of `extent` where it is, with its `bytes` and the header of a
   // good chunk, unless the catalog no longer has that chunk there (then false). The caller
   // syncs the disk. REQUIRES: catalog mutex NOT held (taken to check, let go to write).

@@ -65,11 +65,11 @@ Status VerifyRebuiltChunks(Archive& archive, const std::map<uint32_t, RangeSet>&
         if (!*current) continue;  // deleted or moved by the mounted archive meanwhile
         report->chunks_bad++;
         if (!bytes.ok() && extent.chunks.size() > 1) {  // its copies or its stripe's parity rebuild it
-          auto payload = archive.extents().ReadExtentPayload(extent);
-          auto any_header = payload.ok() ? archive.extents().ReadAnyChunkHeader(extent) : payload.status();
-          if (any_header.ok()) {
+          ExtentHeader verified;
+          auto payload = archive.extents().ReadExtentPayload(extent, &verified);
+          if (payload.ok()) {
             bytes = std::move(MakeChunks(*payload, extent.redundancy)[i]);
-            header = std::move(*any_header);
+            header = std::move(verified);
           }
         }
         if (!bytes.ok()) {

@@ -106,6 +106,23 @@ def bucket_file_and_its_hp(archive, seed):
     return data, bucket, chunk, hp
 
 
+def replace_and_rebuild_one_wrong_chunk(archive, bucket, start, length):
+    """Replaces the image of an unmounted archive's bucket by a new one and rebuilds it: one
+    chunk rebuilt wrong is found and repaired, and the new image holds bytes start..+length as
+    the old one did (not only readable: right on the disk)."""
+    with open(image(archive, bucket), "rb") as f:
+        f.seek(start)
+        on_disk = f.read(length)
+    os.unlink(image(archive, bucket))
+    replacement = os.path.join(archive.base, "new-bucket.img")
+    cairn("disk", "replace", archive.arch, str(bucket), replacement)
+    r = cairn("rebuild", archive.arch)
+    assert "1 bad chunk(s), 1 repaired" in r.stdout and "0 extent(s) lost" in r.stdout, r.stdout
+    with open(replacement, "rb") as f:
+        f.seek(start)
+        assert f.read(length) == on_disk
+
+
 def test_a_bucket_whose_row_is_damaged_at_the_same_bytes_is_rebuilt_through_its_column(archive):
     """Silent damage to a bucket and, at the same bytes, to its hP disk: rebuilt from its
     horizontal parity group the bytes fail their checksum, so the read tries the other ways
@@ -127,22 +144,37 @@ def test_a_rebuild_reads_back_what_it_rebuilt_and_rewrites_a_chunk_its_row_made_
     failing its checksum and rewrites it from the column (it reported success and left the wrong
     bytes until a scrub)."""
     data, bucket, chunk, hp = bucket_file_and_its_hp(archive, 902)
-    with open(image(archive, bucket), "rb") as f:
-        f.seek(chunk)
-        on_disk = f.read(4096 + 3 * MiB)
     flip_bytes(image(archive, hp), chunk + 200000)
-    os.unlink(image(archive, bucket))
-    replacement = os.path.join(archive.base, "new-bucket.img")
-    cairn("disk", "replace", archive.arch, str(bucket), replacement)
-    r = cairn("rebuild", archive.arch)
-    assert "1 bad chunk(s), 1 repaired" in r.stdout and "0 extent(s) lost" in r.stdout, r.stdout
-    with open(replacement, "rb") as f:
-        f.seek(chunk)
-        assert f.read(len(on_disk)) == on_disk  # not only readable: right on the disk
+    replace_and_rebuild_one_wrong_chunk(archive, bucket, chunk - 4096, 4096 + 3 * MiB)
     archive.mount()
     archive.evict()
     assert read_file(archive.m("cold", "f")) == data
     r = cairn("scrub", archive.mnt)  # what the rewrite left of the parity groups is made right (fsck at teardown)
+    assert "0 extent(s) lost" in r.stdout, r.stdout
+
+
+def test_a_mirrored_chunk_its_row_and_column_rebuild_wrong_is_rewritten_from_its_copy(archive):
+    """A mirror-2 file whose first copy's bucket is replaced while its hP and vP disks are both
+    silently damaged within that chunk: neither dimension rebuilds it right, so the rebuild
+    takes it from the other copy, header included, and the replacement holds the bytes."""
+    make_lonestar(archive)
+    os.setxattr(archive.m("cold"), "user.cairn.raid", b"mirror-2")
+    data = random_bytes(3 * MiB, 906)
+    write_file(archive.m("cold", "f"), data)
+    archive.persist()
+    location = os.getxattr(archive.m("cold", "f"), "user.cairn.location").decode()
+    copies = re.findall(r"@r\d+c\d+:disk(\d+)@(\d+)", location)
+    assert len(copies) == 2, location
+    bucket, chunk = int(copies[0][0]), int(copies[0][1])
+    position = bucket - POOL_DISKS
+    archive.umount()
+    flip_bytes(image(archive, disk(HP[BUCKETS.index(position) // 2])), chunk + 200000)
+    flip_bytes(image(archive, disk(VP[position % 4])), chunk + 2200000)
+    replace_and_rebuild_one_wrong_chunk(archive, bucket, chunk - 4096, 4096 + 3 * MiB)
+    archive.mount()
+    archive.evict()
+    assert read_file(archive.m("cold", "f")) == data
+    r = cairn("scrub", archive.mnt)
     assert "0 extent(s) lost" in r.stdout, r.stdout
 
 
