@@ -43,7 +43,8 @@ Result<ArchiveLock> ArchiveLock::Acquire(const std::string& dir) {
     ::close(fd);  // not ours: the holder's pid stays
     if (err != EWOULDBLOCK) return Status::FromErrno(fmt::format("cannot lock {}", path), err);
     return Status::Busy(
-        fmt::format("archive {} is in use by another cairn process (pid {}); unmount it first", dir, Holder(dir)));
+        fmt::format("archive {} is in use by another cairn process ({}); unmount it first", dir,
+                    HolderName(Holder(dir))));
   }
   ArchiveLock lock(fd);
   std::string pid = std::to_string(::getpid()) + "\n";
@@ -65,6 +66,10 @@ int ArchiveLock::Holder(const std::string& dir) {
   }
   ::close(fd);
   return holder;
+}
+
+std::string ArchiveLock::HolderName(int holder) {
+  return holder > 0 ? fmt::format("pid {}", holder) : "a process that has not yet written its pid";
 }
 
 ArchiveLock& ArchiveLock::operator=(ArchiveLock&& other) noexcept {

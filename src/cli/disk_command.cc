@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "archive/archive.h"
+#include "archive/archive_lock.h"
 #include "archive/config.h"
 #include "archive/group_setup.h"
 #include "cli/commands.h"
@@ -26,7 +27,7 @@ namespace {
 Status RefuseIfMounted(const std::string& dir) {
   int pid = Archive::LockHolder(dir);
   if (pid == 0) return Status::OK();
-  return Status::Busy(fmt::format("{} is in use (pid {}); unmount it first", dir, pid));
+  return Status::Busy(fmt::format("{} is in use ({}); unmount it first", dir, ArchiveLock::HolderName(pid)));
 }
 
 Result<std::unique_ptr<Archive>> OpenOffline(const std::string& dir) {

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "archive/archive.h"
+#include "archive/archive_lock.h"
 #include "archive/config.h"
 #include "cli/commands.h"
 #include "daemon/mount_daemon.h"
@@ -48,7 +49,7 @@ volatile sig_atomic_t g_interrupted = 0;
 Status WaitForArchive(const std::string& archive, int seconds) {
   int holder = Archive::LockHolder(archive);
   if (holder == 0) return Status::OK();
-  std::string who = holder > 0 ? fmt::format("pid {}", holder) : "another cairn process";
+  std::string who = ArchiveLock::HolderName(holder);
   for (const auto& [source, target] : CairnMounts()) {
     if (source == archive) {
       return Status::Busy(fmt::format("archive {} is mounted at {} ({}); unmount it first", archive, target, who));

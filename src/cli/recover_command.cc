@@ -1,7 +1,11 @@
 // cairn recover: rebuilds a lost catalog from the disks (maintenance/recover.h). See cairn(8).
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -29,6 +33,23 @@ int CmdRecover(const Args& args) {
     }
   }
   if (dir.empty()) return Fail(2, usage);
+  // The report's file is opened before anything changes: a path it cannot write, or one of
+  // the archive's own files, is refused while the archive is as it was.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> report_file(nullptr, std::fclose);
+  if (!report_path.empty()) {
+    std::error_code dir_error, report_error;
+    auto archive_dir = std::filesystem::weakly_canonical(dir, dir_error);
+    auto report_at = std::filesystem::weakly_canonical(report_path, report_error);
+    if (!dir_error && !report_error && report_at.string().starts_with(archive_dir.string() + "/")) {
+      return Fail(2, fmt::format("--report {}: that is inside the archive {}; name a file outside it", report_path,
+                                 dir));
+    }
+    report_file.reset(std::fopen(report_path.c_str(), "a"));
+    if (!report_file) {
+      return Fail(1, fmt::format("--report {}: cannot write it: {}; nothing was changed", report_path,
+                                 std::strerror(errno)));
+    }
+  }
   auto report = RecoverCatalog(dir, options);
   if (!report.ok()) return Fail(1, report.status().message());
   if (!report->catalog_backup.empty()) fmt::print("old catalog kept as {}\n", report->catalog_backup);
@@ -44,10 +65,10 @@ int CmdRecover(const Args& args) {
   std::string lost;
   for (const std::string& line : report->lost) lost += "  " + line + "\n";
   fmt::print("not recovered: {}\n{}", report->lost.size(), lost);
-  if (!report_path.empty()) {
-    std::FILE* out = std::fopen(report_path.c_str(), "w");
-    bool written = out && std::fputs(lost.c_str(), out) >= 0;
-    if (out && std::fclose(out) != 0) written = false;
+  if (report_file) {
+    std::FILE* out = report_file.release();
+    bool written = ::ftruncate(::fileno(out), 0) == 0 && std::fputs(lost.c_str(), out) >= 0;
+    if (std::fclose(out) != 0) written = false;
     if (!written) return Fail(1, fmt::format("cannot write {}", report_path));
   }
   return report->lost.empty() ? 0 : 3;

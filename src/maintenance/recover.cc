@@ -17,6 +17,7 @@
 
 #include "archive/archive.h"
 #include "archive/archive_lock.h"
+#include "archive/config.h"
 #include "archive/private_files.h"
 #include "backend/member_table.h"
 #include "maintenance/extent_scan.h"
@@ -131,6 +132,9 @@ Status CarryFromOldCatalog(RecoverReport& report, Catalog& fresh) {
 // Step 1: takes the archive lock, which recover holds to the end (no daemon may open a
 // half-made archive), keeps the old catalog and cache aside and makes a new, empty catalog.
 Result<ArchiveLock> SetAside(const std::string& dir, bool force, RecoverReport& report) {
+  // Not an archive (a typo, a mount point): refused before a lock or log file is left there.
+  auto config = LoadConfig(dir + "/cairn.conf");
+  if (!config.ok()) return config.status();
   auto lock = ArchiveLock::Acquire(dir);
   if (!lock.ok()) return lock.status();
   CAIRN_RETURN_IF_ERROR(MakeArchivePrivate(dir));  // refuses the owner's symlinks before anything is written

@@ -135,6 +135,31 @@ def test_recover_refuses_an_existing_catalog_without_force(archive):
     assert_file_equals(archive.m("kept"), random_bytes(300 * KiB, 3))
 
 
+def test_recover_refuses_a_report_it_cannot_write_or_inside_the_archive_before_changing_anything(archive):
+    """--report naming the archive's own cairn.conf overwrote it (the archive no longer opened),
+    and one in a missing directory was found unwritable only after the catalog had been set
+    aside and rebuilt. Both are refused first, as is a directory that is not an archive, which
+    was left with a lock and a log file."""
+    write_file(archive.m("kept"), random_bytes(300 * KiB, 4))
+    archive.umount()
+    before = {name: sha(os.path.join(archive.arch, name)) for name in ("cairn.conf", "catalog.db")}
+    listing = sorted(os.listdir(archive.arch))
+    for report, code, words in [(os.path.join(archive.arch, "cairn.conf"), 2, "inside the archive"),
+                                (os.path.join(archive.arch, "new-report"), 2, "inside the archive"),
+                                (os.path.join(archive.scratch, "missing", "report"), 1, "cannot write it")]:
+        r = recover(archive, "--force", "--report", report, expect=code)
+        assert words in r.stderr and "--report" in r.stderr, r.stderr
+        assert sorted(os.listdir(archive.arch)) == listing, report
+        assert {name: sha(os.path.join(archive.arch, name)) for name in before} == before, report
+    not_an_archive = os.path.join(archive.scratch, "plain")
+    os.mkdir(not_an_archive)
+    r = cairn("recover", not_an_archive, "--force", check=False)
+    assert r.returncode == 1 and "is this a cairn archive?" in r.stderr, r.stderr
+    assert os.listdir(not_an_archive) == []
+    archive.mount()
+    assert_file_equals(archive.m("kept"), random_bytes(300 * KiB, 4))
+
+
 def test_a_recover_the_disks_refuse_leaves_the_archive_as_it_found_it(archive):
     """Two disk images swapped: the open of the archive refuses them, and recover stops with
     the catalog and the staging cache where they were (it had set them aside, leaving a new
