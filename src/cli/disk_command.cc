@@ -18,6 +18,7 @@
 #include "archive/group_setup.h"
 #include "cli/commands.h"
 #include "maintenance/repair.h"
+#include "redundancy/striping.h"
 #include "util/clock.h"
 #include "util/size.h"
 
@@ -93,7 +94,31 @@ int FailDisk(const std::string& dir, const std::string& which) {
   return 0;
 }
 
-int ReplaceDisk(const std::string& dir, const std::string& which, const std::string& new_path) {
+// The extents that a rebuild could not recreate if `disk`, in service, were replaced now: too
+// few of their other chunks are on disks in service (a raid=none extent has none). A lonestar
+// member's chunks are rebuilt through the grid, so none of them count.
+Result<size_t> ExtentsOnlyOn(Archive& archive, uint32_t disk) {
+  if (archive.array_of(disk).first != nullptr) return size_t{0};
+  auto out_of_service = [&](uint32_t d) {
+    return archive.options().failed_disks.contains(d) || archive.missing_disks().contains(d) ||
+           archive.AwaitsRebuild(d);
+  };
+  std::lock_guard lock(archive.catalog_mutex());
+  auto extents = archive.catalog().AllExtents();
+  if (!extents.ok()) return extents.status();
+  size_t only_there = 0;
+  for (const ExtentRecord& extent : *extents) {
+    size_t on_it = 0, elsewhere = 0;
+    for (const ChunkPlacement& chunk : extent.chunks) {
+      if (chunk.disk == disk) on_it++;
+      else if (!out_of_service(chunk.disk)) elsewhere++;
+    }
+    only_there += on_it > 0 && elsewhere < ChunksNeeded(extent.redundancy);
+  }
+  return only_there;
+}
+
+int ReplaceDisk(const std::string& dir, const std::string& which, const std::string& new_path, bool force) {
   if (new_path.empty()) return Fail(2, "give the path of the new disk image");
   // cairn.conf resolves relative paths against the archive: keep where the user meant.
   std::string path = std::filesystem::absolute(new_path).lexically_normal();
@@ -103,6 +128,19 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
   ArchiveOptions options = (*archive)->options();
   auto index = DiskIndex(options, which);
   if (!index.ok()) return Fail(2, index.status().message());
+  const bool in_service = !options.failed_disks.contains(*index) && !(*archive)->missing_disks().contains(*index) &&
+                          !(*archive)->AwaitsRebuild(*index);
+  if (in_service && !force) {
+    auto only_there = ExtentsOnlyOn(**archive, *index);
+    if (!only_there.ok()) return Fail(1, only_there.status().message());
+    if (*only_there > 0) {
+      return Fail(1, fmt::format("disk {} is in service and holds {} extent(s) that no other disk can rebuild "
+                                 "(raid=none, or their other chunks are out of service): replacing it would lose "
+                                 "them; nothing was changed (give another disk number, or --force to replace it "
+                                 "anyway)",
+                                 *index, *only_there));
+    }
+  }
   // As large as its group's disks (a lonestar group's are alike), whatever other groups have;
   // a missing disk counts 0.
   uint64_t size = 0;
@@ -157,6 +195,11 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
   saved->rebuild_disks.insert(*index);
   if (Status st = SaveConfig(dir, *saved); !st.ok()) return Fail(1, st.message());
   archive->reset();
+  if (in_service) {
+    fmt::print("disk {} was in service: its old image {} is no longer used, and its chunks are rebuilt from the "
+               "other disks\n",
+               *index, options.disks[*index]);
+  }
   fmt::print("disk {} is now {} ({}); run cairn rebuild {} to fill it\n", *index, path, FormatSize(size), dir);
   return 0;
 }
@@ -291,9 +334,12 @@ bool ParseRepairArgs(const Args& args, bool allow_budget, std::string* dir, bool
 int CmdDisk(const Args& args) {
   if (args.size() == 2 && args[0] == "list") return List(args[1]);
   if (args.size() == 3 && args[0] == "fail") return FailDisk(args[1], args[2]);
-  if (args.size() == 4 && args[0] == "replace") return ReplaceDisk(args[1], args[2], args[3]);
+  if (args.size() == 4 && args[0] == "replace") return ReplaceDisk(args[1], args[2], args[3], false);
+  if (args.size() == 5 && args[0] == "replace" && args[4] == "--force") {
+    return ReplaceDisk(args[1], args[2], args[3], true);
+  }
   return Fail(2, "usage: cairn disk list ARCHIVE\n       cairn disk fail ARCHIVE DISK\n"
-                 "       cairn disk replace ARCHIVE DISK NEWPATH");
+                 "       cairn disk replace ARCHIVE DISK NEWPATH [--force]");
 }
 
 int CmdRebuild(const Args& args) {

@@ -401,6 +401,40 @@ def test_a_disk_failed_while_mounted_is_read_around_and_left_alone(archive):
     assert read_file(archive.m("f0")) == data
 
 
+def test_replacing_a_disk_in_service_that_holds_the_only_copy_is_refused_unless_forced(archive):
+    """A typo in the disk number of disk replace dropped a healthy disk's only copy of a
+    raid=none file (rebuild then counted it lost). It is refused with nothing changed; a disk
+    whose chunks the others rebuild is replaced, saying it was in service; --force overrides."""
+    os.mkdir(archive.m("two"))
+    os.setxattr(archive.m("two"), "user.cairn.raid", b"mirror-2")
+    single, mirrored = random_bytes(1 * MiB, 61), random_bytes(1 * MiB, 62)
+    write_file(archive.m("single"), single)
+    write_file(archive.m("two", "mirrored"), mirrored)
+    archive.persist()
+    (holder, _), = chunks_of(archive.m("single"))[0]
+    others = {disk for disk, _ in chunks_of(archive.m("two", "mirrored"))[0]} - {holder}
+    archive.umount()
+    conf = os.path.join(archive.arch, "cairn.conf")
+    before = open(conf).read()
+    refused = os.path.join(archive.base, "refused.img")
+    r = cairn("disk", "replace", archive.arch, str(holder), refused, check=False)
+    assert r.returncode == 1 and "holds 1 extent(s) that no other disk can rebuild" in r.stderr, r.stderr
+    assert open(conf).read() == before and not os.path.exists(refused)
+    if others:  # a disk of the mirror's other copy: the copy on the holder's side rebuilds it
+        other = others.pop()
+        r = cairn("disk", "replace", archive.arch, str(other), os.path.join(archive.base, "other.img"))
+        assert f"disk {other} was in service" in r.stdout, r.stdout
+        cairn("rebuild", archive.arch)
+    r = cairn("disk", "replace", archive.arch, str(holder), os.path.join(archive.base, "forced.img"), "--force")
+    assert f"disk {holder} was in service" in r.stdout, r.stdout
+    r = cairn("rebuild", archive.arch, check=False)
+    assert r.returncode == 1 and "1 extent(s) lost" in r.stdout, r.stdout
+    archive.mount()
+    archive.evict()
+    assert read_file(archive.m("two", "mirrored")) == mirrored
+    os.unlink(archive.m("single"))  # what --force lost is let go: fsck is clean again
+
+
 def test_rebuild_and_scrub_run_on_a_mounted_archive_beside_other_work(archive):
     files = persisted_files(archive, 6, "rs-3-2", [3 * MiB + i for i in range(8)], 150)
     archive.umount()
