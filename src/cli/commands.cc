@@ -21,14 +21,16 @@
 #include <fmt/ranges.h>
 
 #include "archive/archive.h"
+#include "archive/archive_lock.h"
+#include "archive/config.h"
 #include "array/peeling_decoder.h"
 #include "array/promise_journal.h"
-#include "archive/config.h"
 #include "backend/extent_format.h"
 #include "codec/plugin_loader.h"
 #include "maintenance/fsck.h"
 #include "policy/resolver.h"
 #include "redundancy/striping.h"
+#include "util/cairn_mounts.h"
 #include "util/printable.h"
 #include "util/size.h"
 
@@ -207,6 +209,10 @@ int CmdStatus(const Args& args) {
   if (!archive.ok()) return Fail(1, archive.status().message());
   Archive& a = **archive;
   int pid = Archive::LockHolder(a.dir());
+  std::string mountpoint;  // empty when a holder of the lock serves no mount
+  for (const auto& [source, target] : CairnMounts()) {
+    if (source == a.dir() && pid != 0) mountpoint = target;
+  }
   // The cache limit the daemon runs with: a mount's -o cache_size overrides cairn.conf's.
   uint64_t cache_limit = a.options().cache_size;
   // (Quietly: the lock's holder may be an offline command, or the socket not ours to reach.)
@@ -347,7 +353,7 @@ int CmdStatus(const Args& args) {
         "\"bytes_cached\":{},\"cache_files\":{},\"cache_limit\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
         "\"payload_logical_bytes\":{},\"payload_stored_bytes\":{},\"catalog_bytes\":{},\"policy_checks_queued\":{},\"extents_degraded\":{},\"extents_at_risk\":{},"
         "\"extents_unreadable\":{},\"groups\":[{}],\"disks\":[{}]}}\n",
-        JsonString(a.dir()), a.options().archive_id, pid > 0 ? pid : 0, totals.inodes, totals.dirty_inodes, cached,
+        JsonString(a.dir()), a.options().archive_id, mountpoint.empty() ? 0 : std::max(pid, 0), totals.inodes, totals.dirty_inodes, cached,
         cache_files, cache_limit,
         totals.persisted_bytes, totals.extents, totals.extent_bytes, logical_payload, stored_payload, catalog_bytes,
         totals.policy_checks, degraded,
@@ -355,7 +361,13 @@ int CmdStatus(const Args& args) {
     return 0;
   }
   fmt::print("archive   {} (id {})\n", a.dir(), a.options().archive_id);
-  fmt::print("state     {}\n", pid > 0 ? fmt::format("mounted (daemon pid {})", pid) : std::string("not mounted"));
+  std::string state = pid == 0 ? "not mounted"
+                      : mountpoint.empty()
+                          ? fmt::format("in use by {} (not mounted: a cairn command that works offline, or a mount "
+                                        "starting or stopping)",
+                                        ArchiveLock::HolderName(pid))
+                          : fmt::format("mounted at {} (daemon {})", mountpoint, ArchiveLock::HolderName(pid));
+  fmt::print("state     {}\n", state);
   fmt::print("files     {} inodes, {} queued for persisting\n", totals.inodes, totals.dirty_inodes);
   fmt::print("cache     {} in {} files (limit {})\n", FormatSize(cached), cache_files, FormatSize(cache_limit));
   fmt::print("persisted {} of file data in {} extents ({} on disk)\n", FormatSize(totals.persisted_bytes),

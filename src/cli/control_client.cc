@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "archive/archive.h"
+#include "archive/archive_lock.h"
 #include "archive/private_files.h"
 #include "cli/commands.h"
 #include "daemon/control_server.h"
@@ -42,6 +43,12 @@ Status ExchangeControl(const std::string& archive_dir, const ControlRequest& req
     if (err == EACCES) {
       return Status::IOError(
           fmt::format("permission denied: the daemon of {} takes requests only from root and the archive's owner", dir));
+    }
+    if (err == ENOENT || err == ECONNREFUSED) {  // the lock's holder serves no mount
+      return Status::Busy(fmt::format("{} is in use by another cairn process ({}) that is not a mounted daemon (a "
+                                      "command that works offline, or a mount starting or stopping): no daemon "
+                                      "answers at {}; try again when it is done",
+                                      dir, ArchiveLock::HolderName(Archive::LockHolder(dir)), path));
     }
     return Status::IOError(fmt::format("cannot reach the daemon at {}: {}", path, std::strerror(err)));
   }

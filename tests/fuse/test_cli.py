@@ -1,4 +1,5 @@
 """The fstab mount forms, status, inspect, and a bad config key."""
+import fcntl
 import json
 import os
 import re
@@ -53,7 +54,7 @@ def test_status_reports_disks_cache_and_queue(archive):
     assert s["files_queued"] == 0
     assert sum(d["used"] for d in s["disks"]) == s["extent_bytes"]
     text = run([CAIRN, "status", archive.arch]).stdout
-    assert "mounted (daemon pid" in text and "disk-000.img" in text
+    assert f"mounted at {archive.mnt} (daemon pid {archive.daemon_pid()})" in text and "disk-000.img" in text
     conf_limit = s["cache_limit"]
     archive.umount()
     s = json.loads(run([CAIRN, "status", archive.arch, "--json"]).stdout)
@@ -62,6 +63,28 @@ def test_status_reports_disks_cache_and_queue(archive):
     archive.mount("cache_size=96M")
     assert archive.status()["cache_limit"] == 96 << 20 != conf_limit
     assert "(limit 96.0 MiB)" in run([CAIRN, "status", archive.arch]).stdout
+
+
+def test_an_archive_an_offline_command_holds_is_not_taken_for_mounted(archive):
+    """While a process that serves no mount holds the archive's lock (an offline scrub, say),
+    status said "mounted (daemon pid N)" and the commands that talk to a daemon said they could
+    not reach its socket: both now say the archive is in use and by whom."""
+    archive.umount()
+    with open(os.path.join(archive.arch, "lock"), "r+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        text = run([CAIRN, "status", archive.arch]).stdout
+        assert f"state     in use by pid {os.getpid()} (not mounted" in text, text
+        assert json.loads(run([CAIRN, "status", archive.arch, "--json"]).stdout)["mounted_by_pid"] == 0
+        for args in (["scrub", archive.arch], ["persist", archive.arch], ["disk", "fail", archive.arch, "0"]):
+            r = cairn(*args, check=False)
+            assert r.returncode == 1, (args, r)
+            assert f"in use by another cairn process (pid {os.getpid()}) that is not a mounted daemon" in r.stderr, (
+                args, r.stderr)
+    assert "failed" not in run([CAIRN, "disk", "list", archive.arch]).stdout
+    archive.mount()
 
 
 def test_inspect_dumps_an_extent_header(archive):
