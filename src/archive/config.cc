@@ -68,6 +68,16 @@ Status SetSize(uint64_t& field, const std::string& key, const std::string& value
   return Status::OK();
 }
 
+// SetSize of a size the data path cuts or reads in whole 4 KiB blocks.
+Status SetBlockSize(uint64_t& field, const std::string& key, const std::string& value, uint64_t minimum,
+                    uint64_t maximum) {
+  uint64_t bytes = 0;
+  CAIRN_RETURN_IF_ERROR(SetSize(bytes, key, value, minimum, maximum));
+  if (bytes % 4096 != 0) return Status::InvalidArgument(fmt::format("{} = {:?}: a multiple of 4K", key, value));
+  field = bytes;
+  return Status::OK();
+}
+
 // "0,2,4-7": disk indices, each once.
 Result<std::vector<uint32_t>> ParseDiskList(const std::string& key, const std::string& value) {
   std::vector<uint32_t> disks;
@@ -214,23 +224,15 @@ std::vector<ArchiveOptions::Group> EffectiveGroups(const ArchiveOptions& options
 }
 
 Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string& value) {
-  if (key == "segment_size") return SetSize(o.segment_size, key, value, kMinSegmentSize, kMaxSegmentSize);
+  if (key == "segment_size") return SetBlockSize(o.segment_size, key, value, kMinSegmentSize, kMaxSegmentSize);
   if (key == "compressed_segment_size") {
-    return SetSize(o.compressed_segment_size, key, value, kMinSegmentSize, kMaxSegmentSize);
+    return SetBlockSize(o.compressed_segment_size, key, value, kMinSegmentSize, kMaxSegmentSize);
   }
   if (key == "pack_threshold") return SetSize(o.pack_threshold, key, value, 0);
   if (key == "cache_size") return SetSize(o.cache_size, key, value, 1 << 20);
   if (key == "persist_idle") return SetCount(o.persist_idle_seconds, key, value);
   if (key == "read_buffer_segments") return SetCount(o.read_buffer_segments, key, value, 1);
-  if (key == "read_ahead") {
-    uint64_t bytes = 0;
-    CAIRN_RETURN_IF_ERROR(SetSize(bytes, key, value, 0, kMaxReadAhead));
-    if (bytes % 4096 != 0) {
-      return Status::InvalidArgument(fmt::format("read_ahead = {:?}: a multiple of 4K (0: the kernel's default)", value));
-    }
-    o.read_ahead = bytes;
-    return Status::OK();
-  }
+  if (key == "read_ahead") return SetBlockSize(o.read_ahead, key, value, 0, kMaxReadAhead);  // 0: the kernel's
   if (key == "log_max_size") return SetSize(o.log_max_size, key, value, 64 << 10);
   if (key == "reconcile_rate") return SetSize(o.reconcile_rate, key, value, 0);
   if (key == "reconcile_idle") return SetCount(o.reconcile_idle_seconds, key, value);

@@ -41,7 +41,9 @@ int Add(const Args& args) {
       return Fail(2, kUsage);
     }
   }
-  if (disk_size == 0 && devices.empty()) return Fail(2, "cairn group add needs --disk-size SIZE or --devices");
+  if (!seen.contains("--disk-size") && devices.empty()) {
+    return Fail(2, "cairn group add needs --disk-size SIZE or --devices");
+  }
   if (::access((dir + "/cairn.conf").c_str(), F_OK) != 0) {  // before the lock, which would make a file there
     return Fail(1, fmt::format("{} is not a cairn archive (no cairn.conf)", dir));
   }

@@ -2,6 +2,8 @@
 // ARCHIVE-OR-MOUNTPOINT: checks an admin rules file (against an archive's disks too), shows
 // which existing files it would change, and makes a running daemon re-read ARCHIVE/rules
 // (like SIGHUP). See cairn.rules(5).
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "archive/config.h"
@@ -67,8 +69,11 @@ int Reload(const std::string& target) {
   auto archive = ArchiveDir(target);
   if (!archive.ok()) return Fail(1, archive.status().message());
   int rc = SendControl(*archive, ControlRequest{.verb = ControlVerb::kRulesReload});
-  if (rc == 0) fmt::print("rules reloaded from {}/rules\n", *archive);
-  return rc;
+  if (rc != 0) return rc;
+  std::string file = *archive + "/rules";
+  if (::access(file.c_str(), F_OK) == 0) fmt::print("rules reloaded from {}\n", file);
+  else fmt::print("rules reloaded: there is no {}, so only the built-in rules apply\n", file);
+  return 0;
 }
 
 }  // namespace

@@ -117,6 +117,8 @@ def test_rules_decide_the_policy_at_persist(archive):
     assert field(getx(log, "effective"), "segment_size") == "65536"
     assert field(getx(log, "effective.source"), "segment_size") == "rule:logs"
     assert len(segments(log)) == 5
+    r = install_rules(archive, RULES)
+    assert f"rules reloaded from {archive.arch}/rules" in r.stdout, r.stdout
     data = archive.m("projects", "x", "data.bin")
     assert field(getx(data, "effective"), "policy") == "cold"
     assert field(getx(data, "effective.source"), "segment_size") == "policy:cold@rule:projects"
@@ -128,6 +130,13 @@ def test_rules_decide_the_policy_at_persist(archive):
     # the extents carry the resolved policy
     assert "segment_size=131072" in stamped_policy(archive, data).split()
     assert "policy=cold" in stamped_policy(archive, data).split()
+    # Without a rules file the built-in rules apply, and the reload says so (it named the file).
+    os.unlink(os.path.join(archive.arch, "rules"))
+    r = cairn("rules", "reload", archive.arch)
+    assert "there is no" in r.stdout and "only the built-in rules apply" in r.stdout, r.stdout
+    write_file(archive.m("b.log"), b"x" * 1000)
+    archive.persist()
+    assert field(getx(archive.m("b.log"), "effective.source"), "segment_size") == "default"
 
 
 def test_broken_rules_are_refused_and_the_old_ones_stay(archive):

@@ -82,6 +82,9 @@ TEST_CASE("Config: errors name the file, the line and the problem") {
   check(head + "colour = blue\n", "cairn.conf:3: unknown option \"colour\"");
   check(head + "segment_size = lots\n", "cairn.conf:3: segment_size");
   check(head + "segment_size = 1K\n", "segment_size = \"1K\" is out of range (4096..1073741824 bytes)");
+  check(head + "segment_size = 4097\n", "cairn.conf:3: segment_size = \"4097\": a multiple of 4K");
+  check(head + "compressed_segment_size = 1000000\n", "compressed_segment_size = \"1000000\": a multiple of 4K");
+  check(head + "read_ahead = 1000\n", "read_ahead = \"1000\": a multiple of 4K");
   check(head + "log_max_size = 1K\n", "cairn.conf:3: log_max_size = \"1K\" is out of range (65536..18446744073709551615 bytes)");
   check(head + "just words\n", "cairn.conf:3: expected 'key = value'");
   check(head + "disk.5 = x\n", "expected disk.1 next");
