@@ -161,6 +161,11 @@ int CmdMount(const Args& args) {
   }
   request.daemon.archive = positional[0];
   request.daemon.settings.mountpoint = positional[1];
+  for (const auto& [source, target] : CairnMounts()) {  // a mount over it would hide it, its daemon running on
+    if (target == positional[1]) {
+      return Fail(1, fmt::format("{} is already the mount point of archive {}; unmount it first", target, source));
+    }
+  }
   std::vector<std::string>& fuse_options = request.daemon.settings.fuse_options;
   if (::getuid() == 0 && std::find(fuse_options.begin(), fuse_options.end(), "allow_other") == fuse_options.end()) {
     fuse_options.push_back("allow_other");  // an archive is shared by its users

@@ -117,6 +117,17 @@ def test_mounting_a_mounted_archive_fails_at_once(archive):
     assert time.monotonic() - t0 < 5 and not is_mounted(other)
 
 
+def test_mounting_another_archive_over_a_mount_point_in_use_is_refused(archive):
+    """A second archive mounted over the first one's mount point hid it, its daemon running on."""
+    write_file(archive.m("f"), b"first")
+    second = Archive(os.path.join(archive.base, "second"))
+    second.mkfs()
+    r = cairn("mount", second.arch, archive.mnt, check=False, timeout=60)
+    assert r.returncode == 1 and f"{archive.mnt} is already the mount point of archive {archive.arch}" in r.stderr, r
+    assert not os.path.exists(os.path.join(second.arch, "lock")) or second.status()["mounted_by_pid"] == 0
+    assert read_file(archive.m("f")) == b"first"
+
+
 def test_an_archive_whose_path_has_a_space_and_a_comma(archive):
     # /proc/mounts shows a space as \040, and a comma ends a mount option unless escaped.
     odd = Archive(os.path.join(archive.base, "my archives, 2026"))
