@@ -30,12 +30,9 @@ constexpr const char* kKeyUsage =
     "       cairn key list ARCHIVE\n"
     "       cairn key rotate ARCHIVE NAME [--from-file PATH | --from-command COMMAND]\n"
     "       cairn key allow ARCHIVE NAME WHO,...   (WHO: user:NAME, group:NAME, uid:N, gid:N, *; none: root only)\n"
-    "       cairn key delete ARCHIVE NAME [--erase]\n";
+    "       cairn key delete ARCHIVE NAME [--erase]";
 
-int Usage() {
-  fmt::print(stderr, "{}", kKeyUsage);
-  return 2;
-}
+int Usage() { return Fail(2, kKeyUsage); }
 
 Result<std::string> KeystorePath(const std::string& archive) {
   auto options = LoadConfig(archive + "/cairn.conf");

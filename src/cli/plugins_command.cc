@@ -10,23 +10,16 @@ namespace cairn {
 
 int CmdPlugins(const Args& args) {
   if (args.size() > 1 || (args.size() == 1 && args[0].starts_with("-"))) {
-    fmt::print(stderr, "usage: cairn plugins [ARCHIVE]\n");
-    return 2;
+    return Fail(2, "usage: cairn plugins [ARCHIVE]");
   }
   std::string dir = DefaultPluginDir();
   if (args.size() == 1) {
     auto options = LoadConfig(args[0] + "/cairn.conf");
-    if (!options.ok()) {
-      fmt::print(stderr, "cairn plugins: {}\n", options.status().message());
-      return 1;
-    }
+    if (!options.ok()) return Fail(1, options.status().message());
     if (!options->plugin_dir.empty()) dir = options->plugin_dir;
   }
   auto modules = LoadPlugins(dir);
-  if (!modules.ok()) {
-    fmt::print(stderr, "cairn plugins: {}\n", modules.status().message());
-    return 1;
-  }
+  if (!modules.ok()) return Fail(1, modules.status().message());
   fmt::print("plugin directory {}: {} module(s)\n", dir, modules->size());
   for (const PluginModule& m : *modules) {
     if (!m.status.ok()) {
