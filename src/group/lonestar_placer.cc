@@ -1,6 +1,7 @@
 #include "group/lonestar_placer.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <string>
@@ -32,6 +33,36 @@ void LoneStarPlacer::Remember(uint64_t affinity, uint32_t disk) const {
   }
 }
 
+namespace {
+
+// The most buckets that can be taken among `buckets` (column, hPG) with no column and no hPG
+// twice: a maximum matching of columns to hPGs, by augmenting paths.
+size_t MostDistinct(const std::vector<std::pair<uint32_t, uint32_t>>& buckets) {
+  std::map<uint32_t, std::vector<uint32_t>> hpgs_of;  // column -> its buckets' hPGs
+  for (const auto& [column, hpg] : buckets) hpgs_of[column].push_back(hpg);
+  std::map<uint32_t, uint32_t> column_of;  // hPG -> the column matched to it
+  std::set<uint32_t> seen;
+  std::function<bool(uint32_t)> augment = [&](uint32_t column) {
+    for (uint32_t hpg : hpgs_of[column]) {
+      if (!seen.insert(hpg).second) continue;
+      auto matched = column_of.find(hpg);
+      if (matched == column_of.end() || augment(matched->second)) {
+        column_of[hpg] = column;
+        return true;
+      }
+    }
+    return false;
+  };
+  size_t matched = 0;
+  for (const auto& [column, unused] : hpgs_of) {
+    seen.clear();
+    matched += augment(column);
+  }
+  return matched;
+}
+
+}  // namespace
+
 std::vector<size_t> LoneStarPlacer::Place(const PlacementRequest& request,
                                           std::span<const PlacementCandidate> candidates,
                                           const std::function<bool(size_t)>& reserve) const {
@@ -53,16 +84,40 @@ std::vector<size_t> LoneStarPlacer::Place(const PlacementRequest& request,
     hpgs.insert(*geometry_.hpg(at->second));
   }
   std::set<std::string> domains = request.avoid_domains;  // and those of the copies chosen
-  std::vector<size_t> chosen;
-  for (size_t i : order) {
-    if (chosen.size() == request.chunks) break;
+  // (column, hPG) of candidate i when it may take a copy beside those chosen and `also`.
+  auto fits = [&](size_t i, const std::pair<uint32_t, uint32_t>* also) -> std::optional<std::pair<uint32_t, uint32_t>> {
     auto at = position_of_.find(candidates[i].disk);
-    if (at == position_of_.end() || domains.contains(candidates[i].domain)) continue;
-    uint32_t column = geometry_.column(at->second);
-    uint32_t hpg = *geometry_.hpg(at->second);  // candidates are buckets
-    if (columns.contains(column) || hpgs.contains(hpg) || !reserve(i)) continue;
-    columns.insert(column);
-    hpgs.insert(hpg);
+    if (at == position_of_.end() || domains.contains(candidates[i].domain)) return std::nullopt;
+    std::pair<uint32_t, uint32_t> place{geometry_.column(at->second), *geometry_.hpg(at->second)};  // a bucket
+    if (columns.contains(place.first) || hpgs.contains(place.second)) return std::nullopt;
+    if (also && (place.first == also->first || place.second == also->second)) return std::nullopt;
+    return place;
+  };
+  // How many more the candidates from order[k] on can take beside those chosen and `also`.
+  auto room_from = [&](size_t k, const std::pair<uint32_t, uint32_t>* also) {
+    std::vector<std::pair<uint32_t, uint32_t>> rest;
+    for (; k < order.size(); k++) {
+      if (auto place = fits(order[k], also)) rest.push_back(*place);
+    }
+    return MostDistinct(rest);
+  };
+  // Taken in order, each one only when the rest can still complete the most copies there
+  // can be: most free space first as far as it goes, and no greedy pick that strands the last
+  // copy when another set of buckets holds them all.
+  std::vector<size_t> chosen;
+  size_t target = request.chunks <= 1 ? request.chunks : std::min(request.chunks, room_from(0, nullptr));
+  for (size_t k = 0; k < order.size() && chosen.size() < target; k++) {
+    size_t i = order[k];
+    auto place = fits(i, nullptr);
+    if (!place) continue;
+    size_t after = target - chosen.size() - 1;  // copies still to place once this one is
+    if (after > 0 && room_from(k + 1, &*place) < after) continue;
+    if (!reserve(i)) {  // no room after all: the target is what the others can still take
+      target = std::min(target, chosen.size() + room_from(k + 1, nullptr));
+      continue;
+    }
+    columns.insert(place->first);
+    hpgs.insert(place->second);
     domains.insert(candidates[i].domain);
     chosen.push_back(i);
   }

@@ -92,3 +92,42 @@ TEST_CASE("LoneStarPlacer: mirror copies on buckets of distinct columns, parity 
   CHECK(geometry->hpg(7) == geometry->hpg(6));
   CHECK(place(moved) == std::vector<size_t>{2});
 }
+
+TEST_CASE("LoneStarPlacer: mirror copies go where all fit, not where the fullest-first pick strands the last",
+          "[placer]") {
+  auto geometry = GridGeometry::Parse("4x4:2+1");
+  REQUIRE(geometry.ok());
+  std::vector<uint32_t> disks(16);
+  std::iota(disks.begin(), disks.end(), 0);
+  LoneStarPlacer placer(*geometry, disks);
+  // The 8 buckets (column, hPG): 0 (0,0) 1 (1,0) 3 (3,1) 4 (0,1) 6 (2,2) 7 (3,2) 9 (1,3) 10 (2,3).
+  // Only {0,3,6,9} and {1,4,7,10} take 4 copies; 0, 1 and 3 are fuller than the rest, so most
+  // room first took 4, 6 and 9 and found no bucket for the fourth copy.
+  std::vector<PlacementCandidate> buckets;
+  for (uint32_t p : {0u, 1u, 3u, 4u, 6u, 7u, 9u, 10u}) {
+    buckets.push_back({"d" + std::to_string(p), p <= 3 ? 50u : 100u, p});
+  }
+  std::vector<size_t> asked;
+  auto chosen = placer.Place({4, {}}, buckets, [&](size_t i) {
+    asked.push_back(i);
+    return true;
+  });
+  std::vector<uint32_t> got;
+  for (size_t i : chosen) got.push_back(buckets[i].disk);
+  CHECK(got == std::vector<uint32_t>{4, 7, 10, 1});
+  CHECK(asked == chosen);  // nothing reserved that is not kept
+  // Bucket 7 turns out to have no room (its free space in pieces too small): the copy placed
+  // on 4 stays, and the others take what they still can beside it, 3 in all (the group then
+  // refuses the extent as a whole and lets the room go).
+  got.clear();
+  std::vector<uint32_t> tried;
+  chosen = placer.Place({4, {}}, buckets, [&](size_t i) {
+    tried.push_back(buckets[i].disk);
+    return buckets[i].disk != 7;
+  });
+  for (size_t i : chosen) got.push_back(buckets[i].disk);
+  CHECK(tried == std::vector<uint32_t>{4, 7, 10, 1});
+  CHECK(got == std::vector<uint32_t>{4, 10, 1});
+  // Five copies never fit four columns: as many as can be, four.
+  CHECK(placer.Place({5, {}}, buckets, [](size_t) { return true; }).size() == 4);
+}
