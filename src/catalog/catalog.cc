@@ -825,6 +825,13 @@ Result<std::vector<std::string>> Catalog::ListXattrs(uint64_t ino) {
   return Rows(s, [](Statement& row) { return row.Text(0); });
 }
 
+Result<std::vector<uint64_t>> Catalog::InodesWithXattr(const std::string& name, std::string_view value,
+                                                       size_t limit) {
+  auto& s = Prepare("SELECT ino FROM xattrs WHERE name = ? AND value = ? ORDER BY ino LIMIT ?");
+  s.Bind(name, value, static_cast<uint64_t>(limit));
+  return Rows(s, [](Statement& row) { return row.UInt(0); });
+}
+
 Result<std::vector<std::pair<std::string, std::string>>> Catalog::XattrsWithPrefix(
     uint64_t ino, std::initializer_list<std::string_view> prefixes) {
   std::vector<std::pair<std::string, std::string>> out;

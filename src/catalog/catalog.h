@@ -244,6 +244,8 @@ class Catalog {
   Status SetXattr(uint64_t ino, const std::string& name, std::span<const uint8_t> value);
   Status RemoveXattr(uint64_t ino, const std::string& name);  // NotFound if absent
   Result<std::vector<std::string>> ListXattrs(uint64_t ino);
+  // The inodes (at most `limit`, lowest first) with attribute `name` set to `value`.
+  Result<std::vector<uint64_t>> InodesWithXattr(const std::string& name, std::string_view value, size_t limit);
   // (name, value) of the attributes of `ino` whose names start with one of `prefixes`.
   Result<std::vector<std::pair<std::string, std::string>>> XattrsWithPrefix(
       uint64_t ino, std::initializer_list<std::string_view> prefixes);

@@ -207,19 +207,7 @@ int ReplaceDisk(const std::string& dir, const std::string& which, const std::str
 // Prints what a rebuild or scrub did and returns its exit status.
 int FinishRepair(bool rebuild, const RepairReport& report) {
   for (const auto& p : report.problems) fmt::print("{}\n", p);
-  std::string arrays;
-  if (report.array_bytes_rebuilt > 0) arrays += fmt::format(", {} of lonestar disks rebuilt", FormatSize(report.array_bytes_rebuilt));
-  if (report.parity_bad > 0) {
-    arrays += fmt::format(", {} lonestar range(s) whose parity did not add up: {} parity range(s) recomputed, {} "
-                          "bucket range(s) rebuilt from parity, {} left alone",
-                          report.parity_bad, report.parity_repaired - report.parity_buckets_rebuilt,
-                          report.parity_buckets_rebuilt, report.parity_bad - report.parity_repaired);
-  }
-  fmt::print("{}: {} of {} extents {}, {} read, {} bad chunk(s), {} repaired, {} extent(s) lost{}{}\n",
-             rebuild ? "rebuild" : "scrub", report.extents_done, report.extents_total,
-             rebuild ? "checked" : "verified", FormatSize(report.bytes_read), report.chunks_bad,
-             report.chunks_repaired, report.extents_lost, arrays,
-             report.finished ? "" : " (stopped early; run again to continue)");
+  fmt::print("{}\n", RepairSummary(report, rebuild));
   // A rebuild that stopped early (a range its groups could not rebuild, or cancelled) has left
   // data unprotected or unreadable; a scrub stops early on its --budget.
   bool unfinished_rebuild = rebuild && !report.finished;

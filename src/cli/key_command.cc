@@ -14,13 +14,16 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "archive/config.h"
 #include "archive/rules_fit.h"
 #include "cli/commands.h"
 #include "fs/filesystem.h"
 #include "keys/keystore.h"
+#include "policy/resolver.h"
 #include "policy/rules.h"
+#include "policy/vocabulary.h"
 
 namespace cairn {
 namespace {
@@ -181,6 +184,31 @@ int List(const std::string& archive, const Keystore& store) {
   return 0;
 }
 
+// After a key is deleted: the files and directories whose key= attributes still name it, where
+// what is written cannot be persisted (it waits in the staging cache). Returns 0, or 1 when
+// they cannot be looked up.
+int WarnOfAttributesNaming(const std::string& archive, const std::string& name) {
+  auto opened = OpenToLook(archive);
+  if (!opened.ok()) return Fail(1, opened.status().message());
+  Archive& a = **opened;
+  std::lock_guard lock(a.catalog_mutex());
+  for (std::string_view prefix : {kPolicyPrefix, kTrustedPolicyPrefix}) {
+    std::string attribute = std::string(prefix) + "key";
+    auto inodes = a.catalog().InodesWithXattr(attribute, name, 4);
+    if (!inodes.ok()) return Fail(1, inodes.status().message());
+    if (inodes->empty()) continue;
+    std::vector<std::string> paths;
+    for (uint64_t ino : *inodes) {
+      auto path = PathOf(a.catalog(), ino);
+      paths.push_back(path.ok() ? *path : fmt::format("inode {}", ino));
+    }
+    Tell(fmt::format("warning: {}{} still set {}={}: what is written there cannot be persisted (it waits in the "
+                     "staging cache) until that attribute changes or a key {} is created again",
+                     fmt::join(paths, ", "), inodes->size() == 4 ? " and more" : "", attribute, name, name));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int CmdKey(const Args& args) {
@@ -276,7 +304,7 @@ int CmdKey(const Args& args) {
                                  restored.ok() ? "" : fmt::format(", but putting it back failed: {}", restored.message())));
     }
     fmt::print("key {} deleted{}\n", name, erase ? fmt::format("; {} file(s) crypto-erased", *files) : "");
-    return 0;
+    return WarnOfAttributesNaming(archive, name);
   }
   return Usage();
 }

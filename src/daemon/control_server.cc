@@ -296,9 +296,7 @@ Status ControlServer::Repair(const ControlRequest& request, const SendFn& send, 
     send("problem " + problem);
   }
   send(RepairReportLine(*report));
-  LogInfo("{}: {} of {} extents, {} bad chunk(s), {} repaired, {} extent(s) lost{}", what, report->extents_done,
-          report->extents_total, report->chunks_bad, report->chunks_repaired, report->extents_lost,
-          report->finished ? "" : " (stopped early)");
+  LogInfo("{}", RepairSummary(*report, options.rebuild));
   // What is lost elsewhere (a missing disk's raid=none extent) does not keep the replaced disks waiting.
   if (options.rebuild && report->finished && report->replaced_extents_lost == 0) return fs_.archive().FinishRebuild();
   return Status::OK();

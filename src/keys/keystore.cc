@@ -34,10 +34,14 @@ constexpr size_t kMaxSourceOutput = 4096;  // what a key file or command may giv
 constexpr size_t kCheckValueBytes = 16;
 constexpr int kCommandTimeoutMs = 30000;
 
-std::string ModeProblem(const struct stat& st) {
-  if (st.st_uid != 0 && st.st_uid != ::geteuid()) return fmt::format("it is owned by uid {}", st.st_uid);
+// Why a root-only file at `path` is refused, with the command that mends it; "" when it is not.
+std::string ModeProblem(const struct stat& st, const std::string& path) {
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return fmt::format("it is owned by uid {} (chown {} {})", st.st_uid, ::geteuid(), path);
+  }
   if (st.st_mode & 077) {
-    return fmt::format("its mode is {:04o}: only its owner may read or write it", st.st_mode & 07777);
+    return fmt::format("its mode is {:04o}: only its owner may read or write it (chmod 600 {})", st.st_mode & 07777,
+                       path);
   }
   return "";
 }
@@ -56,8 +60,8 @@ Result<std::pair<SecretBytes, size_t>> ReadPrivateFile(const std::string& path, 
     st_status = Status::IOError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
   } else if (!S_ISREG(st.st_mode)) {
     st_status = Status::InvalidArgument(fmt::format("{} {} is not a regular file", what, path));
-  } else if (std::string why = ModeProblem(st); !why.empty()) {
-    st_status = Status::InvalidArgument(fmt::format("{} {} is refused: {} (chmod 600 {})", what, path, why, path));
+  } else if (std::string why = ModeProblem(st, path); !why.empty()) {
+    st_status = Status::InvalidArgument(fmt::format("{} {} is refused: {}", what, path, why));
   } else if (static_cast<size_t>(st.st_size) > limit) {
     st_status = Status::InvalidArgument(fmt::format("{} {} is larger than {} bytes", what, path, limit));
   }
@@ -148,6 +152,7 @@ Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& sour
     return Status::IOError(fmt::format("{}: fork: {}", what, std::strerror(errno)));
   }
   if (pid == 0) {
+    ::setpgid(0, 0);  // a group of its own: what it leaves running is stopped with it
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     // As a shell started anew has them: the daemon ignores some while it stops.
     for (int signal : {SIGHUP, SIGINT, SIGTERM, SIGPIPE}) ::signal(signal, SIG_DFL);
@@ -178,24 +183,32 @@ Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& sour
   }
   ::close(pipe_fds[0]);
   int wstatus = 0;
+  bool exited = false;  // by itself (else killed when its time ran out)
   for (;;) {  // it closed its output, or ran out of time: it gets what is left to exit
     pid_t done = ::waitpid(pid, &wstatus, WNOHANG);
+    if (done == pid) exited = true;
     if (done == pid || (done < 0 && errno != EINTR)) break;
     if (timed_out || left_ms() == 0) {
       timed_out = true;
-      ::kill(pid, SIGKILL);  // our own child
+      ::kill(-pid, SIGKILL);  // our own child's group
       while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
       }
       break;
     }
     ::usleep(10000);
   }
+  if (timed_out && exited) {  // what it left running held its output open: stopped with it
+    ::kill(-pid, SIGKILL);
+    return Status::IOError(fmt::format("{}: it exited, but a process it left running kept its output open for {} s "
+                                       "(stopped now); give a command that waits for what it starts",
+                                       what, kCommandTimeoutMs / 1000));
+  }
   if (timed_out) return Status::IOError(fmt::format("{}: gave no key within {} s", what, kCommandTimeoutMs / 1000));
+  if (length > kMaxSourceOutput) return Status::InvalidArgument(fmt::format("{}: printed too much", what));
   if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
     return Status::IOError(fmt::format("{}: it failed (status {})", what,
                                        WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus)));
   }
-  if (length > kMaxSourceOutput) return Status::InvalidArgument(fmt::format("{}: printed too much", what));
   return std::make_pair(std::move(out), length);
 }
 

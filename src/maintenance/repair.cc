@@ -18,6 +18,7 @@
 #include "redundancy/striping.h"
 #include "util/clock.h"
 #include "util/coding.h"
+#include "util/size.h"
 #include "util/log.h"
 
 namespace cairn {
@@ -464,6 +465,24 @@ Result<RepairReport> RepairArchive(Archive& archive, const RepairOptions& option
     }
   }
   return report;
+}
+
+std::string RepairSummary(const RepairReport& report, bool rebuild) {
+  std::string arrays;
+  if (report.array_bytes_rebuilt > 0) {
+    arrays += fmt::format(", {} of lonestar disks rebuilt", FormatSize(report.array_bytes_rebuilt));
+  }
+  if (report.parity_bad > 0) {
+    arrays += fmt::format(", {} lonestar range(s) whose parity did not add up: {} parity range(s) recomputed, {} "
+                          "bucket range(s) rebuilt from parity, {} left alone",
+                          report.parity_bad, report.parity_repaired - report.parity_buckets_rebuilt,
+                          report.parity_buckets_rebuilt, report.parity_bad - report.parity_repaired);
+  }
+  return fmt::format("{}: {} of {} extents {}, {} read, {} bad chunk(s), {} repaired, {} extent(s) lost{}{}",
+                     rebuild ? "rebuild" : "scrub", report.extents_done, report.extents_total,
+                     rebuild ? "checked" : "verified", FormatSize(report.bytes_read), report.chunks_bad,
+                     report.chunks_repaired, report.extents_lost, arrays,
+                     report.finished ? "" : " (stopped early; run again to continue)");
 }
 
 std::string RepairReportLine(const RepairReport& r) {

@@ -60,6 +60,10 @@ Status ForgetRebuildProgress(Archive& archive);
 // may delete or move it while a repair reads it); a failing query is an error.
 Result<bool> ExtentStillCurrent(Archive& archive, const ExtentRecord& extent);
 
+// The summary of a finished run as cairn rebuild / scrub prints it and the daemon logs it:
+// "rebuild: 3 of 3 extents checked, 12.0 MiB read, ..." (lonestar parts only when there are any).
+std::string RepairSummary(const RepairReport& report, bool rebuild);
+
 // A report as one line of text and back (the control socket carries it; problems go apart).
 std::string RepairReportLine(const RepairReport& report);
 bool ParseRepairReportLine(const std::string& line, RepairReport* report);

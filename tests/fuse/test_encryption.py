@@ -632,7 +632,8 @@ def test_a_file_whose_key_is_gone_does_not_hold_back_the_other_files(archive):
     held = os.open(archive.m("e", "g"), os.O_WRONLY | os.O_CREAT, 0o644)  # open: not persisted yet
     try:
         os.write(held, marker)
-        cairn("key", "delete", archive.arch, "k1")  # no file key wrapped by it yet
+        r = cairn("key", "delete", archive.arch, "k1")  # no file key wrapped by it yet
+        assert "warning: /e still set user.cairn.key=k1: what is written there cannot be persisted" in r.stderr, r
     finally:
         os.close(held)
     plain = random_bytes(3 * MiB, 41)

@@ -170,6 +170,8 @@ TEST_CASE("Keys: master keys come from a root-only file or a command, and a fail
   CHECK(from_raw->data()[0] == 0x11);
   source.location = dir / "open.hex";
   CHECK(MasterKeyOf(source).status().message().find("mode is 0644") != std::string::npos);
+  CHECK(MasterKeyOf(source).status().message().find("(chmod 600 " + (dir / "open.hex") + ")") !=
+        std::string::npos);
 
   source.kind = MasterKeySource::Kind::kCommand;
   source.location = "test \"$CAIRN_KEY_NAME\" = k && echo " + hex;
@@ -180,6 +182,8 @@ TEST_CASE("Keys: master keys come from a root-only file or a command, and a fail
   std::string failed = MasterKeyOf(source).status().message();
   CHECK(failed.find("key k version 1: its command: it failed (status 3)") != std::string::npos);
   CHECK(failed.find("s3cr3t") == std::string::npos);
+  source.location = "yes " + hex;  // killed by SIGPIPE once cairn stops reading: named for what it did
+  CHECK(MasterKeyOf(source).status().message() == "key k version 1: its command: printed too much");
   source.location = "echo not-a-key";
   CHECK(MasterKeyOf(source).status().message().find("gave neither 32 raw bytes nor 64 hex digits") !=
         std::string::npos);
