@@ -42,9 +42,10 @@ Result<ArchiveLock> ArchiveLock::Acquire(const std::string& dir) {
     int err = errno;
     ::close(fd);  // not ours: the holder's pid stays
     if (err != EWOULDBLOCK) return Status::FromErrno(fmt::format("cannot lock {}", path), err);
-    return Status::Busy(
-        fmt::format("archive {} is in use by another cairn process ({}); unmount it first", dir,
-                    HolderName(Holder(dir))));
+    int holder = Holder(dir);
+    if (holder == 0) return Status::Busy(fmt::format("archive {} was in use by another cairn process; try again", dir));
+    return Status::Busy(fmt::format("archive {} is in use by another cairn process ({}); unmount it first", dir,
+                                    HolderName(holder)));
   }
   ArchiveLock lock(fd);
   std::string pid = std::to_string(::getpid()) + "\n";

@@ -17,7 +17,8 @@ class ArchiveLock {
   // The pid recorded in the lock file of `dir`, -1 when it is locked and no pid is written
   // yet, 0 when no process holds the archive.
   static int Holder(const std::string& dir);
-  // What to call a Holder() in a message: "pid N", or what is known when no pid is written.
+  // What to call a holder in a message: "pid N", or what is known when no pid is written
+  // (-1). REQUIRES: holder != 0.
   static std::string HolderName(int holder);
 
   ArchiveLock(ArchiveLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }

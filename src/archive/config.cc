@@ -68,12 +68,14 @@ Status SetSize(uint64_t& field, const std::string& key, const std::string& value
   return Status::OK();
 }
 
-// SetSize of a size the data path cuts or reads in whole 4 KiB blocks.
+// SetSize of a size the data path cuts or reads in whole 4 KiB blocks; `note` ends the refusal.
 Status SetBlockSize(uint64_t& field, const std::string& key, const std::string& value, uint64_t minimum,
-                    uint64_t maximum) {
+                    uint64_t maximum, std::string_view note = "") {
   uint64_t bytes = 0;
   CAIRN_RETURN_IF_ERROR(SetSize(bytes, key, value, minimum, maximum));
-  if (bytes % 4096 != 0) return Status::InvalidArgument(fmt::format("{} = {:?}: a multiple of 4K", key, value));
+  if (bytes % 4096 != 0) {
+    return Status::InvalidArgument(fmt::format("{} = {:?}: a multiple of 4K{}", key, value, note));
+  }
   field = bytes;
   return Status::OK();
 }
@@ -232,7 +234,7 @@ Status ApplyOption(ArchiveOptions& o, const std::string& key, const std::string&
   if (key == "cache_size") return SetSize(o.cache_size, key, value, 1 << 20);
   if (key == "persist_idle") return SetCount(o.persist_idle_seconds, key, value);
   if (key == "read_buffer_segments") return SetCount(o.read_buffer_segments, key, value, 1);
-  if (key == "read_ahead") return SetBlockSize(o.read_ahead, key, value, 0, kMaxReadAhead);  // 0: the kernel's
+  if (key == "read_ahead") return SetBlockSize(o.read_ahead, key, value, 0, kMaxReadAhead, " (0: the kernel's default)");
   if (key == "log_max_size") return SetSize(o.log_max_size, key, value, 64 << 10);
   if (key == "reconcile_rate") return SetSize(o.reconcile_rate, key, value, 0);
   if (key == "reconcile_idle") return SetCount(o.reconcile_idle_seconds, key, value);

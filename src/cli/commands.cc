@@ -366,7 +366,8 @@ int CmdStatus(const Args& args) {
                           ? fmt::format("in use by {} (not mounted: a cairn command that works offline, or a mount "
                                         "starting or stopping)",
                                         ArchiveLock::HolderName(pid))
-                          : fmt::format("mounted at {} (daemon {})", mountpoint, ArchiveLock::HolderName(pid));
+                          : fmt::format("mounted at {} ({})", mountpoint,
+                                        pid > 0 ? fmt::format("daemon pid {}", pid) : "its daemon is starting");
   fmt::print("state     {}\n", state);
   fmt::print("files     {} inodes, {} queued for persisting\n", totals.inodes, totals.dirty_inodes);
   fmt::print("cache     {} in {} files (limit {})\n", FormatSize(cached), cache_files, FormatSize(cache_limit));

@@ -44,11 +44,20 @@ Status ExchangeControl(const std::string& archive_dir, const ControlRequest& req
       return Status::IOError(
           fmt::format("permission denied: the daemon of {} takes requests only from root and the archive's owner", dir));
     }
-    if (err == ENOENT || err == ECONNREFUSED) {  // the lock's holder serves no mount
+    if (err == ENOENT || err == ECONNREFUSED) {  // no daemon listens: which is it?
+      for (const auto& [source, target] : CairnMounts()) {
+        if (source == dir) {
+          return Status::IOError(fmt::format("the daemon of {} mounted at {} does not answer at {}: {} (starting or "
+                                             "stopping?)",
+                                             dir, target, path, std::strerror(err)));
+        }
+      }
+      int holder = Archive::LockHolder(dir);
+      if (holder == 0) return Status::IOError(fmt::format("{} is not mounted", dir));
       return Status::Busy(fmt::format("{} is in use by another cairn process ({}) that is not a mounted daemon (a "
-                                      "command that works offline, or a mount starting or stopping): no daemon "
-                                      "answers at {}; try again when it is done",
-                                      dir, ArchiveLock::HolderName(Archive::LockHolder(dir)), path));
+                                      "command that works offline, or a mount starting or stopping); try again "
+                                      "when it is done",
+                                      dir, ArchiveLock::HolderName(holder)));
     }
     return Status::IOError(fmt::format("cannot reach the daemon at {}: {}", path, std::strerror(err)));
   }

@@ -99,9 +99,9 @@ int FailDisk(const std::string& dir, const std::string& which) {
 // member's chunks are rebuilt through the grid, so none of them count.
 Result<size_t> ExtentsOnlyOn(Archive& archive, uint32_t disk) {
   if (archive.array_of(disk).first != nullptr) return size_t{0};
-  auto out_of_service = [&](uint32_t d) {
-    return archive.options().failed_disks.contains(d) || archive.missing_disks().contains(d) ||
-           archive.AwaitsRebuild(d);
+  auto out_of_service = [&](uint32_t d) {  // kNoDisk: a chunk cairn recover did not find
+    return d >= archive.disk_count() || archive.options().failed_disks.contains(d) ||
+           archive.missing_disks().contains(d) || archive.AwaitsRebuild(d);
   };
   std::lock_guard lock(archive.catalog_mutex());
   auto extents = archive.catalog().AllExtents();

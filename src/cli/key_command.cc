@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstring>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -19,11 +20,11 @@
 #include "archive/config.h"
 #include "archive/rules_fit.h"
 #include "cli/commands.h"
+#include "daemon/control_server.h"
 #include "fs/filesystem.h"
+#include "fs/key_guards.h"
 #include "keys/keystore.h"
-#include "policy/resolver.h"
 #include "policy/rules.h"
-#include "policy/vocabulary.h"
 
 namespace cairn {
 namespace {
@@ -185,28 +186,42 @@ int List(const std::string& archive, const Keystore& store) {
 }
 
 // After a key is deleted: the files and directories whose key= attributes still name it, where
-// what is written cannot be persisted (it waits in the staging cache). Returns 0, or 1 when
-// they cannot be looked up.
-int WarnOfAttributesNaming(const std::string& archive, const std::string& name) {
-  auto opened = OpenToLook(archive);
-  if (!opened.ok()) return Fail(1, opened.status().message());
-  Archive& a = **opened;
-  std::lock_guard lock(a.catalog_mutex());
-  for (std::string_view prefix : {kPolicyPrefix, kTrustedPolicyPrefix}) {
-    std::string attribute = std::string(prefix) + "key";
-    auto inodes = a.catalog().InodesWithXattr(attribute, name, 4);
-    if (!inodes.ok()) return Fail(1, inodes.status().message());
-    if (inodes->empty()) continue;
-    std::vector<std::string> paths;
-    for (uint64_t ino : *inodes) {
-      auto path = PathOf(a.catalog(), ino);
-      paths.push_back(path.ok() ? *path : fmt::format("inode {}", ino));
+// what is written cannot be persisted (it waits in the staging cache), asked of the daemon when
+// mounted (its catalog has what was set last). A failing lookup is said, not an error: the key
+// is gone already.
+void WarnOfAttributesNaming(const std::string& archive, const std::string& name) {
+  Result<std::vector<std::string>> named = std::vector<std::string>();
+  if (Archive::LockHolder(archive) != 0) {
+    ControlRequest request{.verb = ControlVerb::kKeys};
+    request.key_action = "attributes";
+    request.key_name = name;
+    std::string reply;
+    Status asked = ExchangeControl(archive, request, &reply);
+    if (asked.ok()) {
+      std::istringstream lines(reply);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.starts_with("named ")) named->push_back(line.substr(6));
+      }
+    } else {
+      named = asked;
     }
-    Tell(fmt::format("warning: {}{} still set {}={}: what is written there cannot be persisted (it waits in the "
-                     "staging cache) until that attribute changes or a key {} is created again",
-                     fmt::join(paths, ", "), inodes->size() == 4 ? " and more" : "", attribute, name, name));
+  } else if (auto opened = OpenToLook(archive); opened.ok()) {
+    std::lock_guard lock((*opened)->catalog_mutex());
+    named = AttributesNamingKey(**opened, name, kNamedKeyAttributesShown + 1);
+  } else {
+    named = opened.status();
   }
-  return 0;
+  if (!named.ok()) {
+    Tell(fmt::format("warning: cannot tell which files and directories still name key {}: {}", name,
+                     named.status().message()));
+    return;
+  }
+  if (named->empty()) return;
+  bool more = named->size() > kNamedKeyAttributesShown;
+  named->resize(std::min(named->size(), kNamedKeyAttributesShown));
+  Tell(fmt::format("warning: {}{} still name key {}: what is written there cannot be persisted (it waits in the "
+                   "staging cache) until that attribute changes or a key {} is created again",
+                   fmt::join(*named, ", "), more ? " and more" : "", name, name));
 }
 
 }  // namespace
@@ -304,7 +319,8 @@ int CmdKey(const Args& args) {
                                  restored.ok() ? "" : fmt::format(", but putting it back failed: {}", restored.message())));
     }
     fmt::print("key {} deleted{}\n", name, erase ? fmt::format("; {} file(s) crypto-erased", *files) : "");
-    return WarnOfAttributesNaming(archive, name);
+    WarnOfAttributesNaming(archive, name);
+    return 0;
   }
   return Usage();
 }

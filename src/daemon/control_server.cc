@@ -260,6 +260,12 @@ Status ControlServer::Handle(const ControlRequest& request, const SendFn& send, 
     }
     case ControlVerb::kRepair: return Repair(request, send, fd);
     case ControlVerb::kKeys: {
+      if (request.key_action == "attributes") {  // where user.cairn.key or trusted.cairn.key names it
+        auto named = fs_.AttributesNamingKey(request.key_name, kNamedKeyAttributesShown + 1);
+        if (!named.ok()) return named.status();
+        for (const std::string& line : *named) send("named " + line);
+        return Status::OK();
+      }
       auto files = fs_.ChangeFileKeys(request.key_action, request.key_name);
       if (!files.ok()) return files.status();
       if (request.key_action != "count") {

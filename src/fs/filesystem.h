@@ -113,6 +113,11 @@ class Filesystem {
   // SetKernelCacheDropper). Their dirty data stays, never encrypted: persisting it fails
   // while the keystore lacks the key (cairn(8), KEYS).
   Result<uint64_t> ChangeFileKeys(const std::string& action, const std::string& key_name);
+  // cairn key delete's warning: AttributesNamingKey (key_guards.h), under the catalog lock.
+  Result<std::vector<std::string>> AttributesNamingKey(const std::string& key_name, size_t limit) {
+    std::lock_guard lock(archive_.catalog_mutex());
+    return cairn::AttributesNamingKey(archive_, key_name, limit);
+  }
   // Set by the FUSE front end once mounted, and cleared (after a call under way returns)
   // before it unmounts: makes the kernel drop the pages and attributes it caches of an inode.
   void SetKernelCacheDropper(std::function<void(uint64_t ino)> drop);

@@ -3,9 +3,12 @@
 #include <cstdint>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "catalog/tree_walk.h"
 #include "fs/catalog_lookups.h"
 #include "policy/resolver.h"
+#include "policy/vocabulary.h"
 #include "util/log.h"
 
 namespace cairn {
@@ -112,6 +115,22 @@ std::optional<KeyCheck> KeyCheckForSetAttr(Archive& archive, const SetAttrReques
                           (request.mtime_ns && rules->Tests(Kind::kMtime)) ||
                           (request.atime_ns && rules->Tests(Kind::kAtime)));
   return tested ? KeyCheck::For(archive.file_keys(), caller) : std::nullopt;
+}
+
+Result<std::vector<std::string>> AttributesNamingKey(Archive& archive, const std::string& key, size_t limit) {
+  std::vector<std::string> found;
+  for (std::string_view prefix : {kPolicyPrefix, kTrustedPolicyPrefix}) {
+    std::string attribute = std::string(prefix) + "key";
+    auto inodes = archive.catalog().InodesWithXattr(attribute, key, limit - found.size());
+    if (!inodes.ok()) return inodes.status();
+    for (uint64_t ino : *inodes) {
+      auto path = PathOf(archive.catalog(), ino);
+      if (!path.ok()) return path.status();
+      found.push_back(fmt::format("{} ({})", *path, attribute));
+    }
+    if (found.size() == limit) break;
+  }
+  return found;
 }
 
 }  // namespace cairn

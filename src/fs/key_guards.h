@@ -31,6 +31,12 @@ Result<std::vector<std::string>> KeysGuarding(Archive& archive, uint64_t ino, co
 // it is rewritten). REQUIRES: catalog mutex held.
 Result<std::string> PolicyKeyOf(Archive& archive, uint64_t ino);
 
+// How many of those cairn key delete names in its warning.
+inline constexpr size_t kNamedKeyAttributesShown = 4;
+// Up to `limit` files and directories whose user.cairn.key or trusted.cairn.key names master
+// key `key`, as "PATH (ATTRIBUTE)". REQUIRES: catalog mutex held.
+Result<std::vector<std::string>> AttributesNamingKey(Archive& archive, const std::string& key, size_t limit);
+
 // The caller of a change that can alter which keys guard an inode, and the keystore as it
 // was when they asked: made before the catalog lock (it may read the keystore). The caller's
 // groups are read (from /proc, which waits for no disk) only when a key is to be authorized.

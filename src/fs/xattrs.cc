@@ -13,6 +13,7 @@
 #include "fs/key_guards.h"
 #include "fs/posix_acl.h"
 #include "fs/xattr_namespace.h"
+#include "policy/resolver.h"
 #include "policy/vocabulary.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -156,6 +157,15 @@ Status Xattrs::Remove(uint64_t ino, const std::string& name, const Caller& calle
     auto existing = IfFound(catalog.GetXattr(ino, name));
     if (!existing.ok()) return existing.status();
     if (!existing->has_value()) return Status::Posix(ENODATA, name);  // before any walk below a directory
+    if (name.starts_with(kPolicyPrefix)) {  // a user's setting under a lock stays, as it cannot be set
+      auto key = ParsePolicyKey(std::string_view(name).substr(kPolicyPrefix.size()));
+      auto lock = key.ok() ? LockCovering(catalog, ino, *key) : Result<std::string>(std::string());
+      if (!lock.ok()) return lock.status();
+      if (!lock->empty()) {
+        LogWarning("removexattr {} refused: it is locked by the admin at {}", name, *lock);
+        return Status::Posix(EPERM, fmt::format("{} is locked by the admin at {}", name, *lock));
+      }
+    }
     auto guarding = key_check ? KeysGuarding(archive_, ino) : std::vector<std::string>();
     if (!guarding.ok()) return guarding.status();
     GuardedInodes below(archive_, state_, key_check && IsDir(*inode) && policy_key ? &*key_check : nullptr);

@@ -103,7 +103,8 @@ std::vector<size_t> LoneStarPlacer::Place(const PlacementRequest& request,
   };
   // Taken in order, each one only when the rest can still complete the most copies there
   // can be: most free space first as far as it goes, and no greedy pick that strands the last
-  // copy when another set of buckets holds them all.
+  // copy when another set of buckets holds them all. (The look-ahead counts columns and hPGs,
+  // not failure domains: with domains shared by buckets it may still come up short.)
   std::vector<size_t> chosen;
   size_t target = request.chunks <= 1 ? request.chunks : std::min(request.chunks, room_from(0, nullptr));
   for (size_t k = 0; k < order.size() && chosen.size() < target; k++) {

@@ -152,7 +152,6 @@ Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& sour
     return Status::IOError(fmt::format("{}: fork: {}", what, std::strerror(errno)));
   }
   if (pid == 0) {
-    ::setpgid(0, 0);  // a group of its own: what it leaves running is stopped with it
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     // As a shell started anew has them: the daemon ignores some while it stops.
     for (int signal : {SIGHUP, SIGINT, SIGTERM, SIGPIPE}) ::signal(signal, SIG_DFL);
@@ -190,21 +189,23 @@ Result<std::pair<SecretBytes, size_t>> RunKeyCommand(const MasterKeySource& sour
     if (done == pid || (done < 0 && errno != EINTR)) break;
     if (timed_out || left_ms() == 0) {
       timed_out = true;
-      ::kill(-pid, SIGKILL);  // our own child's group
+      ::kill(pid, SIGKILL);  // our own child
       while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
       }
       break;
     }
     ::usleep(10000);
   }
-  if (timed_out && exited) {  // what it left running held its output open: stopped with it
-    ::kill(-pid, SIGKILL);
-    return Status::IOError(fmt::format("{}: it exited, but a process it left running kept its output open for {} s "
-                                       "(stopped now); give a command that waits for what it starts",
+  if (timed_out && exited) {  // what it started and left running held its output open
+    return Status::IOError(fmt::format("{}: it exited, but a process it left running kept its output open for {} s; "
+                                       "give a command that waits for what it starts",
                                        what, kCommandTimeoutMs / 1000));
   }
   if (timed_out) return Status::IOError(fmt::format("{}: gave no key within {} s", what, kCommandTimeoutMs / 1000));
-  if (length > kMaxSourceOutput) return Status::InvalidArgument(fmt::format("{}: printed too much", what));
+  // Killed by SIGPIPE when cairn stopped reading what it printed: that is what went wrong.
+  if (length > kMaxSourceOutput && (WIFEXITED(wstatus) || WTERMSIG(wstatus) == SIGPIPE)) {
+    return Status::InvalidArgument(fmt::format("{}: printed too much", what));
+  }
   if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
     return Status::IOError(fmt::format("{}: it failed (status {})", what,
                                        WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus)));

@@ -192,8 +192,9 @@ Result<ControlRequest> ParseControlRequest(std::string_view message) {
       break;
     }
     case ControlVerb::kKeys:
-      if (f[1] != "count" && f[1] != "rewrap" && f[1] != "erase") {
-        return Status::InvalidArgument(fmt::format("control request: keys {:?}: expected count, rewrap or erase",
+      if (f[1] != "count" && f[1] != "rewrap" && f[1] != "erase" && f[1] != "attributes") {
+        return Status::InvalidArgument(fmt::format("control request: keys {:?}: expected count, rewrap, erase or "
+                                                   "attributes",
                                                    f[1].substr(0, 40)));
       }
       if (f[2].empty() || f[2].size() > 64 || HasNul(f[2])) {

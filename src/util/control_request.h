@@ -33,7 +33,8 @@ struct ControlRequest {
   bool rebuild = false;    // repair: rebuild, or else scrub
   int64_t budget_ns = 0;   // repair: stop after this long, 0 = no limit
   uint64_t rate = 0;       // repair: bytes per second, 0 = no limit
-  std::string key_action;  // keys: count, rewrap or erase the file keys a master key wraps
+  std::string key_action;  // keys: count, rewrap or erase the file keys a master key wraps, or
+                           // "attributes": name what sets key= to it
   std::string key_name;    // keys: the master key's name
 
   bool operator==(const ControlRequest&) const = default;

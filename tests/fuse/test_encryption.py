@@ -633,7 +633,7 @@ def test_a_file_whose_key_is_gone_does_not_hold_back_the_other_files(archive):
     try:
         os.write(held, marker)
         r = cairn("key", "delete", archive.arch, "k1")  # no file key wrapped by it yet
-        assert "warning: /e still set user.cairn.key=k1: what is written there cannot be persisted" in r.stderr, r
+        assert "warning: /e (user.cairn.key) still name key k1: what is written there cannot be" in r.stderr, r
     finally:
         os.close(held)
     plain = random_bytes(3 * MiB, 41)

@@ -179,9 +179,9 @@ def test_a_mirrored_chunk_its_row_and_column_rebuild_wrong_is_rewritten_from_its
     archive.mount()
     archive.evict()
     assert read_file(archive.m("cold", "f")) == data
-    r = cairn("scrub", archive.mnt)  # the vP range the damage left is recomputed
+    r = cairn("scrub", archive.mnt)  # the parity ranges the damage left are recomputed
     summary = r.stdout.splitlines()[-1]
-    assert "0 extent(s) lost" in summary and "1 parity range(s) recomputed" in summary, r.stdout
+    assert "0 extent(s) lost" in summary and "2 parity range(s) recomputed" in summary, r.stdout
     assert summary in log_text(archive), "the daemon's log line left out the lonestar part"
 
 

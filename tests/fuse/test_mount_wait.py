@@ -124,7 +124,9 @@ def test_mounting_another_archive_over_a_mount_point_in_use_is_refused(archive):
     second.mkfs()
     r = cairn("mount", second.arch, archive.mnt, check=False, timeout=60)
     assert r.returncode == 1 and f"{archive.mnt} is already the mount point of archive {archive.arch}" in r.stderr, r
-    assert not os.path.exists(os.path.join(second.arch, "lock")) or second.status()["mounted_by_pid"] == 0
+    with open("/proc/self/mountinfo") as mounts:
+        assert [line.split()[4] for line in mounts].count(os.path.realpath(archive.mnt)) == 1
+    assert second.status()["mounted_by_pid"] == 0
     assert read_file(archive.m("f")) == b"first"
 
 

@@ -522,7 +522,7 @@ def interrupt_an_online_rebuild(archive):
             client.wait()
     log = os.path.join(archive.arch, "cairn.log")
     deadline = time.monotonic() + 2  # throttled, the next batch would be due in 3 s: it notices at once
-    while "(stopped early)" not in open(log).read():
+    while "(stopped early;" not in open(log).read():
         assert time.monotonic() < deadline, "the daemon went on rebuilding after the client left"
         time.sleep(0.1)
 

@@ -227,7 +227,13 @@ def test_trusted_lock_overrides_user_settings_below(archive):
         with pytest.raises(OSError) as e:
             os.setxattr(archive.m("locked", "sub"), "user.cairn." + key, value)
         assert e.value.errno == errno.EPERM
+    # A setting made before the lock stays stored: removing it is refused as setting it is.
+    with pytest.raises(OSError) as e:
+        os.removexattr(f, "user.cairn.segment_size")
+    assert e.value.errno == errno.EPERM
     os.setxattr(f, "user.cairn.checksum", b"crc32c")  # keys the lock does not name stay open
+    os.removexattr(f, "user.cairn.checksum")
+    os.setxattr(f, "user.cairn.checksum", b"crc32c")
     with pytest.raises(OSError) as e:
         os.setxattr(archive.m("locked"), "trusted.cairn.lock", b"colour")
     assert e.value.errno == errno.EINVAL

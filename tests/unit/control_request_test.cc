@@ -47,7 +47,7 @@ TEST_CASE("ControlRequest: every verb round-trips", "[control]") {
   }
   CHECK(SerializeControlRequest(requests[4]) == "disk-fail\t4294967295\n");
   CHECK(SerializeControlRequest(requests[8]) == "keys\trewrap\tk1\n");
-  CHECK(ParseStatus("keys\tforget\tk1\n").message().find("expected count, rewrap or erase") != std::string::npos);
+  CHECK(ParseStatus("keys\tforget\tk1\n").message().find("expected count, rewrap, erase or attributes") != std::string::npos);
   CHECK(SerializeControlRequest(requests[5]) == "apply\t/a b/c\\td\n");
 }
 
