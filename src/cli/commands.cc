@@ -209,10 +209,8 @@ int CmdStatus(const Args& args) {
   if (!archive.ok()) return Fail(1, archive.status().message());
   Archive& a = **archive;
   int pid = Archive::LockHolder(a.dir());
-  std::string mountpoint;  // empty when a holder of the lock serves no mount
-  for (const auto& [source, target] : CairnMounts()) {
-    if (source == a.dir() && pid != 0) mountpoint = target;
-  }
+  // Empty when no process holds the archive, or its holder serves no mount.
+  std::string mountpoint = pid != 0 ? MountpointOf(a.dir()).value_or("") : "";
   // The cache limit the daemon runs with: a mount's -o cache_size overrides cairn.conf's.
   uint64_t cache_limit = a.options().cache_size;
   // (Quietly: the lock's holder may be an offline command, or the socket not ours to reach.)
@@ -353,7 +351,8 @@ int CmdStatus(const Args& args) {
         "\"bytes_cached\":{},\"cache_files\":{},\"cache_limit\":{},\"bytes_persisted\":{},\"extents\":{},\"extent_bytes\":{},"
         "\"payload_logical_bytes\":{},\"payload_stored_bytes\":{},\"catalog_bytes\":{},\"policy_checks_queued\":{},\"extents_degraded\":{},\"extents_at_risk\":{},"
         "\"extents_unreadable\":{},\"groups\":[{}],\"disks\":[{}]}}\n",
-        JsonString(a.dir()), a.options().archive_id, mountpoint.empty() ? 0 : std::max(pid, 0), totals.inodes, totals.dirty_inodes, cached,
+        JsonString(a.dir()), a.options().archive_id, mountpoint.empty() ? 0 : std::max(pid, 0), totals.inodes,
+        totals.dirty_inodes, cached,
         cache_files, cache_limit,
         totals.persisted_bytes, totals.extents, totals.extent_bytes, logical_payload, stored_payload, catalog_bytes,
         totals.policy_checks, degraded,

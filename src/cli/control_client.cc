@@ -45,12 +45,10 @@ Status ExchangeControl(const std::string& archive_dir, const ControlRequest& req
           fmt::format("permission denied: the daemon of {} takes requests only from root and the archive's owner", dir));
     }
     if (err == ENOENT || err == ECONNREFUSED) {  // no daemon listens: which is it?
-      for (const auto& [source, target] : CairnMounts()) {
-        if (source == dir) {
-          return Status::IOError(fmt::format("the daemon of {} mounted at {} does not answer at {}: {} (starting or "
-                                             "stopping?)",
-                                             dir, target, path, std::strerror(err)));
-        }
+      if (auto target = MountpointOf(dir)) {
+        return Status::IOError(fmt::format("the daemon of {} mounted at {} does not answer at {}: {} (starting or "
+                                           "stopping?)",
+                                           dir, *target, path, std::strerror(err)));
       }
       int holder = Archive::LockHolder(dir);
       if (holder == 0) return Status::IOError(fmt::format("{} is not mounted", dir));

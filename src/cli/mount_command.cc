@@ -50,10 +50,8 @@ Status WaitForArchive(const std::string& archive, int seconds) {
   int holder = Archive::LockHolder(archive);
   if (holder == 0) return Status::OK();
   std::string who = ArchiveLock::HolderName(holder);
-  for (const auto& [source, target] : CairnMounts()) {
-    if (source == archive) {
-      return Status::Busy(fmt::format("archive {} is mounted at {} ({}); unmount it first", archive, target, who));
-    }
+  if (auto target = MountpointOf(archive)) {
+    return Status::Busy(fmt::format("archive {} is mounted at {} ({}); unmount it first", archive, *target, who));
   }
   if (seconds == 0) {
     return Status::Busy(fmt::format("archive {} is in use by another cairn process ({}); --wait SECONDS waits for "

@@ -63,6 +63,13 @@ std::vector<std::pair<std::string, std::string>> CairnMounts() {
   return ParseCairnMounts(text.str());
 }
 
+std::optional<std::string> MountpointOf(const std::string& archive) {
+  for (const auto& [source, target] : CairnMounts()) {
+    if (source == archive) return target;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> CairnMountDevice(std::string_view mountinfo, std::string_view mountpoint) {
   // ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [TAG...] - TYPE SOURCE SUPER-OPTIONS
   std::istringstream lines{std::string(mountinfo)};

@@ -17,6 +17,8 @@ namespace cairn {
 std::vector<std::pair<std::string, std::string>> ParseCairnMounts(std::string_view table);
 // ParseCairnMounts of /proc/mounts.
 std::vector<std::pair<std::string, std::string>> CairnMounts();
+// Where archive directory `archive` (a canonical path) is mounted, if it is (CairnMounts).
+std::optional<std::string> MountpointOf(const std::string& archive);
 
 // The device ("MAJOR:MINOR") of the last fuse.cairn mount at `mountpoint` (a canonical path) in
 // `mountinfo` (text as /proc/self/mountinfo gives it); nothing when there is none.
